@@ -1,0 +1,92 @@
+// The differentiable ops users call: brigade::add, brigade::matmul, brigade::layer_norm, ...
+//
+// Each function runs the checked kernel from kernels/ops.h forward and, when a tape is recording,
+// records a Node whose backward calls the matching *_backward kernels. The forward and backward of
+// an op sit side by side in one file under autograd/functions/, so each reads as one unit.
+//
+// The view methods on Tensor (view, transpose, slice, ...) are differentiable too; they are defined
+// in autograd/functions/views.cpp.
+#pragma once
+
+#include <vector>
+
+#include "core/tensor.h"
+#include "kernels/ops.h"
+
+namespace brigade {
+
+// ---- elementwise (broadcasting) ----
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor add(const Tensor& a, double b);
+Tensor mul(const Tensor& a, double b);
+Tensor neg(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor pow(const Tensor& x, double exponent);
+Tensor tanh(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor gelu(const Tensor& x);  // tanh approximation
+Tensor silu(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);  // mask non-zero -> value
+
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& x);
+Tensor operator+(const Tensor& a, double b);
+Tensor operator+(double a, const Tensor& b);
+Tensor operator-(const Tensor& a, double b);
+Tensor operator-(double a, const Tensor& b);
+Tensor operator*(const Tensor& a, double b);
+Tensor operator*(double a, const Tensor& b);
+Tensor operator/(const Tensor& a, double b);
+
+// ---- reductions ----
+Tensor sum(const Tensor& x);  // all elements -> scalar
+Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
+Tensor mean(const Tensor& x);
+Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
+Tensor max(const Tensor& x, int64_t dim, bool keepdim = false);  // values; gradient goes to the argmax
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);  // not differentiable
+
+// ---- linear algebra and activations over a dim ----
+Tensor matmul(const Tensor& a, const Tensor& b);
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+
+// ---- normalisation (over the last dim) ----
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-6);
+
+// ---- lookup, loss, regularisation ----
+Tensor embedding(const Tensor& weight, const Tensor& indices);
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100,
+                     ops::Reduction reduction = ops::Reduction::mean);
+// Identity unless `training`; the mask comes from (seed, offset) so it is reproducible on any device.
+// Without an explicit seed the default generator supplies (seed, offset) and advances.
+Tensor dropout(const Tensor& x, double p, bool training = true);
+Tensor dropout(const Tensor& x, double p, uint64_t seed, uint64_t offset);
+
+// ---- joining and splitting ----
+Tensor concat(const std::vector<Tensor>& xs, int64_t dim);
+Tensor stack(const std::vector<Tensor>& xs, int64_t dim);
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim);
+std::vector<Tensor> split(const Tensor& x, int64_t chunk_size, int64_t dim);  // last chunk may be smaller
+
+// ---- masks ----
+// [T, T] i32 tensor, 1 above the diagonal (positions a query must not see), for masked_fill.
+Tensor causal_mask(int64_t T, Device device = Device::cpu());
+
+// ---- convolution and pooling (NCHW) ----
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride = 1, int64_t padding = 0);
+Tensor max_pool2d(const Tensor& x, int64_t kernel, int64_t stride = -1, int64_t padding = 0);  // stride -1 = kernel
+Tensor avg_pool2d(const Tensor& x, int64_t kernel, int64_t stride = -1, int64_t padding = 0);
+
+}  // namespace brigade

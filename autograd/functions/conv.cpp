@@ -1,0 +1,1 @@
+// autograd: conv (placeholder until implemented)

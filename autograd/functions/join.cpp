@@ -1,0 +1,1 @@
+// autograd: join (placeholder until implemented)

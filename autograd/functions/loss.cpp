@@ -1,0 +1,1 @@
+// autograd: loss (placeholder until implemented)

@@ -1,0 +1,1 @@
+// autograd: matmul (placeholder until implemented)

@@ -1,0 +1,1 @@
+// autograd: norm (placeholder until implemented)

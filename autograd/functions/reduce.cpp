@@ -1,0 +1,1 @@
+// autograd: reduce (placeholder until implemented)

@@ -1,0 +1,1 @@
+// autograd: softmax (placeholder until implemented)

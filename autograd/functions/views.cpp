@@ -1,0 +1,191 @@
+// Tensor's view and copy methods, with their gradients.
+//
+// A view op only rewrites (shape, strides, offset); its backward maps the output gradient back to the
+// input's geometry: reshape back, permute back, scatter a slice into zeros, sum a broadcast away.
+#include <algorithm>
+#include <numeric>
+
+#include "autograd/functions.h"
+#include "autograd/tape.h"
+#include "core/factory.h"
+#include "kernels/ops.h"
+
+namespace brigade {
+namespace {
+
+// Records a single-input op whose backward is `back(grad_out)`.
+template <class Back>
+Tensor recorded(const char* name, const Tensor& x, Tensor out, Back back) {
+  record(name, {x}, {out}, [back](const std::vector<Tensor>& g, const std::vector<bool>&) -> std::vector<Tensor> {
+    return {back(g[0])};
+  });
+  return out;
+}
+
+Shape infer_size(const Shape& shape, int64_t numel, const char* op, const Shape& from) {
+  Shape out = shape;
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i] == -1) {
+      BRIGADE_CHECK(infer < 0, op, ": only one dimension can be -1 in ", shape_str(shape));
+      infer = int64_t(i);
+    } else {
+      BRIGADE_CHECK(out[i] >= 0, op, ": invalid size in ", shape_str(shape));
+      known *= out[i];
+    }
+  }
+  if (infer >= 0) {
+    BRIGADE_CHECK(known != 0 && numel % known == 0, op, ": shape ", shape_str(shape), " is invalid for ",
+                  shape_str(from), " (", numel, " elements)");
+    out[size_t(infer)] = numel / known;
+  }
+  BRIGADE_CHECK(shape_numel(out) == numel, op, ": shape ", shape_str(shape), " is invalid for ", shape_str(from), " (",
+                numel, " elements)");
+  return out;
+}
+
+}  // namespace
+
+Tensor Tensor::view(const Shape& shape) const {
+  Shape target = infer_size(shape, numel(), "view", this->shape());
+  BRIGADE_CHECK(is_contiguous(), "view: tensor with shape ", shape_str(this->shape()), " and strides ",
+                shape_str(strides()), " is not contiguous; use reshape(), which copies");
+  Shape from = this->shape();
+  Tensor out = make_view(*this, target, contiguous_strides(target), offset());
+  return recorded("view", *this, out, [from](const Tensor& g) { return ops::contiguous(g).reshape(from); });
+}
+
+Tensor Tensor::reshape(const Shape& shape) const { return is_contiguous() ? view(shape) : contiguous().view(shape); }
+
+Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
+  BRIGADE_CHECK(int64_t(dims.size()) == dim(), "permute: ", dims.size(), " dims given for a tensor with shape ",
+                shape_str(shape()));
+  Shape new_shape(dims.size());
+  Strides new_strides(dims.size());
+  std::vector<int64_t> inverse(dims.size(), -1);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    int64_t d = wrap_dim(dims[i], dim(), "permute");
+    BRIGADE_CHECK(inverse[size_t(d)] < 0, "permute: dim ", d, " repeated in ", shape_str(dims));
+    inverse[size_t(d)] = int64_t(i);
+    new_shape[i] = shape()[size_t(d)];
+    new_strides[i] = strides()[size_t(d)];
+  }
+  Tensor out = make_view(*this, new_shape, new_strides, offset());
+  return recorded("permute", *this, out, [inverse](const Tensor& g) { return g.permute(inverse); });
+}
+
+Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
+  std::vector<int64_t> dims(static_cast<size_t>(dim()));
+  std::iota(dims.begin(), dims.end(), 0);
+  std::swap(dims[size_t(wrap_dim(d0, dim(), "transpose"))], dims[size_t(wrap_dim(d1, dim(), "transpose"))]);
+  return permute(dims);
+}
+
+Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
+  d = wrap_dim(d, dim(), "slice");
+  BRIGADE_CHECK(step > 0, "slice: step must be positive, got ", step);
+  int64_t n = shape()[size_t(d)];
+  auto clamp = [n](int64_t i) { return std::clamp<int64_t>(i < 0 ? i + n : i, 0, n); };
+  start = clamp(start);
+  end = std::max(clamp(end), start);
+  Shape new_shape = shape();
+  Strides new_strides = strides();
+  new_shape[size_t(d)] = (end - start + step - 1) / step;
+  new_strides[size_t(d)] *= step;
+  Tensor out = make_view(*this, new_shape, new_strides, offset() + start * strides()[size_t(d)]);
+  Shape from = shape();
+  DType dt = dtype();
+  Device dev = device();
+  return recorded("slice", *this, out, [=](const Tensor& g) {
+    Tensor full_grad = zeros(from, dt, dev);
+    ops::copy_(full_grad.slice(d, start, end, step), g);
+    return full_grad;
+  });
+}
+
+Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
+  d = wrap_dim(d, dim(), "narrow");
+  BRIGADE_CHECK(start >= 0 && length >= 0 && start + length <= shape()[size_t(d)], "narrow: range [", start, ", ",
+                start + length, ") is outside dim ", d, " of size ", shape()[size_t(d)]);
+  return slice(d, start, start + length);
+}
+
+Tensor Tensor::select(int64_t d, int64_t index) const {
+  d = wrap_dim(d, dim(), "select");
+  int64_t n = shape()[size_t(d)];
+  BRIGADE_CHECK(index >= -n && index < n, "select: index ", index, " is out of range for dim ", d, " of size ", n);
+  if (index < 0) index += n;
+  return slice(d, index, index + 1).squeeze(d);
+}
+
+Tensor Tensor::expand(const Shape& target) const {
+  BRIGADE_CHECK(target.size() >= shape().size(), "expand: cannot expand shape ", shape_str(shape()), " to ",
+                shape_str(target), " (fewer dimensions)");
+  size_t lead = target.size() - shape().size();
+  Shape new_shape(target.size());
+  Strides new_strides(target.size(), 0);
+  for (size_t i = 0; i < target.size(); ++i) {
+    if (i < lead) {
+      BRIGADE_CHECK(target[i] >= 0, "expand: size -1 is not allowed for new leading dim ", i);
+      new_shape[i] = target[i];
+      continue;
+    }
+    int64_t have = shape()[i - lead];
+    int64_t want = target[i] == -1 ? have : target[i];
+    BRIGADE_CHECK(have == want || have == 1, "expand: shape ", shape_str(shape()), " cannot be expanded to ",
+                  shape_str(target));
+    new_shape[i] = want;
+    new_strides[i] = have == want ? strides()[i - lead] : 0;
+  }
+  Tensor out = make_view(*this, new_shape, new_strides, offset());
+  Shape from = shape();
+  return recorded("expand", *this, out, [from](const Tensor& g) { return ops::sum_to(g, from); });
+}
+
+Tensor Tensor::squeeze(int64_t d) const {
+  d = wrap_dim(d, dim(), "squeeze");
+  if (shape()[size_t(d)] != 1) return *this;  // as in PyTorch: only size-1 dims are removed
+  Shape new_shape = shape();
+  Strides new_strides = strides();
+  new_shape.erase(new_shape.begin() + d);
+  new_strides.erase(new_strides.begin() + d);
+  Tensor out = make_view(*this, new_shape, new_strides, offset());
+  return recorded("squeeze", *this, out, [d](const Tensor& g) { return g.unsqueeze(d); });
+}
+
+Tensor Tensor::unsqueeze(int64_t d) const {
+  BRIGADE_CHECK(d >= -(dim() + 1) && d <= dim(), "unsqueeze: dim ", d, " is out of range for a tensor with ", dim(),
+                " dimensions");
+  if (d < 0) d += dim() + 1;
+  Shape new_shape = shape();
+  Strides new_strides = strides();
+  int64_t stride_here = d < dim() ? strides()[size_t(d)] * shape()[size_t(d)] : 1;
+  new_shape.insert(new_shape.begin() + d, 1);
+  new_strides.insert(new_strides.begin() + d, stride_here);
+  Tensor out = make_view(*this, new_shape, new_strides, offset());
+  return recorded("unsqueeze", *this, out, [d](const Tensor& g) { return g.squeeze(d); });
+}
+
+Tensor Tensor::contiguous() const {
+  if (is_contiguous()) return *this;
+  return clone();
+}
+
+Tensor Tensor::clone() const {
+  Tensor out = ops::clone(*this);
+  return recorded("clone", *this, out, [](const Tensor& g) { return g; });
+}
+
+Tensor Tensor::to(DType t) const {
+  if (t == dtype()) return *this;
+  Tensor out = ops::to_dtype(*this, t);
+  DType from = dtype();
+  return recorded("to", *this, out, [from](const Tensor& g) { return ops::to_dtype(g, from); });
+}
+
+Tensor Tensor::to(Device d) const {
+  if (d == device()) return *this;
+  fail("to: copying from ", device().str(), " to ", d.str(), " needs the CUDA backend, which this build lacks");
+}
+
+}  // namespace brigade

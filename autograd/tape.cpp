@@ -1,0 +1,179 @@
+#include "autograd/tape.h"
+
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/factory.h"
+#include "kernels/ops.h"
+
+namespace brigade {
+namespace {
+
+thread_local Tape* t_active_tape = nullptr;
+thread_local bool t_grad_enabled = true;
+
+// Adds g into the leaf's .grad. The first contribution is copied, so .grad never aliases a tensor
+// the user or another gradient holds.
+void accumulate_into_leaf(const Tensor& leaf, const Tensor& g) {
+  NoGradGuard no_grad;
+  Tensor current = leaf.grad();
+  if (!current.defined()) {
+    Tensor fresh = ops::to_dtype(g, leaf.dtype());
+    leaf.impl().grad = (fresh.same_as(g) ? ops::clone(g) : fresh).impl_ptr();
+  } else {
+    ops::add_(current, g);
+  }
+}
+
+}  // namespace
+
+Tape* active_tape() { return t_active_tape; }
+bool grad_enabled() { return t_grad_enabled; }
+
+TapeGuard::TapeGuard(Tape& tape) : previous_(t_active_tape) { t_active_tape = &tape; }
+TapeGuard::~TapeGuard() { t_active_tape = previous_; }
+
+NoGradGuard::NoGradGuard() : previous_(t_grad_enabled) { t_grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { t_grad_enabled = previous_; }
+
+bool should_record(const std::vector<Tensor>& inputs) {
+  if (t_active_tape == nullptr || !t_grad_enabled) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+bool record(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+            BackwardFn backward) {
+  if (!should_record(inputs)) return false;
+  Node node;
+  node.name = name;
+  node.inputs = inputs;
+  for (const Tensor& out : outputs) {
+    out.impl().requires_grad = true;
+    out.impl().is_leaf = false;
+    node.output_ids.push_back(out.impl().id);
+    node.output_shapes.push_back(out.shape());
+    node.output_dtypes.push_back(out.dtype());
+  }
+  node.backward = std::move(backward);
+  t_active_tape->record(std::move(node));
+  return true;
+}
+
+void Tape::backward(const Tensor& loss, bool retain) {
+  BRIGADE_CHECK(loss.defined() && loss.numel() == 1, "backward: expected a one-element loss, got shape ",
+                loss.defined() ? shape_str(loss.shape()) : std::string("(undefined)"),
+                "; pass explicit gradients for other outputs");
+  backward({loss}, {ones(loss.shape(), loss.dtype(), loss.device())}, retain);
+}
+
+void Tape::backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads, bool retain) {
+  BRIGADE_CHECK(!awaiting_weight_, "backward: this tape is between backward_input and backward_weight");
+  run(roots, root_grads, Phase::all, {});
+  if (!retain) clear();
+}
+
+void Tape::backward_input(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads,
+                          const std::vector<Tensor>& inputs) {
+  BRIGADE_CHECK(!awaiting_weight_, "backward_input: called twice without backward_weight in between");
+  run(roots, root_grads, Phase::input, inputs);
+  awaiting_weight_ = true;
+}
+
+void Tape::backward_weight() {
+  BRIGADE_CHECK(awaiting_weight_, "backward_weight: backward_input has not run on this tape");
+  run({}, {}, Phase::weight, {});
+  awaiting_weight_ = false;
+  clear();
+}
+
+void Tape::clear() {
+  nodes_.clear();
+  awaiting_weight_ = false;
+}
+
+void Tape::run(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads, Phase phase,
+               const std::vector<Tensor>& phase_inputs) {
+  NoGradGuard no_grad;  // backward computations are never themselves recorded
+
+  if (phase == Phase::weight) {
+    for (size_t n = nodes_.size(); n-- > 0;) {
+      Node& node = nodes_[n];
+      if (node.deferred_grad_outputs.empty()) continue;
+      std::vector<bool> want(node.inputs.size());
+      for (size_t i = 0; i < want.size(); ++i)
+        want[i] = node.inputs[i].defined() && node.inputs[i].requires_grad() && node.inputs[i].is_leaf();
+      std::vector<Tensor> grads = node.backward(node.deferred_grad_outputs, want);
+      for (size_t i = 0; i < want.size(); ++i)
+        if (want[i] && grads.size() > i && grads[i].defined()) accumulate_into_leaf(node.inputs[i], grads[i]);
+      node.deferred_grad_outputs.clear();
+    }
+    return;
+  }
+
+  BRIGADE_CHECK(roots.size() == root_grads.size(), "backward: ", roots.size(), " roots but ", root_grads.size(),
+                " gradients");
+  std::unordered_map<uint64_t, Tensor> grads;  // gradient so far of each non-leaf tensor, by id
+  auto add_grad = [&](const Tensor& t, const Tensor& g) {
+    if (t.is_leaf()) {
+      accumulate_into_leaf(t, g);
+      return;
+    }
+    Tensor& slot = grads[t.impl().id];
+    slot = slot.defined() ? ops::binary(ops::BinaryOp::add, slot, g) : g;
+  };
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const Tensor& root = roots[i];
+    BRIGADE_CHECK(root.defined() && root.requires_grad(), "backward: root ", i,
+                  " does not require grad (was it computed under a tape from inputs that require grad?)");
+    BRIGADE_CHECK(root_grads[i].defined() && root_grads[i].shape() == root.shape(), "backward: gradient for root ", i,
+                  " has shape ", root_grads[i].defined() ? shape_str(root_grads[i].shape()) : std::string("(undefined)"),
+                  " but the root has shape ", shape_str(root.shape()));
+    add_grad(root, root_grads[i]);
+  }
+
+  std::unordered_set<uint64_t> phase_input_ids;
+  for (const Tensor& t : phase_inputs) phase_input_ids.insert(t.impl().id);
+
+  for (size_t n = nodes_.size(); n-- > 0;) {
+    Node& node = nodes_[n];
+    if (!node.backward) continue;  // already consumed by an earlier non-retained phase
+    std::vector<Tensor> grad_outputs(node.output_ids.size());
+    bool any = false;
+    for (size_t o = 0; o < node.output_ids.size(); ++o) {
+      auto it = grads.find(node.output_ids[o]);
+      if (it == grads.end()) continue;
+      grad_outputs[o] = it->second;
+      grads.erase(it);  // each non-leaf's gradient is complete once its producer is reached
+      any = true;
+    }
+    if (!any) continue;
+    for (size_t o = 0; o < grad_outputs.size(); ++o)
+      if (!grad_outputs[o].defined()) grad_outputs[o] = zeros(node.output_shapes[o], node.output_dtypes[o]);
+
+    std::vector<bool> want(node.inputs.size()), deferred(node.inputs.size());
+    bool any_want = false, any_deferred = false;
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const Tensor& in = node.inputs[i];
+      if (!in.defined() || !in.requires_grad()) continue;
+      bool is_weight = phase == Phase::input && in.is_leaf() && !phase_input_ids.count(in.impl().id);
+      (is_weight ? deferred : want)[i] = true;
+      (is_weight ? any_deferred : any_want) = true;
+    }
+    if (any_deferred) node.deferred_grad_outputs = grad_outputs;
+    if (!any_want) continue;
+    std::vector<Tensor> input_grads = node.backward(grad_outputs, want);
+    BRIGADE_CHECK(input_grads.size() == node.inputs.size(), "backward of ", node.name, " returned ",
+                  input_grads.size(), " gradients for ", node.inputs.size(), " inputs");
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      if (!want[i] || !input_grads[i].defined()) continue;
+      BRIGADE_CHECK(input_grads[i].shape() == node.inputs[i].shape(), "backward of ", node.name, ": gradient for input ",
+                    i, " has shape ", shape_str(input_grads[i].shape()), " but the input has shape ",
+                    shape_str(node.inputs[i].shape()));
+      add_grad(node.inputs[i], input_grads[i]);
+    }
+  }
+}
+
+}  // namespace brigade

@@ -1,0 +1,113 @@
+// The tape: a list of recorded ops, replayed in reverse to compute gradients.
+//
+// While a Tape is active on a thread (TapeGuard), every differentiable function whose inputs
+// require grad appends a Node: which tensors went in, which came out, and a closure that maps output
+// gradients to input gradients. backward() walks the nodes last to first, summing gradients per
+// tensor, and accumulates the totals into leaf tensors (parameters, inputs) that require grad.
+//
+// Tapes are plain objects, so several can exist at once — the pipeline keeps one per in-flight
+// micro-batch and replays them in whatever order its schedule says.
+//
+// Zero-bubble schedules split each backward into two phases: backward_input() computes gradients for
+// the activations (and for the tensors you name, e.g. the stage input) and leaves the other leaves
+// (the weights) for backward_weight(), which may run much later. The two phases together produce the
+// same sums, in the same order, as backward().
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace brigade {
+
+// Maps gradients of a node's outputs to gradients of its inputs. `want[i]` says whether input i's
+// gradient is needed now; entries not wanted may be left undefined (and should not be computed).
+using BackwardFn = std::function<std::vector<Tensor>(const std::vector<Tensor>& grad_outputs,
+                                                     const std::vector<bool>& want)>;
+
+struct Node {
+  std::string name;             // the op, for error messages and debugging
+  std::vector<Tensor> inputs;   // kept alive until the tape is freed
+  std::vector<uint64_t> output_ids;
+  std::vector<Shape> output_shapes;
+  std::vector<DType> output_dtypes;
+  BackwardFn backward;
+  std::vector<Tensor> deferred_grad_outputs;  // set by backward_input for backward_weight
+};
+
+class Tape {
+ public:
+  Tape() = default;
+  Tape(const Tape&) = delete;
+  Tape& operator=(const Tape&) = delete;
+  Tape(Tape&&) = default;
+  Tape& operator=(Tape&&) = default;
+
+  // Full backward from scalar `loss` (gradient 1) or from `roots` with the given gradients.
+  // Unless `retain`, the nodes are freed afterwards (and the tape can't be replayed again).
+  void backward(const Tensor& loss, bool retain = false);
+  void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads, bool retain = false);
+
+  // Phase 1 of a split backward: gradients flow through all recorded ops into every leaf listed in
+  // `inputs` (accumulated into their .grad), but not into any other leaf; those wait for phase 2.
+  void backward_input(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads,
+                      const std::vector<Tensor>& inputs);
+  // Phase 2: gradients for the remaining leaves (the weights), from what phase 1 saved. Frees the tape.
+  void backward_weight();
+
+  void clear();  // drops every node (and the tensors they keep alive)
+  size_t size() const { return nodes_.size(); }
+  bool empty() const { return nodes_.empty(); }
+  const std::vector<Node>& nodes() const { return nodes_; }
+
+  void record(Node node) { nodes_.push_back(std::move(node)); }
+
+ private:
+  enum class Phase { all, input, weight };
+  void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads, Phase phase,
+           const std::vector<Tensor>& phase_inputs);
+
+  std::vector<Node> nodes_;
+  bool awaiting_weight_ = false;
+};
+
+// Makes `tape` the active tape of this thread for the guard's lifetime (guards nest).
+class TapeGuard {
+ public:
+  explicit TapeGuard(Tape& tape);
+  ~TapeGuard();
+  TapeGuard(const TapeGuard&) = delete;
+  TapeGuard& operator=(const TapeGuard&) = delete;
+
+ private:
+  Tape* previous_;
+};
+
+// Disables recording on this thread for the guard's lifetime (guards nest).
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+Tape* active_tape();      // null when none is active
+bool grad_enabled();      // false inside a NoGradGuard
+
+// The hook every differentiable function calls after computing its outputs: when a tape is active,
+// grad is enabled and some input requires grad, it marks the outputs as requiring grad and appends
+// a Node. Returns whether it recorded.
+bool record(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+            BackwardFn backward);
+
+// True when `record` would record for these inputs (lets a function skip saving state otherwise).
+bool should_record(const std::vector<Tensor>& inputs);
+
+}  // namespace brigade

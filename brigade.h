@@ -1,0 +1,22 @@
+// brigade — one include for the whole C++ API.
+//
+//   #include <brigade.h>
+//   using namespace brigade;
+//
+// Layers, bottom up: core (Tensor, DType, Device, RNG) · kernels (checked ops) · autograd (Tape,
+// differentiable functions, gradcheck) · nn (Module and layers) · optim (SGD, AdamW, schedules).
+#pragma once
+
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/factory.h"
+#include "core/parallel.h"
+#include "core/rng.h"
+#include "core/safetensors.h"
+#include "core/shape.h"
+#include "core/tensor.h"
+#include "kernels/ops.h"
+#include "autograd/functions.h"
+#include "autograd/gradcheck.h"
+#include "autograd/tape.h"

@@ -1,0 +1,54 @@
+#include "core/factory.h"
+
+#include <cmath>
+
+namespace brigade {
+
+Tensor from_vector(const std::vector<double>& values, const Shape& shape, DType dtype, Device device) {
+  BRIGADE_CHECK(int64_t(values.size()) == shape_numel(shape), "from_vector: ", values.size(),
+                " values do not fill shape ", shape_str(shape), " (", shape_numel(shape), " elements)");
+  Tensor out = empty(shape, dtype, Device::cpu());
+  visit_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = out.data<T>();
+    for (size_t i = 0; i < values.size(); ++i) p[i] = from_double<T>(values[i]);
+  });
+  return device.is_cpu() ? out : out.to(device);
+}
+
+Tensor full(const Shape& shape, double value, DType dtype, Device device) {
+  return from_vector(std::vector<double>(size_t(shape_numel(shape)), value), shape, dtype, device);
+}
+Tensor zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0.0, dtype, device); }
+Tensor ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1.0, dtype, device); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype(), t.device()); }
+Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype(), t.device()); }
+Tensor full_like(const Tensor& t, double value) { return full(t.shape(), value, t.dtype(), t.device()); }
+Tensor scalar(double value, DType dtype, Device device) { return full({}, value, dtype, device); }
+
+Tensor arange(double start, double end, double step, DType dtype, Device device) {
+  BRIGADE_CHECK(step != 0, "arange: step must be non-zero");
+  double count = std::ceil((end - start) / step);
+  int64_t n = count > 0 ? int64_t(count) : 0;
+  std::vector<double> values(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) values[size_t(i)] = start + double(i) * step;
+  return from_vector(values, {n}, dtype, device);
+}
+
+Tensor arange(int64_t end, DType dtype, Device device) { return arange(0.0, double(end), 1.0, dtype, device); }
+
+Tensor tensor(std::initializer_list<double> values, DType dtype, Device device) {
+  return from_vector(std::vector<double>(values), {int64_t(values.size())}, dtype, device);
+}
+
+Tensor tensor(std::initializer_list<std::initializer_list<double>> rows, DType dtype, Device device) {
+  std::vector<double> values;
+  size_t cols = rows.size() ? rows.begin()->size() : 0;
+  for (auto& row : rows) {
+    BRIGADE_CHECK(row.size() == cols, "tensor: ragged rows (", row.size(), " values where ", cols, " were expected)");
+    values.insert(values.end(), row.begin(), row.end());
+  }
+  return from_vector(values, {int64_t(rows.size()), int64_t(cols)}, dtype, device);
+}
+
+}  // namespace brigade

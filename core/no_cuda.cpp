@@ -1,0 +1,8 @@
+// Built without CUDA: no GPUs, ever.
+#include "core/device.h"
+
+namespace brigade {
+
+int cuda_device_count() { return 0; }
+
+}  // namespace brigade

@@ -1,0 +1,43 @@
+// Counter-based random numbers (Philox4x32-10, Salmon et al., SC'11).
+//
+// Philox maps (key, counter) to four random 32-bit words with no hidden state, so element i of a
+// random tensor can be computed independently from (seed, offset + i) — on a CPU loop or by GPU
+// thread i — and both give the same numbers. A Generator is just (seed, offset); each random tensor
+// consumes `numel` counters from it.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace brigade {
+
+std::array<uint32_t, 4> philox4x32(uint64_t counter, uint64_t key);
+
+// Element `counter` of the uniform stream, in [0, 1); and of the normal stream (Box-Muller on the
+// first two words, computed in double so every device rounds the same way).
+double philox_uniform(uint64_t seed, uint64_t counter);
+double philox_normal(uint64_t seed, uint64_t counter);
+
+struct Generator {
+  uint64_t seed = 0;
+  uint64_t offset = 0;
+  explicit Generator(uint64_t s = 0) : seed(s) {}
+  uint64_t advance(uint64_t n) {  // returns the first counter of the reserved block
+    uint64_t first = offset;
+    offset += n;
+    return first;
+  }
+};
+
+// The process-wide generator used when none is passed; manual_seed resets it to (seed, 0).
+Generator& default_generator();
+void manual_seed(uint64_t seed);
+
+Tensor randn(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu(), Generator* gen = nullptr);
+// Uniform in [low, high).
+Tensor uniform(const Shape& shape, double low, double high, DType dtype = DType::f32, Device device = Device::cpu(),
+               Generator* gen = nullptr);
+
+}  // namespace brigade

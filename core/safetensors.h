@@ -1,0 +1,2 @@
+// placeholder until implemented
+#pragma once

@@ -1,0 +1,39 @@
+#include "core/storage.h"
+
+#include <cstdlib>
+#include <new>
+
+#include "core/error.h"
+
+namespace brigade {
+namespace {
+
+class CpuAllocator final : public Allocator {
+ public:
+  std::shared_ptr<void> allocate(size_t nbytes) override {
+    // 64-byte alignment: one cache line, and enough for any vector load the kernels use.
+    size_t rounded = (nbytes + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+    BRIGADE_CHECK(p != nullptr, "out of memory: the CPU allocator could not provide ", nbytes, " bytes");
+    return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  }
+};
+
+Allocator* g_cuda_allocator = nullptr;
+
+}  // namespace
+
+Allocator& allocator_for(Device device) {
+  static CpuAllocator cpu;
+  if (device.is_cpu()) return cpu;
+  BRIGADE_CHECK(g_cuda_allocator != nullptr, "device ", device.str(),
+                " is not available: brigade was built without CUDA or no GPU is present");
+  return *g_cuda_allocator;
+}
+
+void set_cuda_allocator(Allocator* allocator) { g_cuda_allocator = allocator; }
+
+Storage::Storage(size_t nbytes, Device device)
+    : data_(allocator_for(device).allocate(nbytes)), nbytes_(nbytes), device_(device) {}
+
+}  // namespace brigade

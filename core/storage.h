@@ -1,0 +1,44 @@
+// Storage: a reference-counted block of bytes on one device. Tensors are views into a Storage, so
+// several tensors (a matrix and its transpose, say) can share the same bytes.
+//
+// Bytes come from the device's Allocator. The CPU allocator hands out 64-byte aligned host memory;
+// the CUDA backend plugs a caching allocator in behind the same interface.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "core/device.h"
+
+namespace brigade {
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  // Returns memory owning `nbytes` (never null, even for 0 bytes); throws Error when out of memory.
+  virtual std::shared_ptr<void> allocate(size_t nbytes) = 0;
+};
+
+// The allocator for a device; throws when that device's backend is not available.
+Allocator& allocator_for(Device device);
+// Installs the allocator used for CUDA devices (called once by the CUDA backend at start-up).
+void set_cuda_allocator(Allocator* allocator);
+
+class Storage {
+ public:
+  Storage() = default;
+  Storage(size_t nbytes, Device device);
+
+  void* data() const { return data_.get(); }
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+  bool defined() const { return data_ != nullptr; }
+  bool same_as(const Storage& o) const { return data_ == o.data_; }
+
+ private:
+  std::shared_ptr<void> data_;
+  size_t nbytes_ = 0;
+  Device device_;
+};
+
+}  // namespace brigade

@@ -1,0 +1,1 @@
+// ops: adamw (placeholder until implemented)

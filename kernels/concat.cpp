@@ -1,0 +1,1 @@
+// ops: concat (placeholder until implemented)

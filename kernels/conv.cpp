@@ -1,0 +1,1 @@
+// ops: conv (placeholder until implemented)

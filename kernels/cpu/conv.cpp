@@ -1,0 +1,1 @@
+// CPU reference: conv (placeholder until implemented)

@@ -1,0 +1,1 @@
+// CPU reference: cross_entropy (placeholder until implemented)

@@ -1,0 +1,1 @@
+// CPU reference: dropout (placeholder until implemented)

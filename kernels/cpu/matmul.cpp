@@ -1,0 +1,1 @@
+// CPU reference: matmul (placeholder until implemented)

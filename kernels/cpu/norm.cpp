@@ -1,0 +1,1 @@
+// CPU reference: norm (placeholder until implemented)

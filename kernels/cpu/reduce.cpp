@@ -1,0 +1,1 @@
+// CPU reference: reduce (placeholder until implemented)

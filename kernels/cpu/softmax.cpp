@@ -1,0 +1,1 @@
+// CPU reference: softmax (placeholder until implemented)

@@ -1,0 +1,1 @@
+// ops: cross_entropy (placeholder until implemented)

@@ -1,0 +1,1 @@
+// ops: dropout (placeholder until implemented)

@@ -1,0 +1,1 @@
+// ops: embedding (placeholder until implemented)

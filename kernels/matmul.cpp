@@ -1,0 +1,1 @@
+// ops: matmul (placeholder until implemented)

@@ -1,0 +1,1 @@
+// ops: norm (placeholder until implemented)

@@ -1,0 +1,161 @@
+// brigade::ops — the checked, device-dispatched kernels. No autograd here.
+//
+// Every op follows one pattern (see kernels/elementwise.cpp for the model):
+//   1. check the inputs once, throwing brigade::Error that names the op and the offending shapes,
+//      dtypes or devices;
+//   2. widen bf16/f16 inputs to f32 (the CPU reference computes in f32/f64; results are narrowed back);
+//   3. dispatch on the device: kernels/cpu/*.cpp now, kernels/cuda/*.cu in the CUDA backend.
+// Outputs are new contiguous tensors unless the name ends in '_' (in place).
+//
+// The differentiable API users call (brigade::matmul, brigade::layer_norm, ...) lives in
+// autograd/functions.h: each function there runs these ops forward and records how to run them
+// backward. The *_backward ops below exist so that every backward pass is a kernel with a CPU
+// reference (and, later, a CUDA twin) rather than a chain of small ops.
+#pragma once
+
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace brigade::ops {
+
+// ---- copies and fills (kernels/copy.cpp) ----
+// dst[...] = src[...], converting dtype; src broadcasts to dst's shape. dst may be any strided view.
+void copy_(const Tensor& dst, const Tensor& src);
+void fill_(const Tensor& dst, double value);
+Tensor contiguous(const Tensor& x);  // x itself when already contiguous
+Tensor clone(const Tensor& x);       // always a fresh contiguous copy
+Tensor to_dtype(const Tensor& x, DType dtype);
+
+// ---- elementwise (kernels/elementwise.cpp) ----
+enum class BinaryOp { add, sub, mul, div };
+enum class UnaryOp { neg, exp, log, sqrt, rsqrt, tanh, relu, gelu, silu, sigmoid };
+const char* binary_op_name(BinaryOp op);
+const char* unary_op_name(UnaryOp op);
+
+// Broadcasting binary op; a and b must share dtype and device.
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
+Tensor unary(UnaryOp op, const Tensor& x);
+// grad_x of y = op(x), given grad_y and x (and y, which some ops use: exp, tanh, sigmoid, sqrt, rsqrt).
+Tensor unary_backward(UnaryOp op, const Tensor& grad_y, const Tensor& x, const Tensor& y);
+Tensor scale_shift(const Tensor& x, double scale, double shift);  // x * scale + shift
+Tensor pow_scalar(const Tensor& x, double exponent);
+Tensor pow_scalar_backward(const Tensor& grad_y, const Tensor& x, double exponent);
+void add_(const Tensor& dst, const Tensor& src, double alpha = 1);  // dst += alpha * src (src broadcasts)
+void scale_(const Tensor& dst, double factor);                     // dst *= factor
+// x where mask == 0, else value. mask is any dtype (non-zero = true) and broadcasts to x.
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+
+// ---- reductions (kernels/reduce.cpp) ----
+// Sum over `dims` (empty = all dims). keepdim keeps reduced dims with size 1.
+Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim);
+Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim);
+// Max over one dim: values and i64 indices (first maximum on ties).
+std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim);
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim);
+// Sums a broadcast gradient back down to `shape` (the inverse of broadcasting).
+Tensor sum_to(const Tensor& x, const Shape& shape);
+// Scatters grad (shape of max's values) to the argmax positions of a tensor of `input_shape`.
+Tensor max_backward(const Tensor& grad, const Tensor& indices, const Shape& input_shape, int64_t dim, bool keepdim);
+
+// ---- softmax (kernels/softmax.cpp) ----
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+Tensor softmax_backward(const Tensor& grad_y, const Tensor& y, int64_t dim);
+Tensor log_softmax_backward(const Tensor& grad_y, const Tensor& y, int64_t dim);
+
+// ---- matmul (kernels/matmul.cpp) ----
+// a [..., m, k] @ b [..., k, n] -> [..., m, n], batch dims broadcast; 1-D operands are treated as a
+// row (a) or column (b) vector and that dim is removed from the result, as in NumPy.
+// Transposed views are consumed through their strides, without copies where the kernel allows.
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+// ---- normalisation (kernels/norm.cpp) ----
+// Over the last dim of x. weight/bias have shape [x.size(-1)]; either may be undefined (no affine).
+struct NormOutput {
+  Tensor y;
+  Tensor mean;  // [rows] f32 (undefined for rms_norm)
+  Tensor rstd;  // [rows] f32: 1 / sqrt(var + eps), or 1 / sqrt(mean(x^2) + eps) for rms_norm
+};
+NormOutput layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps);
+Tensor layer_norm_backward_input(const Tensor& grad_y, const Tensor& x, const Tensor& weight, const NormOutput& saved);
+// {grad_weight, grad_bias} (each undefined when the corresponding parameter is).
+std::pair<Tensor, Tensor> layer_norm_backward_params(const Tensor& grad_y, const Tensor& x, const Tensor& weight,
+                                                     const Tensor& bias, const NormOutput& saved);
+NormOutput rms_norm(const Tensor& x, const Tensor& weight, double eps);
+Tensor rms_norm_backward_input(const Tensor& grad_y, const Tensor& x, const Tensor& weight, const NormOutput& saved);
+Tensor rms_norm_backward_weight(const Tensor& grad_y, const Tensor& x, const NormOutput& saved);
+
+// ---- embedding (kernels/embedding.cpp) ----
+// weight [V, D], indices i32/i64 of any shape -> [..., D]. Out-of-range indices throw.
+Tensor embedding(const Tensor& weight, const Tensor& indices);
+// Deterministic: each row of the result sums its contributions in index order (no atomics).
+Tensor embedding_backward(const Tensor& grad_y, const Tensor& indices, int64_t num_embeddings);
+
+// ---- cross entropy (kernels/cross_entropy.cpp) ----
+enum class Reduction { mean, sum };
+struct CrossEntropyOutput {
+  Tensor loss;  // scalar, dtype of logits
+  Tensor lse;   // [N] f32 log-sum-exp per row, saved for backward
+  int64_t count = 0;  // targets that were not ignore_index (the mean's denominator)
+};
+// logits [N, C], targets [N] (i32/i64). Targets equal to ignore_index contribute nothing; a mean over
+// zero counted targets is 0.
+CrossEntropyOutput cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, Reduction reduction);
+// grad_loss is the scalar upstream gradient.
+Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, const Tensor& targets,
+                              const CrossEntropyOutput& saved, int64_t ignore_index, Reduction reduction);
+
+// ---- dropout (kernels/dropout.cpp) ----
+// Keeps each element with probability 1 - p, scaling kept ones by 1 / (1 - p). Element i is dropped
+// when philox_uniform(seed, offset + i) < p, so the mask is never stored: backward recomputes it.
+Tensor dropout(const Tensor& x, double p, uint64_t seed, uint64_t offset);
+Tensor dropout_backward(const Tensor& grad_y, double p, uint64_t seed, uint64_t offset);
+
+// ---- joining (kernels/concat.cpp) ----
+Tensor concat(const std::vector<Tensor>& xs, int64_t dim);
+
+// ---- convolution and pooling (kernels/conv.cpp, kernels/pool.cpp) ----
+// x [N, C, H, W], weight [O, C, KH, KW], bias [O] or undefined. Symmetric padding.
+struct Conv2dParams {
+  int64_t stride = 1;
+  int64_t padding = 0;
+};
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Conv2dParams p);
+Tensor conv2d_backward_input(const Tensor& grad_y, const Tensor& weight, const Shape& x_shape, Conv2dParams p);
+Tensor conv2d_backward_weight(const Tensor& grad_y, const Tensor& x, const Shape& weight_shape, Conv2dParams p);
+Tensor conv2d_backward_bias(const Tensor& grad_y);  // sum over N, H, W
+
+struct Pool2dParams {
+  int64_t kernel = 2;
+  int64_t stride = 2;
+  int64_t padding = 0;
+};
+// Max pooling returns values and the flat (h * W + w) argmax per output element (i64).
+std::pair<Tensor, Tensor> max_pool2d(const Tensor& x, Pool2dParams p);
+Tensor max_pool2d_backward(const Tensor& grad_y, const Tensor& indices, const Shape& x_shape, Pool2dParams p);
+// Average pooling; padded positions count in the divisor (count_include_pad, PyTorch's default).
+Tensor avg_pool2d(const Tensor& x, Pool2dParams p);
+Tensor avg_pool2d_backward(const Tensor& grad_y, const Shape& x_shape, Pool2dParams p);
+
+// ---- optimizer update (kernels/adamw.cpp) ----
+// One AdamW step on a list of parameters in place (one call updates many tensors, as the fused CUDA
+// kernel will). step is 1-based. m and v are f32 state tensors shaped like each parameter.
+struct AdamWParams {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 1e-2;
+  int64_t step = 1;
+};
+void adamw_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const std::vector<Tensor>& m,
+                 const std::vector<Tensor>& v, const AdamWParams& p);
+
+// ---- shared checks (kernels/checks.cpp) ----
+// "op: tensors on different devices: a is on cpu, b is on cuda:0" and friends.
+void check_same_device(const char* op, const Tensor& a, const Tensor& b);
+void check_same_dtype(const char* op, const Tensor& a, const Tensor& b);
+void check_defined(const char* op, const Tensor& x, const char* name);
+void check_floating(const char* op, const Tensor& x);
+// Throws unless the tensor is on the CPU (the only backend before CUDA lands) — one place to change.
+void check_cpu_backend(const char* op, const Tensor& x);
+
+}  // namespace brigade::ops

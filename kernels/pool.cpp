@@ -1,0 +1,1 @@
+// ops: pool (placeholder until implemented)

@@ -1,0 +1,1 @@
+// ops: reduce (placeholder until implemented)

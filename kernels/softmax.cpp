@@ -1,0 +1,1 @@
+// ops: softmax (placeholder until implemented)
