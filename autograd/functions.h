@@ -58,6 +58,9 @@ Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);  // not diffe
 
 // ---- linear algebra and activations over a dim ----
 Tensor matmul(const Tensor& a, const Tensor& b);
+// x @ weight^T + bias (bias may be undefined), weight [out, in]. One tape node with inputs
+// {x, weight, bias}, so the input-grad / weight-grad split separates the two GEMMs.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
 

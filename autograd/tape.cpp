@@ -101,13 +101,12 @@ void Tape::run(const std::vector<Tensor>& roots, const std::vector<Tensor>& root
     for (size_t n = nodes_.size(); n-- > 0;) {
       Node& node = nodes_[n];
       if (node.deferred_grad_outputs.empty()) continue;
-      std::vector<bool> want(node.inputs.size());
-      for (size_t i = 0; i < want.size(); ++i)
-        want[i] = node.inputs[i].defined() && node.inputs[i].requires_grad() && node.inputs[i].is_leaf();
+      const std::vector<bool>& want = node.deferred_inputs;
       std::vector<Tensor> grads = node.backward(node.deferred_grad_outputs, want);
       for (size_t i = 0; i < want.size(); ++i)
         if (want[i] && grads.size() > i && grads[i].defined()) accumulate_into_leaf(node.inputs[i], grads[i]);
       node.deferred_grad_outputs.clear();
+      node.deferred_inputs.clear();
     }
     return;
   }
@@ -158,20 +157,29 @@ void Tape::run(const std::vector<Tensor>& roots, const std::vector<Tensor>& root
       const Tensor& in = node.inputs[i];
       if (!in.defined() || !in.requires_grad()) continue;
       bool is_weight = phase == Phase::input && in.is_leaf() && !phase_input_ids.count(in.impl().id);
-      (is_weight ? deferred : want)[i] = true;
-      (is_weight ? any_deferred : any_want) = true;
+      if (is_weight) deferred[i] = any_deferred = true;  // its gradient waits for backward_weight
+      else want[i] = any_want = true;
     }
-    if (any_deferred) node.deferred_grad_outputs = grad_outputs;
-    if (!any_want) continue;
-    std::vector<Tensor> input_grads = node.backward(grad_outputs, want);
-    BRIGADE_CHECK(input_grads.size() == node.inputs.size(), "backward of ", node.name, " returned ",
-                  input_grads.size(), " gradients for ", node.inputs.size(), " inputs");
-    for (size_t i = 0; i < node.inputs.size(); ++i) {
-      if (!want[i] || !input_grads[i].defined()) continue;
-      BRIGADE_CHECK(input_grads[i].shape() == node.inputs[i].shape(), "backward of ", node.name, ": gradient for input ",
-                    i, " has shape ", shape_str(input_grads[i].shape()), " but the input has shape ",
-                    shape_str(node.inputs[i].shape()));
-      add_grad(node.inputs[i], input_grads[i]);
+    if (any_deferred) {
+      node.deferred_grad_outputs = grad_outputs;
+      node.deferred_inputs = deferred;
+    }
+    if (any_want) {
+      std::vector<Tensor> input_grads = node.backward(grad_outputs, want);
+      BRIGADE_CHECK(input_grads.size() == node.inputs.size(), "backward of ", node.name, " returned ",
+                    input_grads.size(), " gradients for ", node.inputs.size(), " inputs");
+      for (size_t i = 0; i < node.inputs.size(); ++i) {
+        if (!want[i] || !input_grads[i].defined()) continue;
+        BRIGADE_CHECK(input_grads[i].shape() == node.inputs[i].shape(), "backward of ", node.name,
+                      ": gradient for input ", i, " has shape ", shape_str(input_grads[i].shape()),
+                      " but the input has shape ", shape_str(node.inputs[i].shape()));
+        add_grad(node.inputs[i], input_grads[i]);
+      }
+    }
+    if (phase == Phase::input && !any_deferred) {
+      // Nothing is left for phase 2: free what this node saved (activations) right away.
+      node.backward = nullptr;
+      node.inputs.clear();
     }
   }
 }

@@ -35,7 +35,9 @@ struct Node {
   std::vector<Shape> output_shapes;
   std::vector<DType> output_dtypes;
   BackwardFn backward;
-  std::vector<Tensor> deferred_grad_outputs;  // set by backward_input for backward_weight
+  // Set by backward_input for backward_weight: the output gradients seen, and which inputs wait.
+  std::vector<Tensor> deferred_grad_outputs;
+  std::vector<bool> deferred_inputs;
 };
 
 class Tape {

@@ -5,10 +5,14 @@
 namespace brigade {
 
 std::array<uint32_t, 4> philox4x32(uint64_t counter, uint64_t key) {
+  return philox4x32({uint32_t(counter), uint32_t(counter >> 32), 0u, 0u}, {uint32_t(key), uint32_t(key >> 32)});
+}
+
+std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter, std::array<uint32_t, 2> key) {
   const uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;    // round multipliers
   const uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;  // key schedule increments
-  uint32_t c0 = uint32_t(counter), c1 = uint32_t(counter >> 32), c2 = 0, c3 = 0;
-  uint32_t k0 = uint32_t(key), k1 = uint32_t(key >> 32);
+  uint32_t c0 = counter[0], c1 = counter[1], c2 = counter[2], c3 = counter[3];
+  uint32_t k0 = key[0], k1 = key[1];
   for (int round = 0; round < 10; ++round) {
     uint64_t p0 = uint64_t(kMul0) * c0, p1 = uint64_t(kMul1) * c2;
     uint32_t hi0 = uint32_t(p0 >> 32), lo0 = uint32_t(p0), hi1 = uint32_t(p1 >> 32), lo1 = uint32_t(p1);

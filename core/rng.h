@@ -13,6 +13,9 @@
 
 namespace brigade {
 
+// The full generator: a 128-bit counter and a 64-bit key, as 32-bit words (Random123's layout).
+std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter, std::array<uint32_t, 2> key);
+// The form brigade uses: counter = (lo, hi, 0, 0) of a 64-bit index, key = (lo, hi) of the seed.
 std::array<uint32_t, 4> philox4x32(uint64_t counter, uint64_t key);
 
 // Element `counter` of the uniform stream, in [0, 1); and of the normal stream (Box-Muller on the

@@ -1,1 +1,121 @@
-// ops: conv (placeholder until implemented)
+// ops: conv2d and its three backward kernels (NCHW, weight [O, C, KH, KW], symmetric padding).
+//
+// All four share one geometry check, conv2d_output_shape, written against shapes only: it is the
+// op's contract, independent of whichever kernel (CPU loops now, cuDNN later) runs afterwards.
+#include "core/factory.h"
+#include "kernels/cpu/kernels.h"
+#include "kernels/ops.h"
+
+namespace brigade::ops {
+namespace {
+
+// Sliding-window output length: how many window positions fit in the padded input.
+int64_t window_count(int64_t in, int64_t kernel, int64_t stride, int64_t padding) {
+  return (in + 2 * padding - kernel) / stride + 1;
+}
+
+// Checks x and weight shapes and the params; returns the output shape [N, O, OH, OW].
+Shape conv2d_output_shape(const char* op, const Shape& x, const Shape& w, Conv2dParams p) {
+  BRIGADE_CHECK(x.size() == 4, op, ": expected a 4-D input [N, C, H, W], got shape ", shape_str(x));
+  BRIGADE_CHECK(w.size() == 4, op, ": expected a 4-D weight [O, C, KH, KW], got shape ", shape_str(w));
+  for (int64_t size : x) BRIGADE_CHECK(size >= 0, op, ": invalid input shape ", shape_str(x));
+  for (int64_t size : w) BRIGADE_CHECK(size >= 0, op, ": invalid weight shape ", shape_str(w));
+  BRIGADE_CHECK(p.stride >= 1, op, ": stride must be at least 1, got ", p.stride);
+  BRIGADE_CHECK(p.padding >= 0, op, ": padding must be non-negative, got ", p.padding);
+  BRIGADE_CHECK(x[1] == w[1], op, ": input shape ", shape_str(x), " has ", x[1], " channels but weight shape ",
+                shape_str(w), " expects ", w[1]);
+  BRIGADE_CHECK(w[2] >= 1 && w[3] >= 1, op, ": weight shape ", shape_str(w), " has an empty kernel");
+  int64_t padded_h = x[2] + 2 * p.padding, padded_w = x[3] + 2 * p.padding;
+  BRIGADE_CHECK(w[2] <= padded_h && w[3] <= padded_w, op, ": kernel ", w[2], "x", w[3], " (weight shape ",
+                shape_str(w), ") is larger than the padded input ", padded_h, "x", padded_w, " (input shape ",
+                shape_str(x), ", padding ", p.padding, ")");
+  return {x[0], w[0], window_count(x[2], w[2], p.stride, p.padding), window_count(x[3], w[3], p.stride, p.padding)};
+}
+
+// The dtype a mixed-precision call computes in: f64 if any operand is f64, else f32 (so bf16/f16
+// widen to f32, as everywhere on the CPU).
+DType compute_dtype(DType a, DType b) { return a == DType::f64 || b == DType::f64 ? DType::f64 : DType::f32; }
+
+Tensor as(const Tensor& x, DType t) { return to_dtype(x, t); }
+
+}  // namespace
+
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Conv2dParams p) {
+  check_defined("conv2d", x, "input");
+  check_defined("conv2d", weight, "weight");
+  check_same_device("conv2d", x, weight);
+  check_same_dtype("conv2d", x, weight);
+  check_floating("conv2d", x);
+  Shape y_shape = conv2d_output_shape("conv2d", x.shape(), weight.shape(), p);
+  if (bias.defined()) {
+    check_same_device("conv2d", x, bias);
+    check_same_dtype("conv2d", x, bias);
+    BRIGADE_CHECK(bias.shape() == Shape{weight.size(0)}, "conv2d: bias shape ", shape_str(bias.shape()),
+                  " does not match weight shape ", shape_str(weight.shape()), " (expected [", weight.size(0), "])");
+  }
+  if (is_half(x.dtype())) {
+    DType t = DType::f32;
+    return to_dtype(conv2d(as(x, t), as(weight, t), bias.defined() ? as(bias, t) : Tensor(), p), x.dtype());
+  }
+  check_cpu_backend("conv2d", x);
+  Tensor y = empty(y_shape, x.dtype(), x.device());
+  cpu::conv2d(y, contiguous(x), contiguous(weight), bias.defined() ? contiguous(bias) : Tensor(), p);
+  return y;
+}
+
+Tensor conv2d_backward_input(const Tensor& grad_y, const Tensor& weight, const Shape& x_shape, Conv2dParams p) {
+  const char* op = "conv2d_backward_input";
+  check_defined(op, grad_y, "grad_y");
+  check_defined(op, weight, "weight");
+  check_same_device(op, grad_y, weight);
+  check_floating(op, grad_y);
+  check_floating(op, weight);
+  Shape y_shape = conv2d_output_shape(op, x_shape, weight.shape(), p);
+  BRIGADE_CHECK(grad_y.shape() == y_shape, op, ": grad_y shape ", shape_str(grad_y.shape()),
+                " does not match the output shape ", shape_str(y_shape), " of input ", shape_str(x_shape),
+                " and weight ", shape_str(weight.shape()));
+  if (is_half(weight.dtype()) || grad_y.dtype() != weight.dtype()) {
+    DType t = compute_dtype(grad_y.dtype(), weight.dtype());
+    return to_dtype(conv2d_backward_input(as(grad_y, t), as(weight, t), x_shape, p), weight.dtype());
+  }
+  check_cpu_backend(op, grad_y);
+  Tensor grad_x = empty(x_shape, weight.dtype(), weight.device());
+  cpu::conv2d_backward_input(grad_x, contiguous(grad_y), contiguous(weight), p);
+  return grad_x;
+}
+
+Tensor conv2d_backward_weight(const Tensor& grad_y, const Tensor& x, const Shape& weight_shape, Conv2dParams p) {
+  const char* op = "conv2d_backward_weight";
+  check_defined(op, grad_y, "grad_y");
+  check_defined(op, x, "input");
+  check_same_device(op, grad_y, x);
+  check_floating(op, grad_y);
+  check_floating(op, x);
+  Shape y_shape = conv2d_output_shape(op, x.shape(), weight_shape, p);
+  BRIGADE_CHECK(grad_y.shape() == y_shape, op, ": grad_y shape ", shape_str(grad_y.shape()),
+                " does not match the output shape ", shape_str(y_shape), " of input ", shape_str(x.shape()),
+                " and weight ", shape_str(weight_shape));
+  if (is_half(x.dtype()) || grad_y.dtype() != x.dtype()) {
+    DType t = compute_dtype(grad_y.dtype(), x.dtype());
+    return to_dtype(conv2d_backward_weight(as(grad_y, t), as(x, t), weight_shape, p), x.dtype());
+  }
+  check_cpu_backend(op, grad_y);
+  Tensor grad_w = empty(weight_shape, x.dtype(), x.device());
+  cpu::conv2d_backward_weight(grad_w, contiguous(grad_y), contiguous(x), p);
+  return grad_w;
+}
+
+Tensor conv2d_backward_bias(const Tensor& grad_y) {
+  const char* op = "conv2d_backward_bias";
+  check_defined(op, grad_y, "grad_y");
+  check_floating(op, grad_y);
+  BRIGADE_CHECK(grad_y.dim() == 4, op, ": expected a 4-D grad_y [N, O, OH, OW], got shape ",
+                shape_str(grad_y.shape()));
+  if (is_half(grad_y.dtype())) return to_dtype(conv2d_backward_bias(as(grad_y, DType::f32)), grad_y.dtype());
+  check_cpu_backend(op, grad_y);
+  Tensor grad_b = empty({grad_y.size(1)}, grad_y.dtype(), grad_y.device());
+  cpu::conv2d_backward_bias(grad_b, contiguous(grad_y));
+  return grad_b;
+}
+
+}  // namespace brigade::ops

@@ -42,6 +42,9 @@ Tensor widened(DType dtype, F&& f) {
 
 Tensor as(const Tensor& x, DType t) { return to_dtype(x, t); }
 
+// The dtype the CPU computes a result of dtype `t` in.
+DType compute_dtype(DType t) { return is_half(t) ? DType::f32 : t; }
+
 }  // namespace
 
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
@@ -74,12 +77,19 @@ Tensor unary(UnaryOp op, const Tensor& x) {
 Tensor unary_backward(UnaryOp op, const Tensor& grad_y, const Tensor& x, const Tensor& y) {
   const char* name = unary_op_name(op);
   check_defined(name, grad_y, "grad_y");
+  check_defined(name, x, "input");
+  check_defined(name, y, "output");
   check_same_device(name, grad_y, x);
+  check_same_device(name, y, x);
+  check_floating(name, x);
+  check_floating(name, grad_y);
   BRIGADE_CHECK(grad_y.shape() == x.shape() && y.shape() == x.shape(), name, "_backward: grad shape ",
                 shape_str(grad_y.shape()), ", input shape ", shape_str(x.shape()), " and output shape ",
                 shape_str(y.shape()), " must match");
-  if (is_half(x.dtype()) || grad_y.dtype() != x.dtype())
-    return widened(x.dtype(), [&](DType t) { return unary_backward(op, as(grad_y, t), as(x, t), as(y, t)); });
+  // The gradient takes x's dtype; mixed or half inputs are first brought to the compute dtype.
+  const DType t = compute_dtype(x.dtype());
+  if (x.dtype() != t || grad_y.dtype() != t || y.dtype() != t)
+    return to_dtype(unary_backward(op, as(grad_y, t), as(x, t), as(y, t)), x.dtype());
   check_cpu_backend(name, x);
   Tensor grad_x = empty(x.shape(), x.dtype(), x.device());
   cpu::unary_backward(op, grad_x, grad_y, x, y);
@@ -107,11 +117,16 @@ Tensor pow_scalar(const Tensor& x, double exponent) {
 }
 
 Tensor pow_scalar_backward(const Tensor& grad_y, const Tensor& x, double exponent) {
+  check_defined("pow_backward", grad_y, "grad_y");
+  check_defined("pow_backward", x, "input");
   check_same_device("pow_backward", grad_y, x);
+  check_floating("pow_backward", x);
+  check_floating("pow_backward", grad_y);
   BRIGADE_CHECK(grad_y.shape() == x.shape(), "pow_backward: grad shape ", shape_str(grad_y.shape()),
                 " differs from input shape ", shape_str(x.shape()));
-  if (is_half(x.dtype()) || grad_y.dtype() != x.dtype())
-    return widened(x.dtype(), [&](DType t) { return pow_scalar_backward(as(grad_y, t), as(x, t), exponent); });
+  const DType t = compute_dtype(x.dtype());
+  if (x.dtype() != t || grad_y.dtype() != t)
+    return to_dtype(pow_scalar_backward(as(grad_y, t), as(x, t), exponent), x.dtype());
   check_cpu_backend("pow_backward", x);
   Tensor grad_x = empty(x.shape(), x.dtype(), x.device());
   cpu::pow_scalar_backward(grad_x, grad_y, x, exponent);
@@ -123,16 +138,17 @@ void add_(const Tensor& dst, const Tensor& src, double alpha) {
   check_defined("add_", src, "source");
   check_same_device("add_", dst, src);
   check_floating("add_", dst);
+  check_floating("add_", src);
   BRIGADE_CHECK(broadcast_shapes(dst.shape(), src.shape(), "add_") == dst.shape(), "add_: source shape ",
                 shape_str(src.shape()), " does not broadcast to destination shape ", shape_str(dst.shape()));
-  if (is_half(dst.dtype()) || src.dtype() != dst.dtype()) {
-    // Accumulate in f32, then store back into the (possibly strided) destination.
+  if (is_half(dst.dtype())) {
+    // Accumulate in f32, then round once back into the (possibly strided) destination.
     Tensor acc = to_dtype(dst, DType::f32);
-    if (acc.same_as(dst)) acc = clone(dst);
-    add_(acc, to_dtype(src, DType::f32), alpha);
+    add_(acc, src, alpha);
     copy_(dst, acc);
     return;
   }
+  if (src.dtype() != dst.dtype()) return add_(dst, to_dtype(src, dst.dtype()), alpha);
   check_cpu_backend("add_", dst);
   cpu::add_inplace(dst, src, alpha);
 }

@@ -1,1 +1,85 @@
-// ops: matmul (placeholder until implemented)
+// ops: matmul. NumPy semantics on top of one batched kernel:
+//   - a 1-D left operand [k] is a row [1, k], a 1-D right operand [k] is a column [k, 1], and that
+//     unit dim is dropped from the result;
+//   - the dims before the last two are batch dims and broadcast against each other.
+// The kernel gets views with the broadcast batch shape (stride 0 where a dim was broadcast), so no
+// operand is ever copied, transposed views included.
+#include <algorithm>
+
+#include "kernels/cpu/kernels.h"
+#include "kernels/ops.h"
+
+namespace brigade::ops {
+namespace {
+
+// x viewed with `batch` dims in front of its last two (aligned from the right, stride 0 where x has
+// no such dim or size 1). Built with make_view: the op layer never records views on a tape.
+Tensor expand_batch(const Tensor& x, const Shape& batch) {
+  const int64_t batch_dims = int64_t(batch.size());
+  const int64_t x_batch_dims = x.dim() - 2;
+  Shape shape = batch;
+  Strides strides(batch.size(), 0);
+  for (int64_t d = 0; d < x_batch_dims; ++d) {
+    const int64_t out_d = batch_dims - x_batch_dims + d;
+    if (x.size(d) != 1) strides[size_t(out_d)] = x.stride(d);
+  }
+  shape.insert(shape.end(), {x.size(-2), x.size(-1)});
+  strides.insert(strides.end(), {x.stride(-2), x.stride(-1)});
+  return make_view(x, shape, strides, x.offset());
+}
+
+// Inserts a size-1 dim at `dim` (a view; no tape).
+Tensor with_unit_dim(const Tensor& x, int64_t dim) {
+  Shape shape = x.shape();
+  Strides strides = x.strides();
+  shape.insert(shape.begin() + dim, 1);
+  strides.insert(strides.begin() + dim, 1);
+  return make_view(x, shape, strides, x.offset());
+}
+
+// The batch dims of a and b (all but the last two) broadcast NumPy-style, or an error naming both
+// full shapes.
+Shape broadcast_batch(const Tensor& a, const Tensor& b, const Shape& a_shape, const Shape& b_shape) {
+  const int64_t na = a.dim() - 2, nb = b.dim() - 2, n = std::max(na, nb);
+  Shape batch(size_t(n), 1);
+  for (int64_t i = 0; i < n; ++i) {  // i counts batch dims from the right
+    const int64_t sa = i < na ? a.size(na - 1 - i) : 1, sb = i < nb ? b.size(nb - 1 - i) : 1;
+    BRIGADE_CHECK(sa == sb || sa == 1 || sb == 1, "matmul: batch dims of shapes ", shape_str(a_shape), " and ",
+                  shape_str(b_shape), " cannot be broadcast");
+    batch[size_t(n - 1 - i)] = sa == 1 ? sb : sa;
+  }
+  return batch;
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  check_defined("matmul", a, "a");
+  check_defined("matmul", b, "b");
+  check_same_device("matmul", a, b);
+  check_same_dtype("matmul", a, b);
+  check_floating("matmul", a);
+  BRIGADE_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both operands need at least one dim, got shapes ",
+                shape_str(a.shape()), " and ", shape_str(b.shape()));
+  BRIGADE_CHECK(a.size(-1) == b.size(b.dim() == 1 ? 0 : -2), "matmul: shapes ", shape_str(a.shape()), " and ",
+                shape_str(b.shape()), " cannot be multiplied");
+  if (is_half(a.dtype())) return to_dtype(matmul(to_dtype(a, DType::f32), to_dtype(b, DType::f32)), a.dtype());
+  check_cpu_backend("matmul", a);
+
+  const Tensor a2 = a.dim() == 1 ? with_unit_dim(a, 0) : a;  // [k] -> [1, k]
+  const Tensor b2 = b.dim() == 1 ? with_unit_dim(b, 1) : b;  // [k] -> [k, 1]
+  const Shape batch = broadcast_batch(a2, b2, a.shape(), b.shape());
+
+  Shape out_shape = batch;
+  out_shape.insert(out_shape.end(), {a2.size(-2), b2.size(-1)});
+  Tensor out = empty(out_shape, a.dtype(), a.device());
+  cpu::matmul(out, expand_batch(a2, batch), expand_batch(b2, batch));
+
+  // Drop the unit dims the 1-D operands brought in.
+  Shape result_shape = batch;
+  if (a.dim() > 1) result_shape.push_back(a2.size(-2));
+  if (b.dim() > 1) result_shape.push_back(b2.size(-1));
+  return result_shape == out_shape ? out : make_view(out, result_shape, contiguous_strides(result_shape), 0);
+}
+
+}  // namespace brigade::ops

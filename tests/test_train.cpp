@@ -1,1 +1,218 @@
-#include <catch2/catch.hpp>
+// `brigade train`: the generated sort task, the command line, a short real training run, and
+// checkpoint/resume reproducing an uninterrupted run bit for bit.
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include "test_util.h"
+#include "train/command.h"
+#include "train/options.h"
+#include "train/progress.h"
+#include "train/sort_task.h"
+#include "train/trainer.h"
+
+using namespace brigade;
+using namespace brigade::train;
+
+namespace {
+
+// A scratch file path that removes itself.
+struct TempPath {
+  std::string path;
+  explicit TempPath(const std::string& name)
+      : path((std::filesystem::temp_directory_path() / ("brigade_test_train_" + name)).string()) {
+    std::filesystem::remove(path);
+  }
+  ~TempPath() { std::filesystem::remove(path); }
+};
+
+// The settings of the small runs below: a model and task small enough to train in seconds.
+TrainOptions tiny_options() {
+  TrainOptions o;
+  o.layers = 1;
+  o.heads = 2;
+  o.embd = 32;
+  o.digits = 4;
+  o.batch = 32;
+  o.steps = 40;
+  o.warmup = 5;
+  o.lr = 3e-3;
+  o.log_every = 10;
+  o.eval_examples = 100;
+  return o;
+}
+
+std::string error_of(const std::vector<std::string>& args) {
+  try {
+    parse_train_args(args);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST_CASE("sort task: every example is digits, a separator, then the same digits sorted", "[train]") {
+  for (int64_t D : {1, 4, 8, 13}) {
+    SortTask task(D);
+    REQUIRE(task.sequence_length() == 2 * D);
+    REQUIRE(task.vocab_size() == 11);
+    for (uint64_t i = 0; i < 100; ++i) {
+      std::vector<int64_t> seq = task.example(7, Split::train, i);
+      REQUIRE(int64_t(seq.size()) == 2 * D + 1);
+      REQUIRE(seq[size_t(D)] == 10);
+      std::vector<int64_t> count_in(10, 0), count_out(10, 0);
+      for (int64_t j = 0; j < D; ++j) {
+        REQUIRE(seq[size_t(j)] >= 0);
+        REQUIRE(seq[size_t(j)] <= 9);
+        REQUIRE(seq[size_t(D + 1 + j)] >= 0);
+        REQUIRE(seq[size_t(D + 1 + j)] <= 9);
+        count_in[size_t(seq[size_t(j)])]++;
+        count_out[size_t(seq[size_t(D + 1 + j)])]++;
+        if (j > 0) REQUIRE(seq[size_t(D + j)] <= seq[size_t(D + 1 + j)]);  // non-decreasing
+      }
+      REQUIRE(count_in == count_out);  // a permutation of the input digits
+      REQUIRE(task.digits_of(7, Split::train, i) == std::vector<int64_t>(seq.begin(), seq.begin() + D));
+    }
+  }
+}
+
+TEST_CASE("sort task: the stream is a pure function of (seed, split, index)", "[train]") {
+  SortTask task(8);
+  REQUIRE(task.example(3, Split::train, 12345) == task.example(3, Split::train, 12345));
+  int same_seed = 0, same_split = 0, neighbours = 0;
+  for (uint64_t i = 0; i < 200; ++i) {
+    same_seed += task.digits_of(3, Split::train, i) == task.digits_of(4, Split::train, i);
+    same_split += task.digits_of(3, Split::train, i) == task.digits_of(3, Split::held_out, i);
+    neighbours += task.digits_of(3, Split::train, i) == task.digits_of(3, Split::train, i + 1);
+  }
+  // 8 random digits collide with probability 1e-8: any equality means the streams are not independent.
+  REQUIRE(same_seed == 0);
+  REQUIRE(same_split == 0);
+  REQUIRE(neighbours == 0);
+
+  // Digits are uniform: 20,000 draws put 2,000 +- ~42 (one standard deviation) on each digit.
+  std::vector<int64_t> histogram(10, 0);
+  for (uint64_t i = 0; i < 2500; ++i)
+    for (int64_t d : task.digits_of(11, Split::train, i)) histogram[size_t(d)]++;
+  for (int64_t n : histogram) {
+    REQUIRE(n > 1800);
+    REQUIRE(n < 2200);
+  }
+}
+
+TEST_CASE("sort task: batches pair each position with the next token, grading only the sorted half", "[train]") {
+  SortTask task(3);
+  SortTask::Batch batch = task.batch(5, Split::train, 10, 4);
+  REQUIRE(batch.inputs.shape() == Shape{4, 6});
+  REQUIRE(batch.targets.shape() == Shape{4, 6});
+  REQUIRE(batch.inputs.dtype() == DType::i64);
+  REQUIRE(batch.targets.dtype() == DType::i64);
+  std::vector<double> inputs = batch.inputs.to_vector(), targets = batch.targets.to_vector();
+  for (int64_t b = 0; b < 4; ++b) {
+    std::vector<int64_t> seq = task.example(5, Split::train, uint64_t(10 + b));  // e.g. 4 0 4 | 0 4 4
+    for (int64_t t = 0; t < 6; ++t) {
+      REQUIRE(inputs[size_t(b * 6 + t)] == double(seq[size_t(t)]));
+      // Positions 0, 1, 2 would predict "0", "4", "|": unknowable or trivial, so ignored (-1).
+      double expected = t < 3 ? -1.0 : double(seq[size_t(t + 1)]);
+      REQUIRE(targets[size_t(b * 6 + t)] == expected);
+    }
+  }
+  // Batch k of a stream starts where batch k-1 ended: no example is skipped or repeated.
+  SortTask::Batch first = task.batch(5, Split::train, 0, 8);
+  SortTask::Batch second = task.batch(5, Split::train, 8, 8);
+  SortTask::Batch both = task.batch(5, Split::train, 0, 16);
+  test::require_equal(both.inputs.narrow(0, 0, 8), first.inputs);
+  test::require_equal(both.inputs.narrow(0, 8, 8), second.inputs);
+
+  REQUIRE_THROWS_WITH(task.batch(5, Split::train, 0, 0), Catch::Contains("count must be positive"));
+  REQUIRE_THROWS_WITH(SortTask(0), Catch::Contains("digits must be in [1, 256], got 0"));
+}
+
+TEST_CASE("train options: flags parse in both spellings and defaults hold", "[train]") {
+  ParsedTrainArgs parsed = parse_train_args({});
+  REQUIRE(!parsed.help);
+  REQUIRE(parsed.options.steps == TrainOptions{}.steps);
+  REQUIRE(parsed.options.device == "cpu");
+
+  parsed = parse_train_args({"--steps", "12", "--lr=0.01", "--layers", "3", "--heads=2", "--embd", "48", "--digits",
+                             "5", "--seed", "9", "--batch", "7", "--save", "x.safetensors", "--save-every=4",
+                             "--resume", "y.safetensors", "--threads", "1", "--log-every", "3", "--device",
+                             "cuda:1", "--clip", "0", "--weight-decay", "0", "--warmup", "0", "--eval", "10"});
+  const TrainOptions& o = parsed.options;
+  REQUIRE(o.steps == 12);
+  REQUIRE(o.lr == 0.01);
+  REQUIRE(o.layers == 3);
+  REQUIRE(o.heads == 2);
+  REQUIRE(o.embd == 48);
+  REQUIRE(o.digits == 5);
+  REQUIRE(o.seed == 9);
+  REQUIRE(o.batch == 7);
+  REQUIRE(o.save == "x.safetensors");
+  REQUIRE(o.save_every == 4);
+  REQUIRE(o.resume == "y.safetensors");
+  REQUIRE(o.threads == 1);
+  REQUIRE(o.log_every == 3);
+  REQUIRE(o.device == "cuda:1");
+  REQUIRE(o.clip == 0);
+  REQUIRE(o.weight_decay == 0);
+  REQUIRE(o.warmup == 0);
+  REQUIRE(o.eval_examples == 10);
+
+  REQUIRE(parse_train_args({"--help"}).help);
+  REQUIRE(parse_train_args({"--steps", "3", "-h"}).help);
+}
+
+TEST_CASE("train options: bad command lines are refused with the flag and the reason", "[train]") {
+  REQUIRE(error_of({"--stpes", "10"}) == "unknown flag '--stpes'");
+  REQUIRE(error_of({"--steps"}) == "--steps: missing value (N)");
+  REQUIRE(error_of({"--steps", "ten"}) == "--steps: expected a whole number, got 'ten'");
+  REQUIRE(error_of({"--steps", "10x"}) == "--steps: expected a whole number, got '10x'");
+  REQUIRE(error_of({"--steps", "0"}) == "--steps: must be at least 1, got 0");
+  REQUIRE(error_of({"--seed=-3"}) == "--seed: must be at least 0, got -3");
+  REQUIRE(error_of({"--lr", "0"}) == "--lr: must be positive, got 0");
+  REQUIRE(error_of({"--lr", "fast"}) == "--lr: expected a number, got 'fast'");
+  REQUIRE(error_of({"--lr", "inf"}) == "--lr: expected a number, got 'inf'");
+  REQUIRE(error_of({"--clip", "-1"}) == "--clip: must be non-negative, got -1");
+  REQUIRE(error_of({"--device", "tpu"}) == "--device: expected cpu or cuda, got 'tpu'");
+  REQUIRE(error_of({"--heads", "3", "--embd", "64"}) == "--heads: 3 heads do not divide --embd 64");
+  REQUIRE(error_of({"--digits", "65"}) == "--digits: at most 64 (sequences of 128 tokens), got 65");
+  REQUIRE(error_of({"--save-every", "5"}) == "--save-every: needs --save PATH");
+  REQUIRE(error_of({"steps=5"}) == "unexpected argument 'steps=5'");
+}
+
+TEST_CASE("train command: exit status 2 and the usage on a bad command line, 0 on --help", "[train]") {
+  std::ostringstream out, err;
+  REQUIRE(train_command({"--layers", "two"}, out, err) == 2);
+  REQUIRE_THAT(err.str(), Catch::Contains("brigade train: --layers: expected a whole number, got 'two'"));
+  REQUIRE_THAT(err.str(), Catch::Contains("usage: brigade train"));
+  REQUIRE(out.str().empty());
+
+  std::ostringstream out2, err2;
+  REQUIRE(train_command({"--help"}, out2, err2) == 0);
+  REQUIRE_THAT(out2.str(), Catch::Contains("usage: brigade train"));
+  for (const char* flag : {"--device", "--steps", "--seed", "--batch", "--lr", "--layers", "--heads", "--embd",
+                           "--digits", "--log-every", "--save", "--save-every", "--resume", "--threads"}) {
+    REQUIRE_THAT(out2.str(), Catch::Contains(flag));
+  }
+  REQUIRE(err2.str().empty());
+}
+
+TEST_CASE("train command: --device cuda fails clearly until the CUDA backend exists", "[train]") {
+  std::ostringstream out, err;
+  REQUIRE(train_command({"--device", "cuda", "--steps", "1"}, out, err) == 1);
+  REQUIRE_THAT(err.str(), Catch::Contains("brigade train: error: --device cuda: "));
+  REQUIRE_THAT(err.str(), Catch::Contains("use --device cpu"));
+}
+
+TEST_CASE("progress lines: durations and the step line's fields", "[train]") {
+  REQUIRE(format_duration(0) == "0s");
+  REQUIRE(format_duration(42.4) == "42s");
+  REQUIRE(format_duration(65) == "1m05s");
+  REQUIRE(format_duration(3599) == "59m59s");
+  REQUIRE(format_duration(3725) == "1h02m");
+  REQUIRE(format_duration(-1) == "0s");
+  std::string line = format_step({40, 300, 1.23456, 9.8e-4, 12345.4, 65});
+  REQUIRE(line == "step  40/300  loss=1.2346  lr=9.8e-04  tok/s=12345  eta=1m05s");
+}

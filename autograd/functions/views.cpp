@@ -44,6 +44,12 @@ Shape infer_size(const Shape& shape, int64_t numel, const char* op, const Shape&
   return out;
 }
 
+// Ops that pick positions along a dim need one: a 0-dim tensor has none (wrap_dim accepts dim 0 of
+// a scalar, which is right for reductions but not here).
+void check_has_dims(const char* op, const Tensor& x) {
+  BRIGADE_CHECK(x.dim() > 0, op, ": expected a tensor with at least one dimension, got a 0-dimensional tensor");
+}
+
 }  // namespace
 
 Tensor Tensor::view(const Shape& shape) const {
@@ -75,6 +81,11 @@ Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
 }
 
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
+  if (dim() == 0) {  // as in PyTorch, a scalar transposes to itself (after checking the dims)
+    wrap_dim(d0, 0, "transpose");
+    wrap_dim(d1, 0, "transpose");
+    return *this;
+  }
   std::vector<int64_t> dims(static_cast<size_t>(dim()));
   std::iota(dims.begin(), dims.end(), 0);
   std::swap(dims[size_t(wrap_dim(d0, dim(), "transpose"))], dims[size_t(wrap_dim(d1, dim(), "transpose"))]);
@@ -82,6 +93,7 @@ Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
 }
 
 Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
+  check_has_dims("slice", *this);
   d = wrap_dim(d, dim(), "slice");
   BRIGADE_CHECK(step > 0, "slice: step must be positive, got ", step);
   int64_t n = shape()[size_t(d)];
@@ -104,6 +116,7 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
 }
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
+  check_has_dims("narrow", *this);
   d = wrap_dim(d, dim(), "narrow");
   BRIGADE_CHECK(start >= 0 && length >= 0 && start + length <= shape()[size_t(d)], "narrow: range [", start, ", ",
                 start + length, ") is outside dim ", d, " of size ", shape()[size_t(d)]);
@@ -111,6 +124,7 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
 }
 
 Tensor Tensor::select(int64_t d, int64_t index) const {
+  check_has_dims("select", *this);
   d = wrap_dim(d, dim(), "select");
   int64_t n = shape()[size_t(d)];
   BRIGADE_CHECK(index >= -n && index < n, "select: index ", index, " is out of range for dim ", d, " of size ", n);
@@ -132,7 +146,7 @@ Tensor Tensor::expand(const Shape& target) const {
     }
     int64_t have = shape()[i - lead];
     int64_t want = target[i] == -1 ? have : target[i];
-    BRIGADE_CHECK(have == want || have == 1, "expand: shape ", shape_str(shape()), " cannot be expanded to ",
+    BRIGADE_CHECK(want >= 0 && (have == want || have == 1), "expand: shape ", shape_str(shape()), " cannot be expanded to ",
                   shape_str(target));
     new_shape[i] = want;
     new_strides[i] = have == want ? strides()[i - lead] : 0;
@@ -144,7 +158,8 @@ Tensor Tensor::expand(const Shape& target) const {
 
 Tensor Tensor::squeeze(int64_t d) const {
   d = wrap_dim(d, dim(), "squeeze");
-  if (shape()[size_t(d)] != 1) return *this;  // as in PyTorch: only size-1 dims are removed
+  // As in PyTorch: only size-1 dims are removed, and a scalar stays itself.
+  if (dim() == 0 || shape()[size_t(d)] != 1) return *this;
   Shape new_shape = shape();
   Strides new_strides = strides();
   new_shape.erase(new_shape.begin() + d);

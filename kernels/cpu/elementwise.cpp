@@ -1,5 +1,9 @@
 // CPU reference: elementwise ops. Each op's math is one small function of scalars; the loops around
-// them are shared. Computes in T (f32 or f64); the op layer widens bf16/f16 to f32 first.
+// them are shared (map1/map2/map3 below). Computes in T (f32 or f64); the op layer widens bf16/f16
+// to f32 first.
+//
+// The op is chosen by a switch *outside* the loop, so each inner loop is a plain `o[i] = x[i] + y[i]`
+// that the compiler vectorises; a switch inside the loop would run once per element.
 #include <cmath>
 
 #include "kernels/cpu/kernels.h"
@@ -8,112 +12,148 @@
 namespace brigade::cpu {
 namespace {
 
-template <class T>
-T apply(ops::BinaryOp op, T a, T b) {
-  switch (op) {
-    case ops::BinaryOp::add: return a + b;
-    case ops::BinaryOp::sub: return a - b;
-    case ops::BinaryOp::mul: return a * b;
-    case ops::BinaryOp::div: return a / b;
-  }
-  return T(0);
+using Ptrs = std::vector<char*>;
+using Steps = std::vector<int64_t>;
+
+// out = f(x), elementwise. The unit-stride branch is the common (contiguous) case.
+template <class T, class F>
+void map1(const Tensor& out, const Tensor& x, F f) {
+  for_each_row(out.shape(), {&out, &x}, [f](const Ptrs& p, const Steps& st, int64_t n) {
+    T* o = reinterpret_cast<T*>(p[0]);
+    const T* a = reinterpret_cast<const T*>(p[1]);
+    if (st[0] == 1 && st[1] == 1) {
+      for (int64_t i = 0; i < n; ++i) o[i] = f(a[i]);
+    } else {
+      const int64_t so = st[0], sa = st[1];
+      for (int64_t i = 0; i < n; ++i) o[i * so] = f(a[i * sa]);
+    }
+  });
 }
+
+// out = f(x, y). Besides unit strides, a broadcast scalar y (stride 0) gets its own loop.
+template <class T, class F>
+void map2(const Tensor& out, const Tensor& x, const Tensor& y, F f) {
+  for_each_row(out.shape(), {&out, &x, &y}, [f](const Ptrs& p, const Steps& st, int64_t n) {
+    T* o = reinterpret_cast<T*>(p[0]);
+    const T* a = reinterpret_cast<const T*>(p[1]);
+    const T* b = reinterpret_cast<const T*>(p[2]);
+    if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
+      for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], b[i]);
+    } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {
+      const T bv = b[0];
+      for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], bv);
+    } else {
+      const int64_t so = st[0], sa = st[1], sb = st[2];
+      for (int64_t i = 0; i < n; ++i) o[i * so] = f(a[i * sa], b[i * sb]);
+    }
+  });
+}
+
+// out = f(x, y, z).
+template <class T, class F>
+void map3(const Tensor& out, const Tensor& x, const Tensor& y, const Tensor& z, F f) {
+  for_each_row(out.shape(), {&out, &x, &y, &z}, [f](const Ptrs& p, const Steps& st, int64_t n) {
+    T* o = reinterpret_cast<T*>(p[0]);
+    const T* a = reinterpret_cast<const T*>(p[1]);
+    const T* b = reinterpret_cast<const T*>(p[2]);
+    const T* c = reinterpret_cast<const T*>(p[3]);
+    if (st[0] == 1 && st[1] == 1 && st[2] == 1 && st[3] == 1) {
+      for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], b[i], c[i]);
+    } else {
+      const int64_t so = st[0], sa = st[1], sb = st[2], sc = st[3];
+      for (int64_t i = 0; i < n; ++i) o[i * so] = f(a[i * sa], b[i * sb], c[i * sc]);
+    }
+  });
+}
+
+// ---- the scalar math ----
 
 constexpr double kSqrt2OverPi = 0.7978845608028654;  // sqrt(2 / pi), GELU's tanh approximation
 constexpr double kGeluCubic = 0.044715;
 
-template <class T>
-T apply(ops::UnaryOp op, T x) {
-  switch (op) {
-    case ops::UnaryOp::neg: return -x;
-    case ops::UnaryOp::exp: return std::exp(x);
-    case ops::UnaryOp::log: return std::log(x);
-    case ops::UnaryOp::sqrt: return std::sqrt(x);
-    case ops::UnaryOp::rsqrt: return T(1) / std::sqrt(x);
-    case ops::UnaryOp::tanh: return std::tanh(x);
-    case ops::UnaryOp::relu: return x > T(0) ? x : T(0);
-    case ops::UnaryOp::gelu: return T(0.5) * x * (T(1) + std::tanh(T(kSqrt2OverPi) * (x + T(kGeluCubic) * x * x * x)));
-    case ops::UnaryOp::silu: return x / (T(1) + std::exp(-x));
-    case ops::UnaryOp::sigmoid: return T(1) / (T(1) + std::exp(-x));
-  }
-  return T(0);
+template <class T> T sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); }
+
+// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+template <class T> T gelu(T x) {
+  return T(0.5) * x * (T(1) + std::tanh(T(kSqrt2OverPi) * (x + T(kGeluCubic) * x * x * x)));
 }
 
-// dy/dx of each unary op, from x and y = op(x), times the incoming gradient g.
+// d gelu / dx, by the product and chain rules on the formula above.
+template <class T> T gelu_derivative(T x) {
+  const T t = std::tanh(T(kSqrt2OverPi) * (x + T(kGeluCubic) * x * x * x));
+  const T dinner = T(kSqrt2OverPi) * (T(1) + T(3 * kGeluCubic) * x * x);
+  return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * dinner;
+}
+
+// silu(x) = x sigmoid(x); its derivative is s (1 + x (1 - s)).
+template <class T> T silu_derivative(T x) {
+  const T s = sigmoid(x);
+  return s * (T(1) + x * (T(1) - s));
+}
+
 template <class T>
-T apply_backward(ops::UnaryOp op, T g, T x, T y) {
+void binary_typed(ops::BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
   switch (op) {
-    case ops::UnaryOp::neg: return -g;
-    case ops::UnaryOp::exp: return g * y;
-    case ops::UnaryOp::log: return g / x;
-    case ops::UnaryOp::sqrt: return g * T(0.5) / y;
-    case ops::UnaryOp::rsqrt: return g * T(-0.5) * y * y * y;
-    case ops::UnaryOp::tanh: return g * (T(1) - y * y);
-    case ops::UnaryOp::relu: return x > T(0) ? g : T(0);
-    case ops::UnaryOp::gelu: {
-      T inner = T(kSqrt2OverPi) * (x + T(kGeluCubic) * x * x * x);
-      T t = std::tanh(inner);
-      T dinner = T(kSqrt2OverPi) * (T(1) + T(3 * kGeluCubic) * x * x);
-      return g * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * dinner);
-    }
-    case ops::UnaryOp::silu: {
-      T s = T(1) / (T(1) + std::exp(-x));
-      return g * s * (T(1) + x * (T(1) - s));
-    }
-    case ops::UnaryOp::sigmoid: return g * y * (T(1) - y);
+    case ops::BinaryOp::add: return map2<T>(out, a, b, [](T x, T y) { return x + y; });
+    case ops::BinaryOp::sub: return map2<T>(out, a, b, [](T x, T y) { return x - y; });
+    case ops::BinaryOp::mul: return map2<T>(out, a, b, [](T x, T y) { return x * y; });
+    case ops::BinaryOp::div: return map2<T>(out, a, b, [](T x, T y) { return x / y; });
   }
-  return T(0);
+}
+
+template <class T>
+void unary_typed(ops::UnaryOp op, const Tensor& out, const Tensor& in) {
+  switch (op) {
+    case ops::UnaryOp::neg: return map1<T>(out, in, [](T x) { return -x; });
+    case ops::UnaryOp::exp: return map1<T>(out, in, [](T x) { return std::exp(x); });
+    case ops::UnaryOp::log: return map1<T>(out, in, [](T x) { return std::log(x); });
+    case ops::UnaryOp::sqrt: return map1<T>(out, in, [](T x) { return std::sqrt(x); });
+    case ops::UnaryOp::rsqrt: return map1<T>(out, in, [](T x) { return T(1) / std::sqrt(x); });
+    case ops::UnaryOp::tanh: return map1<T>(out, in, [](T x) { return std::tanh(x); });
+    case ops::UnaryOp::relu: return map1<T>(out, in, [](T x) { return x > T(0) ? x : T(0); });
+    case ops::UnaryOp::gelu: return map1<T>(out, in, [](T x) { return gelu(x); });
+    case ops::UnaryOp::silu: return map1<T>(out, in, [](T x) { return x * sigmoid(x); });
+    case ops::UnaryOp::sigmoid: return map1<T>(out, in, [](T x) { return sigmoid(x); });
+  }
+}
+
+// grad_x = grad_y * dy/dx, where dy/dx is written with whichever of x and y = op(x) is cheaper.
+template <class T>
+void unary_backward_typed(ops::UnaryOp op, const Tensor& gx, const Tensor& gy, const Tensor& x, const Tensor& y) {
+  switch (op) {
+    case ops::UnaryOp::neg: return map3<T>(gx, gy, x, y, [](T g, T, T) { return -g; });
+    case ops::UnaryOp::exp: return map3<T>(gx, gy, x, y, [](T g, T, T v) { return g * v; });
+    case ops::UnaryOp::log: return map3<T>(gx, gy, x, y, [](T g, T u, T) { return g / u; });
+    case ops::UnaryOp::sqrt: return map3<T>(gx, gy, x, y, [](T g, T, T v) { return g * T(0.5) / v; });
+    case ops::UnaryOp::rsqrt: return map3<T>(gx, gy, x, y, [](T g, T, T v) { return g * T(-0.5) * v * v * v; });
+    case ops::UnaryOp::tanh: return map3<T>(gx, gy, x, y, [](T g, T, T v) { return g * (T(1) - v * v); });
+    case ops::UnaryOp::relu: return map3<T>(gx, gy, x, y, [](T g, T u, T) { return u > T(0) ? g : T(0); });
+    case ops::UnaryOp::gelu: return map3<T>(gx, gy, x, y, [](T g, T u, T) { return g * gelu_derivative(u); });
+    case ops::UnaryOp::silu: return map3<T>(gx, gy, x, y, [](T g, T u, T) { return g * silu_derivative(u); });
+    case ops::UnaryOp::sigmoid: return map3<T>(gx, gy, x, y, [](T g, T, T v) { return g * v * (T(1) - v); });
+  }
 }
 
 }  // namespace
 
 void binary(ops::BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
-  visit_float(out.dtype(), "binary", [&](auto tag) {
-    using T = decltype(tag);
-    for_each_row(out.shape(), {&out, &a, &b}, [op](const std::vector<char*>& p, const std::vector<int64_t>& st, int64_t n) {
-      T* o = reinterpret_cast<T*>(p[0]);
-      const T* x = reinterpret_cast<const T*>(p[1]);
-      const T* y = reinterpret_cast<const T*>(p[2]);
-      for (int64_t i = 0; i < n; ++i) o[i * st[0]] = apply(op, x[i * st[1]], y[i * st[2]]);
-    });
-  });
+  visit_float(out.dtype(), "binary", [&](auto tag) { binary_typed<decltype(tag)>(op, out, a, b); });
 }
 
 void unary(ops::UnaryOp op, const Tensor& out, const Tensor& x) {
-  visit_float(out.dtype(), "unary", [&](auto tag) {
-    using T = decltype(tag);
-    for_each_row(out.shape(), {&out, &x}, [op](const std::vector<char*>& p, const std::vector<int64_t>& st, int64_t n) {
-      T* o = reinterpret_cast<T*>(p[0]);
-      const T* in = reinterpret_cast<const T*>(p[1]);
-      for (int64_t i = 0; i < n; ++i) o[i * st[0]] = apply(op, in[i * st[1]]);
-    });
-  });
+  visit_float(out.dtype(), "unary", [&](auto tag) { unary_typed<decltype(tag)>(op, out, x); });
 }
 
 void unary_backward(ops::UnaryOp op, const Tensor& grad_x, const Tensor& grad_y, const Tensor& x, const Tensor& y) {
-  visit_float(grad_x.dtype(), "unary_backward", [&](auto tag) {
-    using T = decltype(tag);
-    for_each_row(grad_x.shape(), {&grad_x, &grad_y, &x, &y},
-                 [op](const std::vector<char*>& p, const std::vector<int64_t>& st, int64_t n) {
-                   T* gx = reinterpret_cast<T*>(p[0]);
-                   const T* gy = reinterpret_cast<const T*>(p[1]);
-                   const T* xv = reinterpret_cast<const T*>(p[2]);
-                   const T* yv = reinterpret_cast<const T*>(p[3]);
-                   for (int64_t i = 0; i < n; ++i)
-                     gx[i * st[0]] = apply_backward(op, gy[i * st[1]], xv[i * st[2]], yv[i * st[3]]);
-                 });
-  });
+  visit_float(grad_x.dtype(), "unary_backward",
+              [&](auto tag) { unary_backward_typed<decltype(tag)>(op, grad_x, grad_y, x, y); });
 }
 
 void scale_shift(const Tensor& out, const Tensor& x, double scale, double shift) {
   visit_float(out.dtype(), "scale_shift", [&](auto tag) {
     using T = decltype(tag);
     const T s = T(scale), b = T(shift);
-    for_each_row(out.shape(), {&out, &x}, [s, b](const std::vector<char*>& p, const std::vector<int64_t>& st, int64_t n) {
-      T* o = reinterpret_cast<T*>(p[0]);
-      const T* in = reinterpret_cast<const T*>(p[1]);
-      for (int64_t i = 0; i < n; ++i) o[i * st[0]] = in[i * st[1]] * s + b;
-    });
+    map1<T>(out, x, [s, b](T v) { return v * s + b; });
   });
 }
 
@@ -121,11 +161,7 @@ void pow_scalar(const Tensor& out, const Tensor& x, double exponent) {
   visit_float(out.dtype(), "pow", [&](auto tag) {
     using T = decltype(tag);
     const T e = T(exponent);
-    for_each_row(out.shape(), {&out, &x}, [e](const std::vector<char*>& p, const std::vector<int64_t>& st, int64_t n) {
-      T* o = reinterpret_cast<T*>(p[0]);
-      const T* in = reinterpret_cast<const T*>(p[1]);
-      for (int64_t i = 0; i < n; ++i) o[i * st[0]] = std::pow(in[i * st[1]], e);
-    });
+    map1<T>(out, x, [e](T v) { return std::pow(v, e); });
   });
 }
 
@@ -133,25 +169,18 @@ void pow_scalar_backward(const Tensor& grad_x, const Tensor& grad_y, const Tenso
   visit_float(grad_x.dtype(), "pow_backward", [&](auto tag) {
     using T = decltype(tag);
     const T e = T(exponent);
-    for_each_row(grad_x.shape(), {&grad_x, &grad_y, &x},
-                 [e](const std::vector<char*>& p, const std::vector<int64_t>& st, int64_t n) {
-                   T* gx = reinterpret_cast<T*>(p[0]);
-                   const T* gy = reinterpret_cast<const T*>(p[1]);
-                   const T* xv = reinterpret_cast<const T*>(p[2]);
-                   for (int64_t i = 0; i < n; ++i) gx[i * st[0]] = gy[i * st[1]] * e * std::pow(xv[i * st[2]], e - T(1));
-                 });
+    // x^0 is constant: its gradient is 0 everywhere, also at x = 0 where e * x^(e-1) would be 0 * inf.
+    if (exponent == 0) return map2<T>(grad_x, grad_y, x, [](T, T) { return T(0); });
+    map2<T>(grad_x, grad_y, x, [e](T g, T v) { return g * e * std::pow(v, e - T(1)); });
   });
 }
 
 void add_inplace(const Tensor& dst, const Tensor& src, double alpha) {
+  // dst is both the output and an input: each element reads itself and then writes itself.
   visit_float(dst.dtype(), "add_", [&](auto tag) {
     using T = decltype(tag);
     const T a = T(alpha);
-    for_each_row(dst.shape(), {&dst, &src}, [a](const std::vector<char*>& p, const std::vector<int64_t>& st, int64_t n) {
-      T* d = reinterpret_cast<T*>(p[0]);
-      const T* s = reinterpret_cast<const T*>(p[1]);
-      for (int64_t i = 0; i < n; ++i) d[i * st[0]] += a * s[i * st[1]];
-    });
+    map2<T>(dst, dst, src, [a](T d, T s) { return d + a * s; });
   });
 }
 
@@ -161,7 +190,7 @@ void masked_fill(const Tensor& out, const Tensor& x, const Tensor& mask, double 
     visit_dtype(mask.dtype(), [&](auto mtag) {
       using M = decltype(mtag);
       const T v = from_double<T>(value);
-      for_each_row(out.shape(), {&out, &x, &mask}, [v](const std::vector<char*>& p, const std::vector<int64_t>& st, int64_t n) {
+      for_each_row(out.shape(), {&out, &x, &mask}, [v](const Ptrs& p, const Steps& st, int64_t n) {
         T* o = reinterpret_cast<T*>(p[0]);
         const T* in = reinterpret_cast<const T*>(p[1]);
         const M* m = reinterpret_cast<const M*>(p[2]);

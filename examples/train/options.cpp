@@ -1,0 +1,157 @@
+#include "options.h"
+
+#include <charconv>
+#include <cmath>
+#include <functional>
+#include <iomanip>
+#include <sstream>
+
+namespace brigade::train {
+
+namespace {
+
+[[noreturn]] void bad(const std::string& flag, const std::string& why) { throw UsageError(flag + ": " + why); }
+
+int64_t parse_int(const std::string& flag, const std::string& text, int64_t min) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size()) bad(flag, "expected a whole number, got '" + text + "'");
+  if (v < min) bad(flag, "must be at least " + std::to_string(min) + ", got " + text);
+  return v;
+}
+
+double parse_positive(const std::string& flag, const std::string& text, bool allow_zero) {
+  double v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(v)) {
+    bad(flag, "expected a number, got '" + text + "'");
+  }
+  if (v < 0 || (v == 0 && !allow_zero)) bad(flag, std::string("must be ") + (allow_zero ? "non-negative" : "positive") + ", got " + text);
+  return v;
+}
+
+std::string show(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+// One row of the flag table: how to read the value into TrainOptions and how to show the default.
+struct Flag {
+  std::string name;   // "--steps"
+  std::string value;  // placeholder in the usage text, e.g. "N"
+  std::string help;
+  std::function<void(TrainOptions&, const std::string&)> set;
+  std::function<std::string(const TrainOptions&)> get;  // the default, for --help
+};
+
+Flag int_flag(std::string name, std::string help, int64_t TrainOptions::*field, int64_t min) {
+  return {name, "N", std::move(help),
+          [name, field, min](TrainOptions& o, const std::string& v) { o.*field = parse_int(name, v, min); },
+          [field](const TrainOptions& o) { return std::to_string(o.*field); }};
+}
+
+Flag real_flag(std::string name, std::string help, double TrainOptions::*field, bool allow_zero) {
+  return {name, "X", std::move(help),
+          [name, field, allow_zero](TrainOptions& o, const std::string& v) {
+            o.*field = parse_positive(name, v, allow_zero);
+          },
+          [field](const TrainOptions& o) { return show(o.*field); }};
+}
+
+Flag text_flag(std::string name, std::string value, std::string help, std::string TrainOptions::*field) {
+  return {name, std::move(value), std::move(help),
+          [field](TrainOptions& o, const std::string& v) { o.*field = v; },
+          [field](const TrainOptions& o) { return (o.*field).empty() ? std::string("none") : o.*field; }};
+}
+
+const std::vector<Flag>& flags() {
+  static const std::vector<Flag> table = {
+      {"--device", "DEV", "cpu or cuda (the CUDA backend is not in this build yet)",
+       [](TrainOptions& o, const std::string& v) {
+         if (v != "cpu" && v != "cuda" && v.rfind("cuda:", 0) != 0) bad("--device", "expected cpu or cuda, got '" + v + "'");
+         o.device = v;
+       },
+       [](const TrainOptions& o) { return o.device; }},
+      int_flag("--steps", "optimizer steps in the whole run (the schedule's length)", &TrainOptions::steps, 1),
+      {"--seed", "S", "seed of the weights and of the data stream",
+       [](TrainOptions& o, const std::string& v) { o.seed = uint64_t(parse_int("--seed", v, 0)); },
+       [](const TrainOptions& o) { return std::to_string(o.seed); }},
+      {"--threads", "N", "CPU worker threads (0: all cores, or BRIGADE_NUM_THREADS)",
+       [](TrainOptions& o, const std::string& v) { o.threads = int(parse_int("--threads", v, 0)); },
+       [](const TrainOptions& o) { return std::to_string(o.threads); }},
+      int_flag("--batch", "sequences per step", &TrainOptions::batch, 1),
+      real_flag("--lr", "peak learning rate (cosine decay to lr/10)", &TrainOptions::lr, false),
+      int_flag("--warmup", "linear warm-up steps", &TrainOptions::warmup, 0),
+      real_flag("--weight-decay", "AdamW decoupled weight decay", &TrainOptions::weight_decay, true),
+      real_flag("--clip", "max global gradient norm (0: no clipping)", &TrainOptions::clip, true),
+      int_flag("--layers", "transformer blocks", &TrainOptions::layers, 1),
+      int_flag("--heads", "attention heads (must divide --embd)", &TrainOptions::heads, 1),
+      int_flag("--embd", "embedding width", &TrainOptions::embd, 1),
+      int_flag("--digits", "digits per sequence to sort (sequence length 2*digits)", &TrainOptions::digits, 1),
+      int_flag("--log-every", "steps between progress lines", &TrainOptions::log_every, 1),
+      int_flag("--eval", "held-out sequences for the final accuracy", &TrainOptions::eval_examples, 1),
+      text_flag("--save", "PATH", "write a checkpoint here at the end", &TrainOptions::save),
+      int_flag("--save-every", "also checkpoint every N steps (needs --save; 0: off)", &TrainOptions::save_every, 0),
+      text_flag("--resume", "PATH", "continue from a checkpoint of the same configuration", &TrainOptions::resume),
+  };
+  return table;
+}
+
+// Checks that involve more than one flag.
+void check_combination(const TrainOptions& o) {
+  if (o.embd % o.heads != 0) {
+    throw UsageError("--heads: " + std::to_string(o.heads) + " heads do not divide --embd " + std::to_string(o.embd));
+  }
+  if (o.digits > 64) bad("--digits", "at most 64 (sequences of 128 tokens), got " + std::to_string(o.digits));
+  if (o.save_every > 0 && o.save.empty()) bad("--save-every", "needs --save PATH");
+}
+
+}  // namespace
+
+ParsedTrainArgs parse_train_args(const std::vector<std::string>& args) {
+  ParsedTrainArgs out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string arg = args[i];
+    if (arg == "--help" || arg == "-h") {
+      out.help = true;
+      continue;
+    }
+    if (arg.rfind("--", 0) != 0) throw UsageError("unexpected argument '" + arg + "'");
+    std::string value;
+    bool has_value = false;
+    if (size_t eq = arg.find('='); eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+      has_value = true;
+    }
+    const Flag* flag = nullptr;
+    for (const Flag& f : flags()) {
+      if (f.name == arg) flag = &f;
+    }
+    if (!flag) throw UsageError("unknown flag '" + arg + "'");
+    if (!has_value) {
+      if (i + 1 >= args.size()) bad(arg, "missing value (" + flag->value + ")");
+      value = args[++i];
+    }
+    flag->set(out.options, value);
+  }
+  check_combination(out.options);
+  return out;
+}
+
+std::string train_usage() {
+  std::ostringstream os;
+  os << "usage: brigade train [flags]\n\n"
+        "Trains a small GPT (brigade::nn::GPT) to sort digits, e.g. '3 1 4 1 | 1 1 3 4', on data\n"
+        "generated on the fly, then reports its held-out accuracy.\n\nflags:\n";
+  TrainOptions defaults;
+  for (const Flag& f : flags()) {
+    std::string left = f.name + " " + f.value;
+    os << "  " << std::left << std::setw(20) << left << f.help << " [" << f.get(defaults) << "]\n";
+  }
+  os << "  " << std::left << std::setw(20) << "-h, --help" << "show this help\n";
+  return os.str();
+}
+
+}  // namespace brigade::train

@@ -1,0 +1,58 @@
+// Settings of `brigade train` and the parser of its command line.
+//
+// Every flag lives in one table (options.cpp) that both parses and prints --help, so the usage
+// text can't drift from what the parser accepts.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace brigade::train {
+
+struct TrainOptions {
+  // Run
+  std::string device = "cpu";
+  int64_t steps = 600;
+  uint64_t seed = 1;
+  int threads = 0;  // 0: brigade's default (hardware threads or BRIGADE_NUM_THREADS)
+  // Optimisation: AdamW, gradient clipping, linear warm-up then cosine decay to lr * min_lr_ratio.
+  int64_t batch = 32;
+  double lr = 3e-3;
+  int64_t warmup = 30;
+  double weight_decay = 0.01;
+  double clip = 1.0;
+  // Model (brigade::nn::GPT) and task (sort `digits` digits; sequence length 2 * digits)
+  int64_t layers = 2;
+  int64_t heads = 4;
+  int64_t embd = 64;
+  int64_t digits = 8;
+  // Reporting and checkpoints
+  int64_t log_every = 50;
+  int64_t eval_examples = 500;
+  std::string save;        // checkpoint written at the end (and every save_every steps)
+  int64_t save_every = 0;  // 0: only at the end
+  std::string resume;      // checkpoint to continue from
+
+  static constexpr double min_lr_ratio = 0.1;
+};
+
+// A bad command line: main prints the message and the usage, and exits with status 2.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct ParsedTrainArgs {
+  TrainOptions options;
+  bool help = false;  // --help / -h was given: print usage, train nothing
+};
+
+// Parses the arguments after `brigade train`. Accepts `--flag value` and `--flag=value`.
+ParsedTrainArgs parse_train_args(const std::vector<std::string>& args);
+
+// The --help text: every flag with its meaning and default.
+std::string train_usage();
+
+}  // namespace brigade::train

@@ -1,0 +1,71 @@
+// The trainer behind `brigade train`: a GPT, AdamW, and the sort task, one step at a time.
+//
+// Everything a step depends on is a function of (options, step number): the batch is examples
+// [step * batch, (step + 1) * batch) of the seeded stream, the learning rate is schedule.lr(step),
+// and there is no dropout. So a checkpoint needs only the model, the optimizer state and the step
+// count, and a resumed run computes bit for bit what the uninterrupted run would have.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "evaluate.h"
+#include "nn/gpt.h"
+#include "optim/adamw.h"
+#include "optim/schedule.h"
+#include "options.h"
+#include "sort_task.h"
+
+namespace brigade::train {
+
+class Trainer {
+ public:
+  // Builds the model and the optimizer; with options.resume, restores that checkpoint. Throws
+  // brigade::Error when the checkpoint can't be read or belongs to a different configuration.
+  explicit Trainer(const TrainOptions& options);
+
+  // One optimizer step on the next batch; returns that batch's loss (before the update).
+  double train_step();
+  // Writes model, optimizer state and progress to a checkpoint (atomically: see core/safetensors.h).
+  void save(const std::string& path) const;
+  Accuracy evaluate(int64_t examples);
+
+  int64_t step() const { return step_; }  // steps done so far
+  double first_loss() const { return first_loss_; }  // loss of step 1 (NaN before it; kept on resume)
+  double lr_at(int64_t step) const { return schedule_.lr(step); }
+  // Settings that differ from the resumed checkpoint's (allowed, but the run is no longer identical
+  // to the original one), as "--lr: 0.003 in the checkpoint, now 0.001".
+  const std::vector<std::string>& resume_notes() const { return resume_notes_; }
+
+  const TrainOptions& options() const { return options_; }
+  const SortTask& task() const { return task_; }
+  nn::GPT& model() { return *model_; }
+  optim::AdamW& optimizer() { return *optimizer_; }
+
+ private:
+  void resume(const std::string& path);
+
+  TrainOptions options_;
+  SortTask task_;
+  std::shared_ptr<nn::GPT> model_;
+  std::unique_ptr<optim::AdamW> optimizer_;
+  optim::CosineSchedule schedule_;
+  int64_t step_ = 0;
+  double first_loss_;
+  std::vector<std::string> resume_notes_;
+};
+
+struct TrainSummary {
+  int64_t steps = 0;      // steps done in the whole run, including before a resume
+  double first_loss = 0;  // step 1
+  double last_loss = 0;   // mean of the last 10 steps (NaN when this run did no steps)
+  Accuracy accuracy;
+};
+
+// The whole `brigade train` run: train, log progress to `out`, checkpoint, evaluate, report.
+TrainSummary run_training(const TrainOptions& options, std::ostream& out);
+
+}  // namespace brigade::train

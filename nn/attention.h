@@ -1,0 +1,35 @@
+// CausalSelfAttention: multi-head self-attention where position t only sees positions <= t.
+//
+//   x [B, T, C] --qkv--> q, k, v, each split into H heads of size hd = C / H: [B, H, T, hd]
+//   scores = q k^T / sqrt(hd)                       [B, H, T, T]
+//   scores[.., i, j] = -inf for j > i               (the future is masked out)
+//   y = softmax(scores) v                           [B, H, T, hd]
+//   heads merged back to [B, T, C], then the output projection `proj`.
+#pragma once
+
+#include <memory>
+
+#include "nn/activation.h"
+#include "nn/init.h"
+#include "nn/linear.h"
+#include "nn/module.h"
+
+namespace brigade::nn {
+
+class CausalSelfAttention : public Module {
+ public:
+  // n_embd must be divisible by n_head. `proj` writes into the residual stream: init.residual().
+  CausalSelfAttention(int64_t n_embd, int64_t n_head, double dropout = 0, bool bias = true, const Init& init = {});
+
+  std::string name() const override { return "CausalSelfAttention"; }
+  std::string details() const override;
+  Tensor forward(const Tensor& x) override;  // [B, T, C] -> [B, T, C]
+
+  const int64_t n_embd, n_head;
+  std::shared_ptr<Linear> qkv;          // C -> 3C: the three projections in one matmul
+  std::shared_ptr<Linear> proj;         // C -> C
+  std::shared_ptr<Dropout> attn_drop;   // on the attention weights
+  std::shared_ptr<Dropout> resid_drop;  // on the output
+};
+
+}  // namespace brigade::nn

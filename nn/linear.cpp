@@ -1,0 +1,29 @@
+#include "nn/linear.h"
+
+#include <cmath>
+
+#include "autograd/functions.h"
+
+namespace brigade::nn {
+
+Linear::Linear(int64_t in, int64_t out, bool with_bias, const Init& init) : in_features(in), out_features(out) {
+  BRIGADE_CHECK(in > 0 && out > 0, "Linear: sizes must be positive, got in=", in, ", out=", out);
+  weight = register_parameter("weight", init.std > 0 ? init::normal({out, in}, init.std, init)
+                                                     : init::uniform({out, in}, 1.0 / std::sqrt(double(in)), init));
+  if (with_bias) bias = register_parameter("bias", init::zeros({out}, init));
+}
+
+std::string Linear::details() const {
+  return "in=" + std::to_string(in_features) + ", out=" + std::to_string(out_features) +
+         ", bias=" + (bias.defined() ? "true" : "false");
+}
+
+Tensor Linear::forward(const Tensor& x) {
+  BRIGADE_CHECK(x.dim() >= 1 && x.size(-1) == in_features, "Linear: input shape ", shape_str(x.shape()),
+                " does not end in in_features=", in_features);
+  // One tape node (see autograd/functions/linear.cpp): W^T is read through its strides, no copy,
+  // and the weight gradient stays separable from the input gradient.
+  return linear(x, weight, bias);
+}
+
+}  // namespace brigade::nn

@@ -1,0 +1,25 @@
+// Linear: y = x W^T + b, the fully connected layer.
+#pragma once
+
+#include "nn/init.h"
+#include "nn/module.h"
+
+namespace brigade::nn {
+
+class Linear : public Module {
+ public:
+  // weight [out, in] (PyTorch's layout: one row per output feature); bias [out], zeros.
+  // Weights: N(0, init.std) when init.std > 0, else U(-1/sqrt(in), 1/sqrt(in)).
+  Linear(int64_t in_features, int64_t out_features, bool bias = true, const Init& init = {});
+
+  std::string name() const override { return "Linear"; }
+  std::string details() const override;
+  // x [..., in] -> [..., out]
+  Tensor forward(const Tensor& x) override;
+
+  const int64_t in_features, out_features;
+  Tensor weight;
+  Tensor bias;  // undefined without bias
+};
+
+}  // namespace brigade::nn

@@ -1,0 +1,15 @@
+#include "nn/mlp.h"
+
+namespace brigade::nn {
+
+MLP::MLP(int64_t dim, int64_t hidden, bool bias, double dropout, const Init& init) {
+  if (hidden == 0) hidden = 4 * dim;
+  fc = register_module("fc", std::make_shared<Linear>(dim, hidden, bias, init));
+  act = register_module("act", std::make_shared<GELU>());
+  proj = register_module("proj", std::make_shared<Linear>(hidden, dim, bias, init.residual()));
+  drop = register_module("drop", std::make_shared<Dropout>(dropout));
+}
+
+Tensor MLP::forward(const Tensor& x) { return drop->forward(proj->forward(act->forward(fc->forward(x)))); }
+
+}  // namespace brigade::nn

@@ -1,0 +1,28 @@
+// MLP: the transformer's position-wise feed-forward network, Linear -> GELU -> Linear (-> Dropout).
+#pragma once
+
+#include <memory>
+
+#include "nn/activation.h"
+#include "nn/init.h"
+#include "nn/linear.h"
+#include "nn/module.h"
+
+namespace brigade::nn {
+
+class MLP : public Module {
+ public:
+  // hidden = 0 means 4 * dim. The output projection `proj` writes into the residual stream, so it is
+  // initialised with init.residual().
+  explicit MLP(int64_t dim, int64_t hidden = 0, bool bias = true, double dropout = 0, const Init& init = {});
+
+  std::string name() const override { return "MLP"; }
+  Tensor forward(const Tensor& x) override;  // [..., dim] -> [..., dim]
+
+  std::shared_ptr<Linear> fc;
+  std::shared_ptr<GELU> act;
+  std::shared_ptr<Linear> proj;
+  std::shared_ptr<Dropout> drop;
+};
+
+}  // namespace brigade::nn

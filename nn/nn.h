@@ -1,0 +1,15 @@
+// brigade::nn — modules and layers, up to a GPT. See docs/nn.md.
+#pragma once
+
+#include "nn/activation.h"
+#include "nn/attention.h"
+#include "nn/conv.h"
+#include "nn/embedding.h"
+#include "nn/gpt.h"
+#include "nn/init.h"
+#include "nn/linear.h"
+#include "nn/mlp.h"
+#include "nn/module.h"
+#include "nn/norm.h"
+#include "nn/sequential.h"
+#include "nn/transformer.h"

@@ -1,0 +1,39 @@
+// Normalisation over the last dim: LayerNorm and RMSNorm.
+#pragma once
+
+#include "nn/init.h"
+#include "nn/module.h"
+
+namespace brigade::nn {
+
+// y = (x - mean) / sqrt(var + eps) * weight + bias, over the last dim (of size `dim`).
+// affine=false: no weight and no bias; bias=false: a weight only (as GPTConfig.bias=false uses).
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(int64_t dim, double eps = 1e-5, bool affine = true, bool bias = true, const Init& init = {});
+
+  std::string name() const override { return "LayerNorm"; }
+  std::string details() const override;
+  Tensor forward(const Tensor& x) override;
+
+  const int64_t dim;
+  const double eps;
+  Tensor weight;  // [dim], ones; undefined without affine
+  Tensor bias;    // [dim], zeros; undefined without affine or bias
+};
+
+// y = x / sqrt(mean(x^2) + eps) * weight, over the last dim: LayerNorm without centring or bias.
+class RMSNorm : public Module {
+ public:
+  explicit RMSNorm(int64_t dim, double eps = 1e-6, const Init& init = {});
+
+  std::string name() const override { return "RMSNorm"; }
+  std::string details() const override;
+  Tensor forward(const Tensor& x) override;
+
+  const int64_t dim;
+  const double eps;
+  Tensor weight;  // [dim], ones
+};
+
+}  // namespace brigade::nn

@@ -1,0 +1,19 @@
+#include "nn/transformer.h"
+
+#include "autograd/functions.h"
+
+namespace brigade::nn {
+
+TransformerBlock::TransformerBlock(int64_t n_embd, int64_t n_head, double dropout, bool bias, const Init& init) {
+  ln1 = register_module("ln1", std::make_shared<LayerNorm>(n_embd, 1e-5, true, bias, init));
+  attn = register_module("attn", std::make_shared<CausalSelfAttention>(n_embd, n_head, dropout, bias, init));
+  ln2 = register_module("ln2", std::make_shared<LayerNorm>(n_embd, 1e-5, true, bias, init));
+  mlp = register_module("mlp", std::make_shared<MLP>(n_embd, 4 * n_embd, bias, dropout, init));
+}
+
+Tensor TransformerBlock::forward(const Tensor& x) {
+  Tensor h = x + attn->forward(ln1->forward(x));
+  return h + mlp->forward(ln2->forward(h));
+}
+
+}  // namespace brigade::nn

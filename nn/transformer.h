@@ -1,0 +1,33 @@
+// TransformerBlock: one pre-norm GPT layer.
+//
+//   x = x + attn(ln1(x))
+//   x = x + mlp(ln2(x))
+//
+// Normalising before each sub-layer (GPT-2's choice) keeps an unnormalised residual path from input
+// to output, which is what lets deep stacks train without warm-up tricks.
+#pragma once
+
+#include <memory>
+
+#include "nn/attention.h"
+#include "nn/init.h"
+#include "nn/mlp.h"
+#include "nn/module.h"
+#include "nn/norm.h"
+
+namespace brigade::nn {
+
+class TransformerBlock : public Module {
+ public:
+  TransformerBlock(int64_t n_embd, int64_t n_head, double dropout = 0, bool bias = true, const Init& init = {});
+
+  std::string name() const override { return "TransformerBlock"; }
+  Tensor forward(const Tensor& x) override;  // [B, T, C] -> [B, T, C]
+
+  std::shared_ptr<LayerNorm> ln1;
+  std::shared_ptr<CausalSelfAttention> attn;
+  std::shared_ptr<LayerNorm> ln2;
+  std::shared_ptr<MLP> mlp;
+};
+
+}  // namespace brigade::nn

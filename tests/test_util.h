@@ -1,0 +1,84 @@
+// Helpers shared by the tests: random inputs, non-contiguous copies, and comparison against f64
+// reference values computed independently in the test.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "brigade.h"
+
+namespace test {
+
+using namespace brigade;
+
+// Fresh random normal values (a fixed seed per call site keeps failures reproducible).
+inline Tensor random(const Shape& shape, uint64_t seed, DType dtype = DType::f64, double scale = 1.0) {
+  Generator gen(seed);
+  Tensor t = randn(shape, DType::f64, Device::cpu(), &gen);
+  if (scale != 1.0) t = ops::scale_shift(t, scale, 0.0);
+  return ops::to_dtype(t, dtype);
+}
+
+// The same values laid out differently, so kernels see non-contiguous inputs:
+//  - strided(): every other element of a buffer twice as wide (a slice with step 2 on the last dim);
+//  - transposed(): stored with the last two dims swapped, viewed back through a transpose.
+inline Tensor strided(const Tensor& t) {
+  if (t.dim() == 0) return t;
+  Shape wide = t.shape();
+  wide.back() *= 2;
+  Tensor buffer = zeros(wide, t.dtype());
+  Tensor view = buffer.slice(-1, 0, wide.back(), 2);
+  ops::copy_(view, t);
+  REQUIRE(!view.is_contiguous());
+  return view;
+}
+
+inline Tensor transposed(const Tensor& t) {
+  REQUIRE(t.dim() >= 2);
+  Tensor stored = ops::contiguous(t.transpose(-1, -2));
+  Tensor view = stored.transpose(-1, -2);
+  return view;
+}
+
+// A leaf copy of t that requires grad (for gradcheck and tape tests).
+inline Tensor leaf(const Tensor& t) {
+  Tensor out = ops::clone(t);
+  out.requires_grad_(true);
+  return out;
+}
+
+// Checks got == expected elementwise within atol + rtol * |expected|; reports the first mismatch.
+inline void require_close(const Tensor& got, const std::vector<double>& expected, double atol = 1e-6,
+                          double rtol = 1e-6) {
+  std::vector<double> g = got.to_vector();
+  REQUIRE(g.size() == expected.size());
+  for (size_t i = 0; i < g.size(); ++i) {
+    bool ok = std::abs(g[i] - expected[i]) <= atol + rtol * std::abs(expected[i]);
+    if (!ok) {
+      std::ostringstream os;
+      os << "element " << i << ": got " << g[i] << ", expected " << expected[i];
+      FAIL(os.str());
+    }
+  }
+}
+
+inline void require_close(const Tensor& got, const Tensor& expected, double atol = 1e-6, double rtol = 1e-6) {
+  REQUIRE(got.shape() == expected.shape());
+  require_close(got, expected.to_vector(), atol, rtol);
+}
+
+// Bitwise equality of values (after conversion to f64, which is exact for every dtype).
+inline void require_equal(const Tensor& got, const Tensor& expected) {
+  REQUIRE(got.shape() == expected.shape());
+  REQUIRE(got.dtype() == expected.dtype());
+  REQUIRE(got.to_vector() == expected.to_vector());
+}
+
+// Row-major flat index helpers for writing f64 references as plain loops.
+inline std::vector<double> values(const Tensor& t) { return t.to_vector(); }
+
+}  // namespace test
