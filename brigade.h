@@ -20,3 +20,6 @@
 #include "autograd/functions.h"
 #include "autograd/gradcheck.h"
 #include "autograd/tape.h"
+#include "nn/checkpoint.h"
+#include "nn/nn.h"
+#include "optim/optim.h"

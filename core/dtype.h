@@ -69,7 +69,8 @@ template <class T> inline double to_double(T v) { return double(v); }
 template <> inline double to_double(brigade::bf16 v) { return double(float(v)); }
 template <> inline double to_double(brigade::f16 v) { return double(float(v)); }
 template <class T> inline T from_double(double v) { return T(v); }
-template <> inline brigade::bf16 from_double(double v) { return brigade::bf16(float(v)); }
-template <> inline brigade::f16 from_double(double v) { return brigade::f16(float(v)); }
+// One correct rounding from double to 16 bits (not two: see float_round_odd).
+template <> inline brigade::bf16 from_double(double v) { return brigade::bf16(float_round_odd(v)); }
+template <> inline brigade::f16 from_double(double v) { return brigade::f16(float_round_odd(v)); }
 
 }  // namespace brigade

@@ -20,6 +20,17 @@ inline float bits_float(uint32_t u) {
   return f;
 }
 
+// double -> float rounded to ODD (inexact results get their last bit set). Narrowing that float
+// to bf16/f16 afterwards then rounds exactly as a single correct rounding from the double would:
+// the odd bit stands in for everything the first step dropped, so no false ties appear.
+inline float float_round_odd(double v) {
+  float f = float(v);
+  if (double(f) == v || v != v) return f;
+  uint32_t u = float_bits(f);
+  if ((f < 0 ? -double(f) : double(f)) > (v < 0 ? -v : v)) --u;  // rounded away from zero: step back
+  return bits_float(u | 1u);
+}
+
 struct bf16 {
   uint16_t bits = 0;
   bf16() = default;

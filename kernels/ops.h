@@ -54,7 +54,8 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim);
 // Max over one dim: values and i64 indices (first maximum on ties).
 std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim);
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim);
-// Sums a broadcast gradient back down to `shape` (the inverse of broadcasting).
+// Sums a broadcast gradient back down to `shape` (the inverse of broadcasting). Returns x itself,
+// not a copy, when its shape already is `shape` — every add's backward relies on that being free.
 Tensor sum_to(const Tensor& x, const Shape& shape);
 // Scatters grad (shape of max's values) to the argmax positions of a tensor of `input_shape`.
 Tensor max_backward(const Tensor& grad, const Tensor& indices, const Shape& input_shape, int64_t dim, bool keepdim);
@@ -141,7 +142,8 @@ Tensor avg_pool2d_backward(const Tensor& grad_y, const Shape& x_shape, Pool2dPar
 
 // ---- optimizer update (kernels/adamw.cpp) ----
 // One AdamW step on a list of parameters in place (one call updates many tensors, as the fused CUDA
-// kernel will). step is 1-based. m and v are f32 state tensors shaped like each parameter.
+// kernel will). step is 1-based. m and v are f32 or f64 (the same dtype for both), shaped like each
+// parameter; f64 parameters keep f64 state.
 struct AdamWParams {
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 1e-2;
   int64_t step = 1;

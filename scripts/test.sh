@@ -4,7 +4,7 @@
 # Exits non-zero when a test failed (or the suite could not run). Extra arguments go to
 # `meson test`, e.g. `bash scripts/test.sh core autograd` runs two suites.
 set -uo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 build_dir=${BUILD_DIR:-build}
 log="$build_dir/meson-logs/testlog.json"
 

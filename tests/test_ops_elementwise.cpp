@@ -77,7 +77,7 @@ float ref_unary_f32(UnaryOp op, float x) {
     case UnaryOp::rsqrt: return 1.0f / std::sqrt(x);
     case UnaryOp::tanh: return std::tanh(x);
     case UnaryOp::relu: return x > 0 ? x : 0.0f;
-    case UnaryOp::gelu: return 0.5f * x * (1.0f + std::tanh(k * (x + c * x * x * x)));
+    case UnaryOp::gelu: return x / (1.0f + std::exp(-2.0f * (k * (x + c * x * x * x))));  // 0.5 (1 + tanh u) = sigmoid(2u)
     case UnaryOp::silu: return x * (1.0f / (1.0f + std::exp(-x)));
     case UnaryOp::sigmoid: return 1.0f / (1.0f + std::exp(-x));
   }

@@ -1,8 +1,8 @@
 #include "command.h"
 
+#include <exception>
 #include <ostream>
 
-#include "core/error.h"
 #include "options.h"
 #include "trainer.h"
 
@@ -22,7 +22,7 @@ int train_command(const std::vector<std::string>& args, std::ostream& out, std::
   }
   try {
     run_training(parsed.options, out);
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {  // brigade::Error, and the odd std::bad_alloc or filesystem error
     err << "brigade train: error: " << e.what() << "\n";
     return 1;
   }

@@ -14,22 +14,22 @@ namespace brigade::train {
 struct TrainOptions {
   // Run
   std::string device = "cpu";
-  int64_t steps = 600;
+  int64_t steps = 1000;
   uint64_t seed = 1;
   int threads = 0;  // 0: brigade's default (hardware threads or BRIGADE_NUM_THREADS)
   // Optimisation: AdamW, gradient clipping, linear warm-up then cosine decay to lr * min_lr_ratio.
   int64_t batch = 32;
   double lr = 3e-3;
-  int64_t warmup = 30;
+  int64_t warmup = 50;
   double weight_decay = 0.01;
   double clip = 1.0;
   // Model (brigade::nn::GPT) and task (sort `digits` digits; sequence length 2 * digits)
   int64_t layers = 2;
   int64_t heads = 4;
   int64_t embd = 64;
-  int64_t digits = 8;
+  int64_t digits = 12;
   // Reporting and checkpoints
-  int64_t log_every = 50;
+  int64_t log_every = 100;
   int64_t eval_examples = 500;
   std::string save;        // checkpoint written at the end (and every save_every steps)
   int64_t save_every = 0;  // 0: only at the end

@@ -1,10 +1,12 @@
 #include "trainer.h"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <deque>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -23,19 +25,19 @@ namespace {
 
 constexpr const char* kFormat = "brigade-train-1";  // metadata["format"] of our checkpoints
 
-// Doubles round-trip exactly through "%.17g".
+// The shortest text that reads back as exactly `v` ("0.003", not "0.0030000000000000001").
 std::string exact(double v) {
   char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
+  return std::string(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);  // 40 chars always suffice
 }
 
 // The settings a checkpoint records. `must_match` ones define the model and the data stream, so a
 // run resumed with different values would be a different run; the others may change on resume.
 struct Setting {
-  const char* flag;
+  const char* flag;  // "--layers"; the metadata key is the name without dashes
   std::string value;
   bool must_match;
+  std::string key() const { return std::string(flag).substr(2); }
 };
 
 std::vector<Setting> settings_of(const TrainOptions& o) {
@@ -137,7 +139,7 @@ double Trainer::train_step() {
 void Trainer::save(const std::string& path) const {
   std::map<std::string, std::string> metadata = {
       {"format", kFormat}, {"step", std::to_string(step_)}, {"first_loss", exact(first_loss_)}};
-  for (const Setting& s : settings_of(options_)) metadata[s.flag + 2] = s.value;  // "layers", ...
+  for (const Setting& s : settings_of(options_)) metadata[s.key()] = s.value;
   nn::save_checkpoint(path, model_->state_dict(), optimizer_->state_dict(), metadata);
 }
 
@@ -152,19 +154,27 @@ void Trainer::resume(const std::string& path) {
   BRIGADE_CHECK(meta("format") == kFormat, "--resume ", path, ": unknown checkpoint format '", meta("format"),
                 "' (expected ", kFormat, ")");
   for (const Setting& s : settings_of(options_)) {
-    const std::string& saved = meta(s.flag + 2);
+    const std::string& saved = meta(s.key());
     if (saved == s.value) continue;
     BRIGADE_CHECK(!s.must_match, "--resume ", path, ": the checkpoint was trained with ", s.flag, " ", saved,
                   " but this run has ", s.flag, " ", s.value, " (model, task and data settings must match)");
     resume_notes_.push_back(std::string(s.flag) + ": " + saved + " in the checkpoint, now " + s.value);
   }
-  const int64_t step = std::stoll(meta("step"));
-  BRIGADE_CHECK(step <= options_.steps, "--resume ", path, ": the checkpoint is at step ", step,
+  auto number = [&](const std::string& key, auto value) {
+    const std::string& text = meta(key);
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    BRIGADE_CHECK(ec == std::errc() && end == text.data() + text.size(), "--resume ", path, ": bad '", key,
+                  "' in its metadata: '", text, "'");
+    return value;
+  };
+  const int64_t step = number("step", int64_t(0));
+  BRIGADE_CHECK(step >= 0 && step <= options_.steps, "--resume ", path, ": the checkpoint is at step ", step,
                 ", past --steps ", options_.steps);
+  const double first_loss = number("first_loss", 0.0);
   model_->load_state_dict(ckpt.model);
   optimizer_->load_state_dict(ckpt.optimizer);
   step_ = step;
-  first_loss_ = std::stod(meta("first_loss"));
+  first_loss_ = first_loss;
 }
 
 Accuracy Trainer::evaluate(int64_t examples) { return evaluate_sorting(*model_, task_, options_.seed, examples); }
@@ -216,7 +226,17 @@ void print_header(Trainer& trainer, std::ostream& out) {
 
 }  // namespace
 
+// Fails before training rather than after it when the checkpoint could never be written.
+void check_save_path(const std::string& path) {
+  if (path.empty()) return;
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  BRIGADE_CHECK(std::filesystem::is_directory(dir), "--save ", path, ": the directory ", dir.string(),
+                " does not exist");
+}
+
 TrainSummary run_training(const TrainOptions& options, std::ostream& out) {
+  check_save_path(options.save);
   if (options.threads > 0) set_num_threads(options.threads);
   const auto run_start = Clock::now();
   Trainer trainer(options);

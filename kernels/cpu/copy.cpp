@@ -8,27 +8,13 @@
 namespace brigade::cpu {
 namespace {
 
-// double -> float rounding to odd: truncate, then set the lowest bit if anything was cut off. A
-// value rounded to odd at 24 bits still rounds correctly to any format of at most 22 bits, which
-// is what makes f64 -> float -> bf16/f16 a single correct rounding. Plain double -> float -> bf16
-// would round twice: 1 + 2^-8 + 2^-30 becomes the tie 1 + 2^-8, then 1.0 instead of 1 + 2^-7.
-float to_float_round_odd(double v) {
-  float f = float(v);
-  if (double(f) == v || std::isnan(v)) return f;
-  uint32_t bits = float_bits(f);
-  if (std::abs(double(f)) > std::abs(v)) --bits;  // rounded away from zero: step back towards it
-  return bits_float(bits | 1u);
-}
-
 // Converts one element. Going through double is exact for every pair of dtypes brigade has (double
 // holds every f32, bf16, f16 and i32 value exactly, and i64 up to 2^53), so the only rounding is
 // the final narrowing.
 template <class D, class S>
 D convert(S v) {
   if constexpr (std::is_same_v<D, S>) return v;
-  else if constexpr (std::is_same_v<S, double> && (std::is_same_v<D, bf16> || std::is_same_v<D, f16>))
-    return D(to_float_round_odd(v));
-  else return from_double<D>(to_double(v));
+  else return from_double<D>(to_double(v));  // one rounding, also double -> bf16/f16
 }
 
 }  // namespace

@@ -13,9 +13,9 @@
 // Each element of C sums its K products in the same order whatever the thread count (the K blocks
 // are visited in order within one task), so results are reproducible.
 //
-// The micro-kernel is plain C++ the compiler vectorises. The build has no -march flags, so the
-// function that contains it is compiled twice (GCC/Clang target_clones): once for AVX2 + FMA and once
-// for the baseline ISA; the dynamic loader picks the best one for the running CPU.
+// The micro-kernel is portable C++ with GCC/Clang vector types, no intrinsics. The build has no
+// -march flags, so the function that contains it is compiled twice (target_clones): once for
+// x86-64-v3 (AVX2 + FMA) and once for the baseline ISA; the loader picks the one the CPU can run.
 #include "kernels/cpu/matmul.h"
 
 #include <algorithm>
@@ -48,40 +48,38 @@ struct Blocking {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// Copies an R x kc slice of a matrix into one packed panel: dst[p * W + r] = src(r, p) for r < rows,
+// zero for rows <= r < W (so the micro-kernel never needs a bounds check). The loop runs along
+// whichever source dim is contiguous, so row-major and transposed inputs both read sequentially.
+template <class T>
+void pack_panel(T* dst, int W, const T* src, int64_t rows, int64_t kc, int64_t r_stride, int64_t p_stride) {
+  if (p_stride == 1 || r_stride != 1) {
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t p = 0; p < kc; ++p) dst[p * W + r] = src[r * r_stride + p * p_stride];
+  } else {
+    for (int64_t p = 0; p < kc; ++p)
+      for (int64_t r = 0; r < rows; ++r) dst[p * W + r] = src[r + p * p_stride];
+  }
+  for (int64_t p = 0; p < kc; ++p)
+    for (int64_t r = rows; r < W; ++r) dst[p * W + r] = T(0);
+}
+
 // Packs rows [i0, i0 + mc) x cols [p0, p0 + kc) of A into panels of MR rows: panel r holds, for each
-// p in turn, the MR values A(i0 + r*MR + 0..MR-1, p0 + p). Rows past the edge are zero-filled so the
-// micro-kernel never needs a bounds check.
+// p in turn, the MR values A(i0 + r*MR + 0..MR-1, p0 + p).
 template <class T>
 void pack_a(T* dst, const MatrixView<const T>& a, int64_t i0, int64_t mc, int64_t p0, int64_t kc) {
   constexpr int MR = Blocking<T>::MR;
-  for (int64_t r = 0; r < mc; r += MR) {
-    const int64_t rows = std::min<int64_t>(MR, mc - r);
-    for (int64_t p = 0; p < kc; ++p) {
-      for (int64_t ii = 0; ii < rows; ++ii) dst[ii] = a(i0 + r + ii, p0 + p);
-      for (int64_t ii = rows; ii < MR; ++ii) dst[ii] = T(0);
-      dst += MR;
-    }
-  }
+  for (int64_t r = 0; r < mc; r += MR, dst += MR * kc)
+    pack_panel(dst, MR, &a(i0 + r, p0), std::min<int64_t>(MR, mc - r), kc, a.row_stride, a.col_stride);
 }
 
 // Packs rows [p0, p0 + kc) x cols [j0, j0 + nc) of B into panels of NR columns: panel s holds, for
-// each p in turn, the NR values B(p0 + p, j0 + s*NR + 0..NR-1), zero-padded past the edge.
+// each p in turn, the NR values B(p0 + p, j0 + s*NR + 0..NR-1). (A panel of B is a panel of B^T.)
 template <class T>
 void pack_b(T* dst, const MatrixView<const T>& b, int64_t p0, int64_t kc, int64_t j0, int64_t nc) {
   constexpr int NR = Blocking<T>::NR;
-  for (int64_t s = 0; s < nc; s += NR) {
-    const int64_t cols = std::min<int64_t>(NR, nc - s);
-    for (int64_t p = 0; p < kc; ++p) {
-      const T* row = &b(p0 + p, j0 + s);
-      if (b.col_stride == 1) {
-        for (int64_t jj = 0; jj < cols; ++jj) dst[jj] = row[jj];
-      } else {
-        for (int64_t jj = 0; jj < cols; ++jj) dst[jj] = row[jj * b.col_stride];
-      }
-      for (int64_t jj = cols; jj < NR; ++jj) dst[jj] = T(0);
-      dst += NR;
-    }
-  }
+  for (int64_t s = 0; s < nc; s += NR, dst += NR * kc)
+    pack_panel(dst, NR, &b(p0, j0 + s), std::min<int64_t>(NR, nc - s), kc, b.col_stride, b.row_stride);
 }
 
 // tile[MR][NR] = packed A panel (kc x MR) times packed B panel (kc x NR).
@@ -142,22 +140,14 @@ template <class T>
   }
 }
 
-// The multiversioned entry points (target_clones needs plain functions, not templates).
-BRIGADE_MULTIVERSION void macro_kernel_f32(int64_t mc, int64_t nc, int64_t kc, const float* pa, const float* pb,
+// The multiversioned entry points: target_clones needs plain functions, not templates.
+BRIGADE_MULTIVERSION void run_macro_kernel(int64_t mc, int64_t nc, int64_t kc, const float* pa, const float* pb,
                                            const MatrixView<float>& c, bool accumulate) {
   macro_kernel<float>(mc, nc, kc, pa, pb, c, accumulate);
 }
-BRIGADE_MULTIVERSION void macro_kernel_f64(int64_t mc, int64_t nc, int64_t kc, const double* pa, const double* pb,
+BRIGADE_MULTIVERSION void run_macro_kernel(int64_t mc, int64_t nc, int64_t kc, const double* pa, const double* pb,
                                            const MatrixView<double>& c, bool accumulate) {
   macro_kernel<double>(mc, nc, kc, pa, pb, c, accumulate);
-}
-void run_macro_kernel(int64_t mc, int64_t nc, int64_t kc, const float* pa, const float* pb,
-                      const MatrixView<float>& c, bool accumulate) {
-  macro_kernel_f32(mc, nc, kc, pa, pb, c, accumulate);
-}
-void run_macro_kernel(int64_t mc, int64_t nc, int64_t kc, const double* pa, const double* pb,
-                      const MatrixView<double>& c, bool accumulate) {
-  macro_kernel_f64(mc, nc, kc, pa, pb, c, accumulate);
 }
 
 // Computes one tile of C: rows [i0, i0 + mc), cols [j0, j0 + nc), over all of K. The pack buffers
@@ -207,7 +197,7 @@ Tiling choose_tiling(int64_t batch, int64_t m, int64_t n, int64_t k) {
   // Split rows further while the tile count leaves threads idle at the end (not a multiple of the
   // thread count and too few to even out), and tiles stay big enough to be worth a thread.
   const int64_t threads = num_threads();
-  constexpr int64_t kMinTileWork = int64_t(1) << 17;  // multiply-adds
+  constexpr int64_t kMinTileWork = int64_t(1) << 21;  // multiply-adds
   auto tiles = [&] { return batch * ceil_div(m, rows) * count_n; };
   while (tiles() % threads != 0 && tiles() < 8 * threads && rows > B::MR) {
     const int64_t finer = even_split(m, ceil_div(m, rows) + 1, B::MR);
@@ -225,9 +215,11 @@ void batched_gemm(int64_t batch, int64_t m, int64_t n, int64_t k, const Matrices
   if (batch == 0 || m == 0 || n == 0) return;
   const Tiling tiling = choose_tiling<T>(batch, m, n, k);
   const int64_t tiles = tiling.count_m * tiling.count_n;
-  // Keep at least ~64K multiply-adds per chunk so tiny products don't pay for waking threads.
+  // Handing work to another thread costs tens of microseconds, so each thread's share must be at
+  // least ~4M multiply-adds (measured on 2 cores: below ~2M, one thread alone is faster).
+  constexpr int64_t kMinChunkWork = int64_t(1) << 22;
   const int64_t work_per_tile = std::min(m, tiling.rows) * std::min(n, tiling.cols) * std::max<int64_t>(k, 1);
-  const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 16) / work_per_tile);
+  const int64_t grain = ceil_div(kMinChunkWork, work_per_tile);
   parallel_for(batch * tiles, grain, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       const auto [c, a, b] = matrices(t / tiles);

@@ -1,9 +1,7 @@
 // Built by tests/install/run.sh against the *installed* brigade (headers under include/brigade,
 // flags from brigade.pc), exactly as a user's project would be: a custom two-layer MLP, one forward,
 // one backward, one AdamW step — and the loss must go down.
-#include <brigade.h>
-#include <nn/nn.h>        // brigade.h is the umbrella; these two keep the example
-#include <optim/optim.h>  // building even where it doesn't include nn/ and optim/ yet.
+#include <brigade.h>  // the whole API: core, ops, autograd, nn, optim
 
 #include <cstdio>
 #include <memory>
