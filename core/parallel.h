@@ -14,7 +14,9 @@ namespace brigade {
 // Calls body(begin, end) on disjoint chunks covering [0, n). Chunks hold at least `grain` indices.
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t begin, int64_t end)>& body);
 
-// Worker count (default: hardware threads, or BRIGADE_NUM_THREADS). 1 disables threading.
+// Threads used per call (default: hardware threads, or BRIGADE_NUM_THREADS). 1 disables threading.
+// The pool is created on first use with the default count; set_num_threads can lower the count used
+// afterwards but not raise it beyond the pool's size.
 int num_threads();
 void set_num_threads(int n);
 

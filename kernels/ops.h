@@ -18,6 +18,12 @@
 
 #include "core/tensor.h"
 
+namespace brigade {
+// How a loss over many positions becomes one number. (In namespace brigade rather than ops so that a
+// call like cross_entropy(x, t, -100, Reduction::sum) doesn't also find ops::cross_entropy by ADL.)
+enum class Reduction { mean, sum };
+}  // namespace brigade
+
 namespace brigade::ops {
 
 // ---- copies and fills (kernels/copy.cpp) ----
@@ -95,7 +101,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices);
 Tensor embedding_backward(const Tensor& grad_y, const Tensor& indices, int64_t num_embeddings);
 
 // ---- cross entropy (kernels/cross_entropy.cpp) ----
-enum class Reduction { mean, sum };
+using brigade::Reduction;
 struct CrossEntropyOutput {
   Tensor loss;  // scalar, dtype of logits
   Tensor lse;   // [N] f32 log-sum-exp per row, saved for backward

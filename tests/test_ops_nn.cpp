@@ -37,8 +37,9 @@ std::vector<std::vector<double>> tape_grads(const std::function<Tensor(const std
     tape.backward_input({y}, {grad_out}, {inputs[0]});
     REQUIRE(inputs[0].grad().defined());
     for (size_t i = 1; i < inputs.size(); ++i) REQUIRE_FALSE(inputs[i].grad().defined());  // not yet
-    grads[0] = inputs[0].grad().to_vector();  // phase 1 is the only one that owes this gradient
+    grads[0] = inputs[0].grad().to_vector();
     tape.backward_weight();
+    REQUIRE(inputs[0].grad().to_vector() == grads[0]);  // phase 2 leaves the input's gradient alone
   } else {
     tape.backward({y}, {grad_out});
     grads[0] = inputs[0].grad().to_vector();

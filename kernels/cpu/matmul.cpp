@@ -14,8 +14,8 @@
 // are visited in order within one task), so results are reproducible.
 //
 // The micro-kernel is portable C++ with GCC/Clang vector types, no intrinsics. The build has no
-// -march flags, so the function that contains it is compiled twice (target_clones): once for
-// x86-64-v3 (AVX2 + FMA) and once for the baseline ISA; the loader picks the one the CPU can run.
+// -march flags, so on x86-64 the hot loop is compiled twice — for AVX2 + FMA with 32-byte vectors,
+// and for the baseline ISA with 16-byte ones — and the first call checks which one the CPU can run.
 #include "kernels/cpu/matmul.h"
 
 #include <algorithm>
@@ -25,10 +25,9 @@
 
 #include "core/parallel.h"
 
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__ELF__)
-#define BRIGADE_MULTIVERSION __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define BRIGADE_MULTIVERSION
+// x86-64: build an AVX2 + FMA variant of the hot loop next to the baseline one, and pick at run time.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define BRIGADE_GEMM_AVX2 1
 #endif
 
 namespace brigade::cpu {
@@ -48,7 +47,7 @@ struct Blocking {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Copies an R x kc slice of a matrix into one packed panel: dst[p * W + r] = src(r, p) for r < rows,
+// Copies a `rows` x kc slice of a matrix into one packed panel: dst[p * W + r] = src(r, p) for r < rows,
 // zero for rows <= r < W (so the micro-kernel never needs a bounds check). The loop runs along
 // whichever source dim is contiguous, so row-major and transposed inputs both read sequentially.
 template <class T>
@@ -82,42 +81,53 @@ void pack_b(T* dst, const MatrixView<const T>& b, int64_t p0, int64_t kc, int64_
     pack_panel(dst, NR, &b(p0, j0 + s), std::min<int64_t>(NR, nc - s), kc, b.col_stride, b.row_stride);
 }
 
-// tile[MR][NR] = packed A panel (kc x MR) times packed B panel (kc x NR).
-//
-// Written with GCC/Clang vector types so the register block maps one-to-one onto vector registers:
-// each row of the MR x NR accumulator block is NR / W vectors of W = 32 bytes (an AVX2 register; the
-// baseline build splits each into two SSE registers). Per step: load the B row once, and for each of
-// the MR A values, broadcast it and fuse-multiply-add into that row's accumulators.
-template <class T> struct Vector32;
-template <> struct Vector32<float> { typedef float type __attribute__((vector_size(32))); };
-template <> struct Vector32<double> { typedef double type __attribute__((vector_size(32))); };
+// GCC/Clang vector types: Vector<float, 32>::type is 8 floats that live in one AVX2 register,
+// Vector<float, 16>::type is 4 floats in one SSE/NEON register. Arithmetic on them is elementwise,
+// and `scalar * vector` broadcasts the scalar.
+template <class T, int Bytes> struct Vector;
+template <> struct Vector<float, 16> { typedef float type __attribute__((vector_size(16))); };
+template <> struct Vector<float, 32> { typedef float type __attribute__((vector_size(32))); };
+template <> struct Vector<double, 16> { typedef double type __attribute__((vector_size(16))); };
+template <> struct Vector<double, 32> { typedef double type __attribute__((vector_size(32))); };
 
-template <class T>
+// tile[MR][NR] = packed A panel (kc x MR) times packed B panel (kc x NR), with vectors of VecBytes.
+//
+// The accumulators are an MR x (2 vectors) block: 12 registers, which with the two B vectors and
+// the broadcast A value fits the 16 vector registers of both SSE and AVX2 without spilling. With
+// AVX2 that block is all NR columns at once; with 16-byte vectors the kernel makes two passes over
+// the column halves (re-reading the small A panel, which is in L1).
+template <class T, int VecBytes>
 [[gnu::always_inline]] inline void micro_kernel(int64_t kc, const T* __restrict a, const T* __restrict b,
                                                 T* __restrict tile) {
   constexpr int MR = Blocking<T>::MR, NR = Blocking<T>::NR;
-  using Vec = typename Vector32<T>::type;
-  constexpr int W = int(sizeof(Vec) / sizeof(T));
-  constexpr int NV = NR / W;
-  Vec acc[MR][NV] = {};
-  for (int64_t p = 0; p < kc; ++p, a += MR, b += NR) {
-    Vec row[NV];
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) std::memcpy(&row[v], b + v * W, sizeof(Vec));  // unaligned vector loads
+  using Vec = typename Vector<T, VecBytes>::type;
+  constexpr int W = int(sizeof(Vec) / sizeof(T));  // values per vector
+  static_assert(NR % (2 * W) == 0, "NR must be a whole number of 2-vector column blocks");
+  for (int j0 = 0; j0 < NR; j0 += 2 * W) {
+    Vec acc[MR][2] = {};
+    const T* ap = a;
+    const T* bp = b + j0;
+    for (int64_t p = 0; p < kc; ++p, ap += MR, bp += NR) {
+      Vec row[2];
+      std::memcpy(&row[0], bp, sizeof(Vec));  // unaligned vector loads
+      std::memcpy(&row[1], bp + W, sizeof(Vec));
 #pragma GCC unroll 8
-    for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) acc[i][v] += a[i] * row[v];
+      for (int i = 0; i < MR; ++i) {
+        acc[i][0] += ap[i] * row[0];
+        acc[i][1] += ap[i] * row[1];
+      }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      std::memcpy(tile + i * NR + j0, &acc[i][0], sizeof(Vec));
+      std::memcpy(tile + i * NR + j0 + W, &acc[i][1], sizeof(Vec));
+    }
   }
-#pragma GCC unroll 8
-  for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) std::memcpy(tile + i * NR + v * W, &acc[i][v], sizeof(Vec));
 }
 
 // C block (mc x nc, at c) = or += packed A block @ packed B block, one register block at a time.
 // The B panel is the outer loop so it stays in L1 while the A panels stream past it.
-template <class T>
+template <class T, int VecBytes>
 [[gnu::always_inline]] inline void macro_kernel(int64_t mc, int64_t nc, int64_t kc, const T* packed_a,
                                                 const T* packed_b, const MatrixView<T>& c, bool accumulate) {
   constexpr int MR = Blocking<T>::MR, NR = Blocking<T>::NR;
@@ -126,7 +136,7 @@ template <class T>
     const int64_t cols = std::min<int64_t>(NR, nc - j);
     for (int64_t i = 0; i < mc; i += MR) {
       const int64_t rows = std::min<int64_t>(MR, mc - i);
-      micro_kernel<T>(kc, packed_a + i * kc, packed_b + j * kc, tile);
+      micro_kernel<T, VecBytes>(kc, packed_a + i * kc, packed_b + j * kc, tile);
       for (int64_t ii = 0; ii < rows; ++ii) {
         T* out = &c(i + ii, j);
         const T* t = tile + ii * NR;
@@ -140,14 +150,30 @@ template <class T>
   }
 }
 
-// The multiversioned entry points: target_clones needs plain functions, not templates.
-BRIGADE_MULTIVERSION void run_macro_kernel(int64_t mc, int64_t nc, int64_t kc, const float* pa, const float* pb,
-                                           const MatrixView<float>& c, bool accumulate) {
-  macro_kernel<float>(mc, nc, kc, pa, pb, c, accumulate);
+#ifdef BRIGADE_GEMM_AVX2
+// The same loops compiled for AVX2 + FMA (the build itself targets baseline x86-64).
+[[gnu::target("avx2,fma")]] void macro_kernel_avx2(int64_t mc, int64_t nc, int64_t kc, const float* pa,
+                                                   const float* pb, const MatrixView<float>& c, bool accumulate) {
+  macro_kernel<float, 32>(mc, nc, kc, pa, pb, c, accumulate);
 }
-BRIGADE_MULTIVERSION void run_macro_kernel(int64_t mc, int64_t nc, int64_t kc, const double* pa, const double* pb,
-                                           const MatrixView<double>& c, bool accumulate) {
-  macro_kernel<double>(mc, nc, kc, pa, pb, c, accumulate);
+[[gnu::target("avx2,fma")]] void macro_kernel_avx2(int64_t mc, int64_t nc, int64_t kc, const double* pa,
+                                                   const double* pb, const MatrixView<double>& c, bool accumulate) {
+  macro_kernel<double, 32>(mc, nc, kc, pa, pb, c, accumulate);
+}
+
+bool cpu_has_avx2_fma() {
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return yes;
+}
+#endif
+
+template <class T>
+void run_macro_kernel(int64_t mc, int64_t nc, int64_t kc, const T* pa, const T* pb, const MatrixView<T>& c,
+                      bool accumulate) {
+#ifdef BRIGADE_GEMM_AVX2
+  if (cpu_has_avx2_fma()) return macro_kernel_avx2(mc, nc, kc, pa, pb, c, accumulate);
+#endif
+  macro_kernel<T, 16>(mc, nc, kc, pa, pb, c, accumulate);
 }
 
 // Computes one tile of C: rows [i0, i0 + mc), cols [j0, j0 + nc), over all of K. The pack buffers
