@@ -1,0 +1,9 @@
+// CUDA kernels: adamw — same signatures as kernels/cpu/adamw (see kernels/cuda/kernels.h).
+#pragma once
+
+#include "core/tensor.h"
+#include "kernels/ops.h"
+
+namespace brigade::cuda {
+
+}  // namespace brigade::cuda

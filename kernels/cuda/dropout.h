@@ -1,0 +1,9 @@
+// CUDA kernels: dropout — same signatures as kernels/cpu/dropout (see kernels/cuda/kernels.h).
+#pragma once
+
+#include "core/tensor.h"
+#include "kernels/ops.h"
+
+namespace brigade::cuda {
+
+}  // namespace brigade::cuda

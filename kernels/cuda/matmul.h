@@ -1,0 +1,9 @@
+// CUDA kernels: matmul — same signatures as kernels/cpu/matmul (see kernels/cuda/kernels.h).
+#pragma once
+
+#include "core/tensor.h"
+#include "kernels/ops.h"
+
+namespace brigade::cuda {
+
+}  // namespace brigade::cuda

@@ -1,0 +1,9 @@
+// CUDA kernels: pool — same signatures as kernels/cpu/pool (see kernels/cuda/kernels.h).
+#pragma once
+
+#include "core/tensor.h"
+#include "kernels/ops.h"
+
+namespace brigade::cuda {
+
+}  // namespace brigade::cuda

@@ -1,0 +1,9 @@
+// CUDA kernels: softmax — same signatures as kernels/cpu/softmax (see kernels/cuda/kernels.h).
+#pragma once
+
+#include "core/tensor.h"
+#include "kernels/ops.h"
+
+namespace brigade::cuda {
+
+}  // namespace brigade::cuda
