@@ -25,6 +25,17 @@ void accumulate_into_leaf(const Tensor& leaf, const Tensor& g) {
   }
 }
 
+// A backward that reads a saved input which was modified in place since would compute a wrong
+// gradient without any sign of it; refuse instead.
+void check_versions(const Node& node) {
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    const Tensor& in = node.inputs[i];
+    if (in.defined() && in.storage().version() != node.input_versions[i])
+      fail("backward of ", node.name, ": input ", i, " (shape ", shape_str(in.shape()),
+           ") was modified in place after ", node.name, " used it; clone it before modifying it");
+  }
+}
+
 }  // namespace
 
 Tape* active_tape() { return t_active_tape; }
@@ -49,6 +60,7 @@ bool record(const char* name, const std::vector<Tensor>& inputs, const std::vect
   Node node;
   node.name = name;
   node.inputs = inputs;
+  for (const Tensor& in : inputs) node.input_versions.push_back(in.defined() ? in.storage().version() : 0);
   for (const Tensor& out : outputs) {
     out.impl().requires_grad = true;
     out.impl().is_leaf = false;
@@ -102,6 +114,7 @@ void Tape::run(const std::vector<Tensor>& roots, const std::vector<Tensor>& root
       Node& node = nodes_[n];
       if (node.deferred_grad_outputs.empty()) continue;
       const std::vector<bool>& want = node.deferred_inputs;
+      check_versions(node);
       std::vector<Tensor> grads = node.backward(node.deferred_grad_outputs, want);
       for (size_t i = 0; i < want.size(); ++i)
         if (want[i] && grads.size() > i && grads[i].defined()) accumulate_into_leaf(node.inputs[i], grads[i]);
@@ -165,6 +178,7 @@ void Tape::run(const std::vector<Tensor>& roots, const std::vector<Tensor>& root
       node.deferred_inputs = deferred;
     }
     if (any_want) {
+      check_versions(node);
       std::vector<Tensor> input_grads = node.backward(grad_outputs, want);
       BRIGADE_CHECK(input_grads.size() == node.inputs.size(), "backward of ", node.name, " returned ",
                     input_grads.size(), " gradients for ", node.inputs.size(), " inputs");
@@ -182,6 +196,11 @@ void Tape::run(const std::vector<Tensor>& roots, const std::vector<Tensor>& root
       node.inputs.clear();
     }
   }
+  // A gradient nobody consumed belongs to a tensor whose producer is not on this tape: it was made
+  // under another tape (or one already freed). Dropping it silently would lose gradients.
+  BRIGADE_CHECK(grads.empty(), "backward: ", grads.size(),
+                " tensor(s) reached by the gradient were not produced on this tape (recorded on another "
+                "tape, or on one already freed); their gradients cannot flow further");
 }
 
 }  // namespace brigade

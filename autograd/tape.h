@@ -31,6 +31,7 @@ using BackwardFn = std::function<std::vector<Tensor>(const std::vector<Tensor>& 
 struct Node {
   std::string name;             // the op, for error messages and debugging
   std::vector<Tensor> inputs;   // kept alive until the tape is freed
+  std::vector<uint64_t> input_versions;  // storage versions when recorded (in-place writes bump them)
   std::vector<uint64_t> output_ids;
   std::vector<Shape> output_shapes;
   std::vector<DType> output_dtypes;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <exception>
+#include <utility>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
@@ -28,6 +30,8 @@ class Pool {
   int size() const { return int(workers_.size()) + 1; }
 
   // Runs chunk(i) for i in [0, chunks) on the pool and the calling thread; returns when all are done.
+  // An exception from any chunk is rethrown here, after every chunk has finished (so no worker is
+  // still using the caller's stack).
   void run(int64_t chunks, const std::function<void(int64_t)>& chunk) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -35,6 +39,7 @@ class Pool {
       total_ = chunks;
       next_ = 0;
       done_ = 0;
+      error_ = nullptr;
       ++generation_;
     }
     wake_.notify_all();
@@ -42,6 +47,7 @@ class Pool {
     std::unique_lock<std::mutex> lock(mu_);
     finished_.wait(lock, [&] { return done_ == total_; });
     job_ = nullptr;
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
   }
 
  private:
@@ -67,8 +73,14 @@ class Pool {
         i = next_++;
         job = job_;
       }
-      (*job)(i);
+      std::exception_ptr error;
+      try {
+        (*job)(i);
+      } catch (...) {
+        error = std::current_exception();
+      }
       std::lock_guard<std::mutex> lock(mu_);
+      if (error && !error_) error_ = error;
       if (++done_ == total_) finished_.notify_all();
     }
   }
@@ -77,6 +89,7 @@ class Pool {
   std::mutex mu_;
   std::condition_variable wake_, finished_;
   const std::function<void(int64_t)>* job_ = nullptr;
+  std::exception_ptr error_;
   int64_t total_ = 0, next_ = 0, done_ = 0;
   uint64_t generation_ = 0;
   bool stop_ = false;
@@ -122,10 +135,12 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
   int64_t per = (n + chunks - 1) / chunks;
   pool().run(chunks, [&](int64_t c) {
     int64_t begin = c * per, end = std::min(n, begin + per);
-    bool was_inside = t_inside_parallel;
-    t_inside_parallel = true;
+    struct InsideGuard {  // restores the flag even when body throws
+      bool was = t_inside_parallel;
+      InsideGuard() { t_inside_parallel = true; }
+      ~InsideGuard() { t_inside_parallel = was; }
+    } inside;
     if (begin < end) body(begin, end);
-    t_inside_parallel = was_inside;
   });
 }
 

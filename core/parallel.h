@@ -12,6 +12,7 @@
 namespace brigade {
 
 // Calls body(begin, end) on disjoint chunks covering [0, n). Chunks hold at least `grain` indices.
+// If a chunk throws, the first exception is rethrown once every chunk has finished.
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t begin, int64_t end)>& body);
 
 // Threads used per call (default: hardware threads, or BRIGADE_NUM_THREADS). 1 disables threading.

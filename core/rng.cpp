@@ -1,6 +1,8 @@
 #include "core/rng.h"
 
 #include <cmath>
+#include <limits>
+#include <type_traits>
 
 namespace brigade {
 
@@ -49,8 +51,27 @@ void manual_seed(uint64_t seed) { default_generator() = Generator(seed); }
 
 namespace {
 
+// The next representable value of T below v (towards -infinity).
+template <class T>
+T step_down(T v) {
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    return std::nextafter(v, -std::numeric_limits<T>::infinity());
+  } else if constexpr (std::is_same_v<T, bf16> || std::is_same_v<T, f16>) {  // sign-magnitude bits
+    T out = v;
+    if (v.bits == 0x0000) out.bits = 0x8001;       // +0 -> smallest negative subnormal
+    else if (v.bits & 0x8000) out.bits = uint16_t(v.bits + 1);  // negative: larger magnitude
+    else out.bits = uint16_t(v.bits - 1);          // positive: smaller magnitude
+    return out;
+  } else {
+    return v;  // integers never reach here (random tensors are floating point)
+  }
+}
+
+// `sample` gives doubles in [low, high); rounding to a narrow dtype can land exactly on `high`
+// (a bf16 in [0, 1) has only 8 bits). Values at or above `upper` are stepped down below it.
 template <class Sample>
-Tensor fill_random(const char* op, const Shape& shape, DType dtype, Device device, Generator* gen, Sample sample) {
+Tensor fill_random(const char* op, const Shape& shape, DType dtype, Device device, Generator* gen, Sample sample,
+                   double upper = std::numeric_limits<double>::infinity()) {
   BRIGADE_CHECK(is_floating(dtype), op, ": dtype must be floating point, got ", dtype_name(dtype));
   Generator& g = gen ? *gen : default_generator();
   Tensor out = empty(shape, dtype, Device::cpu());
@@ -58,7 +79,11 @@ Tensor fill_random(const char* op, const Shape& shape, DType dtype, Device devic
   visit_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
     T* p = out.data<T>();
-    for (int64_t i = 0; i < out.numel(); ++i) p[i] = from_double<T>(sample(g.seed, first + uint64_t(i)));
+    for (int64_t i = 0; i < out.numel(); ++i) {
+      T v = from_double<T>(sample(g.seed, first + uint64_t(i)));
+      while (to_double(v) >= upper) v = step_down(v);
+      p[i] = v;
+    }
   });
   return device.is_cpu() ? out : out.to(device);
 }
@@ -72,7 +97,7 @@ Tensor randn(const Shape& shape, DType dtype, Device device, Generator* gen) {
 Tensor uniform(const Shape& shape, double low, double high, DType dtype, Device device, Generator* gen) {
   BRIGADE_CHECK(low < high, "uniform: low (", low, ") must be below high (", high, ")");
   return fill_random("uniform", shape, dtype, device, gen,
-                     [&](uint64_t s, uint64_t c) { return low + (high - low) * philox_uniform(s, c); });
+                     [&](uint64_t s, uint64_t c) { return low + (high - low) * philox_uniform(s, c); }, high);
 }
 
 }  // namespace brigade

@@ -27,11 +27,10 @@ struct Generator {
   uint64_t seed = 0;
   uint64_t offset = 0;
   explicit Generator(uint64_t s = 0) : seed(s) {}
-  uint64_t advance(uint64_t n) {  // returns the first counter of the reserved block
-    uint64_t first = offset;
-    offset += n;
-    return first;
-  }
+  // Reserves n counters and returns the first. Atomic, so threads sharing a generator (pipeline
+  // stages running dropout) each get their own block; which block a thread gets then depends on
+  // timing — give each stage its own Generator where reproducibility across runs matters.
+  uint64_t advance(uint64_t n) { return __atomic_fetch_add(&offset, n, __ATOMIC_RELAXED); }
 };
 
 // The process-wide generator used when none is passed; manual_seed resets it to (seed, 0).

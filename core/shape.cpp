@@ -14,7 +14,8 @@ std::string shape_str(const Shape& s) {
 
 int64_t shape_numel(const Shape& s) {
   int64_t n = 1;
-  for (int64_t d : s) n *= d;
+  for (int64_t d : s)
+    BRIGADE_CHECK(!__builtin_mul_overflow(n, d, &n), "shape ", shape_str(s), " has more elements than fit in 64 bits");
   return n;
 }
 

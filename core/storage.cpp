@@ -34,6 +34,9 @@ Allocator& allocator_for(Device device) {
 void set_cuda_allocator(Allocator* allocator) { g_cuda_allocator = allocator; }
 
 Storage::Storage(size_t nbytes, Device device)
-    : data_(allocator_for(device).allocate(nbytes)), nbytes_(nbytes), device_(device) {}
+    : data_(allocator_for(device).allocate(nbytes)),
+      version_(std::make_shared<std::atomic<uint64_t>>(0)),
+      nbytes_(nbytes),
+      device_(device) {}
 
 }  // namespace brigade

@@ -5,7 +5,9 @@
 // the CUDA backend plugs a caching allocator in behind the same interface.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "core/device.h"
@@ -35,8 +37,17 @@ class Storage {
   bool defined() const { return data_ != nullptr; }
   bool same_as(const Storage& o) const { return data_ == o.data_; }
 
+  // Counts in-place writes (copy_, fill_, add_, optimizer steps). The tape remembers the version of
+  // every tensor an op saved for backward and refuses to run that backward if it changed since:
+  // silently wrong gradients are worse than an error. Shared by every view of the storage.
+  uint64_t version() const { return version_ ? version_->load(std::memory_order_relaxed) : 0; }
+  void bump_version() const {
+    if (version_) version_->fetch_add(1, std::memory_order_relaxed);
+  }
+
  private:
   std::shared_ptr<void> data_;
+  std::shared_ptr<std::atomic<uint64_t>> version_;
   size_t nbytes_ = 0;
   Device device_;
 };

@@ -45,8 +45,11 @@ Tensor make_view(const Tensor& base, const Shape& shape, const Strides& strides,
   for (size_t i = 0; i < shape.size(); ++i) {
     BRIGADE_CHECK(shape[i] >= 0, "make_view: negative size in shape ", shape_str(shape));
     if (shape[i] == 0) empty_view = true;
-    int64_t reach = (shape[i] - 1) * strides[i];
-    (reach < 0 ? lo : hi) += reach;
+    int64_t reach = 0;
+    bool overflow = shape[i] > 0 && __builtin_mul_overflow(shape[i] - 1, strides[i], &reach);
+    overflow = overflow || __builtin_add_overflow(reach < 0 ? lo : hi, reach, reach < 0 ? &lo : &hi);
+    BRIGADE_CHECK(!overflow, "make_view: shape ", shape_str(shape), " with strides ", shape_str(strides),
+                  " overflows 64-bit offsets");
   }
   int64_t capacity = int64_t(base.storage().nbytes() / base.element_size());
   BRIGADE_CHECK(empty_view || (lo >= 0 && hi < capacity), "make_view: view with shape ", shape_str(shape),
@@ -64,8 +67,11 @@ Tensor make_view(const Tensor& base, const Shape& shape, const Strides& strides,
 Tensor empty(const Shape& shape, DType dtype, Device device) {
   for (int64_t d : shape)
     BRIGADE_CHECK(d >= 0, "empty: negative size in shape ", shape_str(shape));
+  size_t nbytes = 0;
+  BRIGADE_CHECK(!__builtin_mul_overflow(size_t(shape_numel(shape)), dtype_size(dtype), &nbytes), "empty: shape ",
+                shape_str(shape), " of ", dtype_name(dtype), " needs more bytes than fit in 64 bits");
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = Storage(size_t(shape_numel(shape)) * dtype_size(dtype), device);
+  impl->storage = Storage(nbytes, device);
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;
@@ -173,9 +179,12 @@ Tensor& Tensor::requires_grad_(bool on) {
 Tensor Tensor::grad() const { return impl().grad ? Tensor(impl().grad) : Tensor(); }
 
 void Tensor::set_grad(const Tensor& g) {
-  if (g.defined())
+  if (g.defined()) {
     BRIGADE_CHECK(g.shape() == shape(), "set_grad: gradient shape ", shape_str(g.shape()), " differs from tensor shape ",
                   shape_str(shape()));
+    BRIGADE_CHECK(g.dtype() == dtype() && g.device() == device(), "set_grad: gradient is ", dtype_name(g.dtype()),
+                  " on ", g.device().str(), " but the tensor is ", dtype_name(dtype()), " on ", device().str());
+  }
   impl().grad = g.impl_ptr();
 }
 

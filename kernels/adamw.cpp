@@ -67,6 +67,9 @@ void adamw_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& g
     } else {
       cpu::adamw_step(param, to_dtype(grads[i], param.dtype()), m[i], v[i], p);
     }
+    param.storage().bump_version();
+    m[i].storage().bump_version();
+    v[i].storage().bump_version();
   }
 }
 

@@ -141,6 +141,8 @@ void add_(const Tensor& dst, const Tensor& src, double alpha) {
   check_floating("add_", src);
   BRIGADE_CHECK(broadcast_shapes(dst.shape(), src.shape(), "add_") == dst.shape(), "add_: source shape ",
                 shape_str(src.shape()), " does not broadcast to destination shape ", shape_str(dst.shape()));
+  check_no_self_overlap("add_", dst);
+  if (may_overlap(dst, src)) return add_(dst, clone(src), alpha);  // e.g. add_(x, x.transpose(0, 1))
   if (is_half(dst.dtype())) {
     // Accumulate in f32, then round once back into the (possibly strided) destination.
     Tensor acc = to_dtype(dst, DType::f32);
@@ -151,17 +153,20 @@ void add_(const Tensor& dst, const Tensor& src, double alpha) {
   if (src.dtype() != dst.dtype()) return add_(dst, to_dtype(src, dst.dtype()), alpha);
   check_cpu_backend("add_", dst);
   cpu::add_inplace(dst, src, alpha);
+  dst.storage().bump_version();
 }
 
 void scale_(const Tensor& dst, double factor) {
   check_defined("scale_", dst, "destination");
   check_floating("scale_", dst);
+  check_no_self_overlap("scale_", dst);
   if (is_half(dst.dtype())) {
     copy_(dst, scale_shift(to_dtype(dst, DType::f32), factor, 0));
     return;
   }
   check_cpu_backend("scale_", dst);
   cpu::scale_shift(dst, dst, factor, 0);  // elementwise in place: each element reads then writes itself
+  dst.storage().bump_version();
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {

@@ -163,6 +163,12 @@ void check_same_device(const char* op, const Tensor& a, const Tensor& b);
 void check_same_dtype(const char* op, const Tensor& a, const Tensor& b);
 void check_defined(const char* op, const Tensor& x, const char* name);
 void check_floating(const char* op, const Tensor& x);
+// In-place ops: a destination must not hold one element twice (a stride-0 dim of size > 1, as an
+// expanded view has), or writes would race and sum wrongly.
+void check_no_self_overlap(const char* op, const Tensor& dst);
+// Whether a and b share storage and their byte ranges intersect (conservative: may say yes for
+// interleaved views that never touch the same element). In-place ops clone such a source first.
+bool may_overlap(const Tensor& a, const Tensor& b);
 // Throws unless the tensor is on the CPU (the only backend before CUDA lands) — one place to change.
 void check_cpu_backend(const char* op, const Tensor& x);
 

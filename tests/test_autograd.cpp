@@ -279,3 +279,41 @@ TEST_CASE("linear is one node: forward, gradcheck, and weight work deferred to p
                       Catch::Contains("linear: input shape [2, 3, 4] does not end in weight's in_features (weight shape [5, 3])"));
   REQUIRE_THROWS_WITH(linear(x, w, test::random({4}, 25)), Catch::Contains("linear: bias shape [4] should be [5]"));
 }
+
+TEST_CASE("modifying a saved tensor in place before backward is an error, not a wrong gradient", "[autograd]") {
+  Tensor a = test::leaf(test::random({3}, 30));
+  Tensor b = test::random({3}, 31);
+  Tape tape;
+  Tensor loss;
+  {
+    TapeGuard g(tape);
+    loss = sum(a * b);
+  }
+  ops::fill_(b, 100.0);
+  REQUIRE_THROWS_WITH(tape.backward(loss), Catch::Contains("backward of mul: input 1 (shape [3]) was modified in place"));
+}
+
+TEST_CASE("a gradient that would flow into another tape is reported", "[autograd]") {
+  Tensor w = test::leaf(test::random({3}, 32));
+  Tape first, second;
+  Tensor h, loss;
+  {
+    TapeGuard g(first);
+    h = w * 2.0;
+  }
+  {
+    TapeGuard g(second);
+    loss = sum(h * 3.0);
+  }
+  REQUIRE_THROWS_WITH(second.backward(loss), Catch::Contains("not produced on this tape"));
+}
+
+TEST_CASE("gradients must match the tensor they belong to", "[autograd]") {
+  Tensor x = test::leaf(test::random({3}, 33));
+  REQUIRE_THROWS_WITH(x.set_grad(zeros({3}, DType::i64)), Catch::Contains("set_grad: gradient is i64 on cpu but the tensor is f64 on cpu"));
+  Tape tape;
+  TapeGuard g(tape);
+  Tensor i = x.to(DType::i32);
+  REQUIRE(!i.requires_grad());
+  REQUIRE(tape.empty());
+}

@@ -193,7 +193,7 @@ TEST_CASE("bad view arguments name the shapes involved", "[core][views]") {
   Tensor base = zeros({2, 3});
   REQUIRE_THROWS_WITH(base.view({4, 2}), Catch::Contains("view: shape [4, 2] is invalid for [2, 3] (6 elements)"));
   REQUIRE_THROWS_WITH(base.view({-1, -1}), Catch::Contains("only one dimension can be -1"));
-  REQUIRE_THROWS_WITH(base.transpose(0, 1).view({6}), Catch::Contains("not contiguous; use reshape()"));
+  REQUIRE_THROWS_WITH(base.transpose(0, 1).view({6}), Catch::Contains("view: a tensor with shape [3, 2] and strides [1, 3] cannot be viewed as [6] without copying"));
   REQUIRE_THROWS_WITH(base.expand({4, 3}), Catch::Contains("expand: shape [2, 3] cannot be expanded to [4, 3]"));
   REQUIRE_THROWS_WITH(base.permute({0, 0}), Catch::Contains("permute: dim 0 repeated"));
   REQUIRE_THROWS_WITH(base.permute({0}), Catch::Contains("permute: 1 dims given for a tensor with shape [2, 3]"));
@@ -298,4 +298,58 @@ TEST_CASE("parallel_for visits every index exactly once, also when nested", "[co
   });
   for (auto& h : nested) REQUIRE(h.load() == 1);
   parallel_for(0, 1, [&](int64_t, int64_t) { FAIL("called for an empty range"); });
+}
+
+TEST_CASE("view regroups dims inside contiguous chunks without copying", "[core][views]") {
+  Tensor base = arange(0, 24, 1, DType::f64).reshape({4, 6});
+  Tensor rows = base.slice(0, 0, 4, 2);  // rows 0 and 2: shape [2, 6], strides [12, 1]
+  Tensor v = rows.view({2, 2, 3});
+  REQUIRE(v.storage().same_as(base.storage()));
+  REQUIRE(v.strides() == Strides{12, 3, 1});
+  REQUIRE(v.to_vector() == rows.to_vector());
+  REQUIRE_THROWS_WITH(rows.view({-1}), Catch::Contains("cannot be viewed as [12] without copying"));
+  REQUIRE(rows.reshape({-1}).to_vector() == rows.to_vector());  // reshape copies instead
+}
+
+TEST_CASE("sizes that overflow 64 bits are refused, not wrapped", "[core][tensor]") {
+  REQUIRE_THROWS_WITH(zeros({3, 6148914691236517206LL}), Catch::Contains("more elements than fit in 64 bits"));
+  REQUIRE_THROWS_WITH(empty({int64_t(1) << 61, 2}, DType::f64), Catch::Contains("more bytes than fit in 64 bits"));
+  Tensor t = zeros({4});
+  REQUIRE_THROWS_WITH(make_view(t, {3, 3}, {int64_t(1) << 62, 1}, 0), Catch::Contains("overflows 64-bit offsets"));
+}
+
+TEST_CASE("in-place ops handle sources that alias the destination", "[core][inplace]") {
+  Tensor x = tensor({{1, 2}, {3, 4}}, DType::f64);
+  ops::add_(x, x.transpose(0, 1));
+  REQUIRE(x.to_vector() == std::vector<double>{2, 5, 5, 8});
+  Tensor y = tensor({1, 2, 3, 4, 5}, DType::f64);
+  ops::copy_(y.slice(0, 1, 5), y.slice(0, 0, 4));  // shift right by one
+  REQUIRE(y.to_vector() == std::vector<double>{1, 1, 2, 3, 4});
+  Tensor e = zeros({1}, DType::f64).expand({1000});
+  REQUIRE_THROWS_WITH(ops::add_(e, ones({1000}, DType::f64)), Catch::Contains("add_: destination has overlapping elements"));
+  REQUIRE_THROWS_WITH(ops::copy_(e, ones({1000}, DType::f64)), Catch::Contains("copy_: destination has overlapping elements"));
+  REQUIRE_THROWS_WITH(ops::scale_(e, 2.0), Catch::Contains("scale_: destination has overlapping elements"));
+  // Every in-place write bumps the storage's version, seen through any view.
+  uint64_t before = y.storage().version();
+  ops::fill_(y.slice(0, 0, 2), 0.0);
+  REQUIRE(y.storage().version() > before);
+}
+
+TEST_CASE("uniform never returns its upper bound, even after rounding to bf16", "[core][rng]") {
+  Generator g(3);
+  std::vector<double> u = uniform({200000}, 0, 1, DType::bf16, Device::cpu(), &g).to_vector();
+  REQUIRE(*std::max_element(u.begin(), u.end()) < 1.0);
+  REQUIRE(*std::max_element(u.begin(), u.end()) > 0.99);
+}
+
+TEST_CASE("an exception inside parallel_for reaches the caller", "[core][parallel]") {
+  REQUIRE_THROWS_WITH(parallel_for(1000, 1, [](int64_t b, int64_t e) {
+                        for (int64_t i = b; i < e; ++i)
+                          if (i == 777) fail("boom at ", i);
+                      }),
+                      Catch::Contains("boom at 777"));
+  // The pool still works afterwards.
+  std::atomic<int64_t> total{0};
+  parallel_for(1000, 1, [&](int64_t b, int64_t e) { total += e - b; });
+  REQUIRE(total == 1000);
 }

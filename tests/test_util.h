@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 #include <string>
@@ -71,11 +72,17 @@ inline void require_close(const Tensor& got, const Tensor& expected, double atol
   require_close(got, expected.to_vector(), atol, rtol);
 }
 
-// Bitwise equality of values (after conversion to f64, which is exact for every dtype).
+// Bitwise equality of values: floats through f64 (exact for every float dtype), integers as i64
+// (f64 would lose i64 values above 2^53).
 inline void require_equal(const Tensor& got, const Tensor& expected) {
   REQUIRE(got.shape() == expected.shape());
   REQUIRE(got.dtype() == expected.dtype());
-  REQUIRE(got.to_vector() == expected.to_vector());
+  if (is_integral(got.dtype())) {
+    Tensor g = ops::to_dtype(ops::contiguous(got), DType::i64), e = ops::to_dtype(ops::contiguous(expected), DType::i64);
+    REQUIRE(std::equal(g.data<int64_t>(), g.data<int64_t>() + g.numel(), e.data<int64_t>()));
+  } else {
+    REQUIRE(got.to_vector() == expected.to_vector());
+  }
 }
 
 // Row-major flat index helpers for writing f64 references as plain loops.

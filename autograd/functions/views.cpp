@@ -4,6 +4,7 @@
 // input's geometry: reshape back, permute back, scatter a slice into zeros, sum a broadcast away.
 #include <algorithm>
 #include <numeric>
+#include <optional>
 
 #include "autograd/functions.h"
 #include "autograd/tape.h"
@@ -52,16 +53,54 @@ void check_has_dims(const char* op, const Tensor& x) {
 
 }  // namespace
 
-Tensor Tensor::view(const Shape& shape) const {
-  Shape target = infer_size(shape, numel(), "view", this->shape());
-  BRIGADE_CHECK(is_contiguous(), "view: tensor with shape ", shape_str(this->shape()), " and strides ",
-                shape_str(strides()), " is not contiguous; use reshape(), which copies");
-  Shape from = this->shape();
-  Tensor out = make_view(*this, target, contiguous_strides(target), offset());
-  return recorded("view", *this, out, [from](const Tensor& g) { return ops::contiguous(g).reshape(from); });
+namespace {
+
+// Strides that show a tensor of (shape, strides) as `target` without moving bytes, if any exist.
+// Walk the dims from the innermost, grouping runs of dims that are laid out back to back ("chunks":
+// each dim's stride is the next one's stride times its size). A view can regroup the sizes inside a
+// chunk freely but can't merge two chunks, so each chunk must be covered exactly by whole target dims.
+std::optional<Strides> view_strides(const Shape& shape, const Strides& strides, const Shape& target) {
+  if (shape.empty() || shape_numel(shape) == 0) return contiguous_strides(target);
+  Strides out(target.size());
+  int64_t t = int64_t(target.size()) - 1;  // next target dim to assign, innermost first
+  int64_t chunk_stride = strides.back();     // stride of the chunk's innermost dim
+  int64_t chunk_numel = 1, covered = 1;
+  for (int64_t d = int64_t(shape.size()) - 1; d >= 0; --d) {
+    chunk_numel *= shape[size_t(d)];
+    bool chunk_ends = d == 0 || (shape[size_t(d) - 1] != 1 && strides[size_t(d) - 1] != chunk_numel * chunk_stride);
+    if (!chunk_ends) continue;
+    while (t >= 0 && (covered < chunk_numel || target[size_t(t)] == 1)) {
+      out[size_t(t)] = covered * chunk_stride;
+      covered *= target[size_t(t)];
+      --t;
+    }
+    if (covered != chunk_numel) return std::nullopt;
+    if (d > 0) {
+      chunk_stride = strides[size_t(d) - 1];
+      chunk_numel = covered = 1;
+    }
+  }
+  if (t != -1) return std::nullopt;
+  return out;
 }
 
-Tensor Tensor::reshape(const Shape& shape) const { return is_contiguous() ? view(shape) : contiguous().view(shape); }
+}  // namespace
+
+Tensor Tensor::view(const Shape& shape) const {
+  Shape target = infer_size(shape, numel(), "view", this->shape());
+  std::optional<Strides> st = view_strides(this->shape(), strides(), target);
+  BRIGADE_CHECK(st.has_value(), "view: a tensor with shape ", shape_str(this->shape()), " and strides ",
+                shape_str(strides()), " cannot be viewed as ", shape_str(target),
+                " without copying; use reshape(), which copies");
+  Shape from = this->shape();
+  Tensor out = make_view(*this, target, *st, offset());
+  return recorded("view", *this, out, [from](const Tensor& g) { return g.reshape(from); });
+}
+
+Tensor Tensor::reshape(const Shape& shape) const {
+  Shape target = infer_size(shape, numel(), "reshape", this->shape());
+  return view_strides(this->shape(), strides(), target) ? view(target) : contiguous().view(target);
+}
 
 Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
   BRIGADE_CHECK(int64_t(dims.size()) == dim(), "permute: ", dims.size(), " dims given for a tensor with shape ",
@@ -194,6 +233,7 @@ Tensor Tensor::clone() const {
 Tensor Tensor::to(DType t) const {
   if (t == dtype()) return *this;
   Tensor out = ops::to_dtype(*this, t);
+  if (!is_floating(t)) return out;  // integers carry no gradient
   DType from = dtype();
   return recorded("to", *this, out, [from](const Tensor& g) { return ops::to_dtype(g, from); });
 }
