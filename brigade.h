@@ -15,6 +15,7 @@
 #include "core/rng.h"
 #include "core/safetensors.h"
 #include "core/shape.h"
+#include "core/stream.h"
 #include "core/tensor.h"
 #include "kernels/ops.h"
 #include "autograd/functions.h"
@@ -23,3 +24,4 @@
 #include "nn/checkpoint.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
+#include "pipeline/pipeline.h"

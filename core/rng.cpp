@@ -2,45 +2,31 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <type_traits>
+
+#include "core/parallel.h"
+#include "core/philox.h"
+#include "core/stream.h"
+
+#if BRIGADE_HAVE_CUDA
+#include "core/cuda/rng.h"
+#endif
 
 namespace brigade {
 
-std::array<uint32_t, 4> philox4x32(uint64_t counter, uint64_t key) {
-  return philox4x32({uint32_t(counter), uint32_t(counter >> 32), 0u, 0u}, {uint32_t(key), uint32_t(key >> 32)});
-}
-
 std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter, std::array<uint32_t, 2> key) {
-  const uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;    // round multipliers
-  const uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;  // key schedule increments
-  uint32_t c0 = counter[0], c1 = counter[1], c2 = counter[2], c3 = counter[3];
-  uint32_t k0 = key[0], k1 = key[1];
-  for (int round = 0; round < 10; ++round) {
-    uint64_t p0 = uint64_t(kMul0) * c0, p1 = uint64_t(kMul1) * c2;
-    uint32_t hi0 = uint32_t(p0 >> 32), lo0 = uint32_t(p0), hi1 = uint32_t(p1 >> 32), lo1 = uint32_t(p1);
-    c0 = hi1 ^ c1 ^ k0;
-    c1 = lo1;
-    c2 = hi0 ^ c3 ^ k1;
-    c3 = lo0;
-    k0 += kWeyl0;
-    k1 += kWeyl1;
-  }
-  return {c0, c1, c2, c3};
+  philox::Words r = philox::philox4x32(philox::Words{{counter[0], counter[1], counter[2], counter[3]}}, key[0], key[1]);
+  return {r.w[0], r.w[1], r.w[2], r.w[3]};
 }
 
-double philox_uniform(uint64_t seed, uint64_t counter) {
-  auto w = philox4x32(counter, seed);
-  // 53 random bits -> a double in [0, 1).
-  uint64_t bits = (uint64_t(w[0]) << 21) ^ (uint64_t(w[1]) >> 11);
-  return double(bits & ((uint64_t(1) << 53) - 1)) * 0x1.0p-53;
+std::array<uint32_t, 4> philox4x32(uint64_t counter, uint64_t key) {
+  philox::Words r = philox::philox4x32(counter, key);
+  return {r.w[0], r.w[1], r.w[2], r.w[3]};
 }
 
-double philox_normal(uint64_t seed, uint64_t counter) {
-  auto w = philox4x32(counter, seed);
-  double u1 = (double(w[0]) + 1.0) * 0x1.0p-32;  // (0, 1]: log is finite
-  double u2 = double(w[1]) * 0x1.0p-32;          // [0, 1)
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
-}
+double philox_uniform(uint64_t seed, uint64_t counter) { return philox::uniform(seed, counter); }
+double philox_normal(uint64_t seed, uint64_t counter) { return philox::normal(seed, counter); }
 
 Generator& default_generator() {
   static Generator gen(0);
@@ -67,37 +53,67 @@ T step_down(T v) {
   }
 }
 
-// `sample` gives doubles in [low, high); rounding to a narrow dtype can land exactly on `high`
-// (a bf16 in [0, 1) has only 8 bits). Values at or above `upper` are stepped down below it.
+// Fills `out` (contiguous, on the CPU) with sample(seed, first + i) rounded to its dtype. Rounding
+// to a narrow dtype can land exactly on `upper` (a bf16 in [0, 1) has only 8 bits), so values at or
+// above it are stepped down below it. Element i depends only on i, so threads may split the range.
 template <class Sample>
-Tensor fill_random(const char* op, const Shape& shape, DType dtype, Device device, Generator* gen, Sample sample,
-                   double upper = std::numeric_limits<double>::infinity()) {
-  BRIGADE_CHECK(is_floating(dtype), op, ": dtype must be floating point, got ", dtype_name(dtype));
-  Generator& g = gen ? *gen : default_generator();
-  Tensor out = empty(shape, dtype, Device::cpu());
-  uint64_t first = g.advance(uint64_t(out.numel()));
-  visit_dtype(dtype, [&](auto tag) {
+void fill_random_cpu(const Tensor& out, uint64_t seed, uint64_t first, Sample sample, double upper) {
+  visit_dtype(out.dtype(), [&](auto tag) {
     using T = decltype(tag);
     T* p = out.data<T>();
-    for (int64_t i = 0; i < out.numel(); ++i) {
-      T v = from_double<T>(sample(g.seed, first + uint64_t(i)));
-      while (to_double(v) >= upper) v = step_down(v);
-      p[i] = v;
-    }
+    parallel_for(out.numel(), 1 << 14, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        T v = from_double<T>(sample(seed, first + uint64_t(i)));
+        while (to_double(v) >= upper) v = step_down(v);
+        p[i] = v;
+      }
+    });
   });
-  return device.is_cpu() ? out : out.to(device);
+}
+
+// The output tensor; reserves out.numel() counters of the generator and sets `first` to the first.
+Tensor start_random(const char* op, const Shape& shape, DType dtype, Device device, Generator*& gen, uint64_t& first) {
+  BRIGADE_CHECK(is_floating(dtype), op, ": dtype must be floating point, got ", dtype_name(dtype));
+  BRIGADE_CHECK(device.is_cpu() || (device.index >= 0 && device.index < cuda_device_count()), op, ": ",
+                device.str(), " is not available (", cuda_device_count(), " GPUs in this process)");
+  std::optional<StreamGuard> on_device;  // a GPU allocation goes to the current CUDA device
+  if (device.is_cuda()) on_device.emplace(current_stream(device));
+  Tensor out = empty(shape, dtype, device);
+  if (gen == nullptr) gen = &default_generator();
+  first = gen->advance(uint64_t(out.numel()));
+  return out;
 }
 
 }  // namespace
 
+// Both distributions are computed where the tensor lives — by GPU threads for a CUDA tensor — from
+// the same core/philox.h functions, so every device produces the same bits.
 Tensor randn(const Shape& shape, DType dtype, Device device, Generator* gen) {
-  return fill_random("randn", shape, dtype, device, gen, philox_normal);
+  uint64_t first = 0;
+  Tensor out = start_random("randn", shape, dtype, device, gen, first);
+#if BRIGADE_HAVE_CUDA
+  if (device.is_cuda()) {
+    cuda::fill_normal(out, gen->seed, first);
+    return out;
+  }
+#endif
+  fill_random_cpu(out, gen->seed, first, philox::normal, std::numeric_limits<double>::infinity());
+  return out;
 }
 
 Tensor uniform(const Shape& shape, double low, double high, DType dtype, Device device, Generator* gen) {
   BRIGADE_CHECK(low < high, "uniform: low (", low, ") must be below high (", high, ")");
-  return fill_random("uniform", shape, dtype, device, gen,
-                     [&](uint64_t s, uint64_t c) { return low + (high - low) * philox_uniform(s, c); }, high);
+  uint64_t first = 0;
+  Tensor out = start_random("uniform", shape, dtype, device, gen, first);
+#if BRIGADE_HAVE_CUDA
+  if (device.is_cuda()) {
+    cuda::fill_uniform(out, gen->seed, first, low, high);
+    return out;
+  }
+#endif
+  fill_random_cpu(
+      out, gen->seed, first, [low, high](uint64_t s, uint64_t c) { return philox::uniform(s, c, low, high); }, high);
+  return out;
 }
 
 }  // namespace brigade

@@ -10,7 +10,7 @@ namespace {
 
 class CpuAllocator final : public Allocator {
  public:
-  std::shared_ptr<void> allocate(size_t nbytes) override {
+  std::shared_ptr<void> allocate(size_t nbytes, Device /*device: there is one host*/) override {
     // 64-byte alignment: one cache line, and enough for any vector load the kernels use.
     size_t rounded = (nbytes + 63) / 64 * 64;
     void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
@@ -34,7 +34,7 @@ Allocator& allocator_for(Device device) {
 void set_cuda_allocator(Allocator* allocator) { g_cuda_allocator = allocator; }
 
 Storage::Storage(size_t nbytes, Device device)
-    : data_(allocator_for(device).allocate(nbytes)),
+    : data_(allocator_for(device).allocate(nbytes, device)),
       version_(std::make_shared<std::atomic<uint64_t>>(0)),
       nbytes_(nbytes),
       device_(device) {}

@@ -17,8 +17,9 @@ namespace brigade {
 class Allocator {
  public:
   virtual ~Allocator() = default;
-  // Returns memory owning `nbytes` (never null, even for 0 bytes); throws Error when out of memory.
-  virtual std::shared_ptr<void> allocate(size_t nbytes) = 0;
+  // Returns memory owning `nbytes` on `device` (never null, even for 0 bytes); throws Error when out
+  // of memory.
+  virtual std::shared_ptr<void> allocate(size_t nbytes, Device device) = 0;
 };
 
 // The allocator for a device; throws when that device's backend is not available.

@@ -28,8 +28,9 @@ class Stream {
 
   // A new stream on `device` that does not synchronise with the legacy default stream.
   static Stream create(Device device);
-  // The stream a thread uses on `device` until a StreamGuard says otherwise (one per device,
-  // created on first use, never destroyed).
+  // The stream a thread uses on `device` until a StreamGuard says otherwise: one per device, shared
+  // by all threads, created on first use and never destroyed. It is a non-blocking stream of its own,
+  // not CUDA's legacy stream 0, so brigade's work never waits on unrelated work queued there.
   static Stream default_for(Device device);
 
   bool defined() const { return impl_ != nullptr; }
@@ -83,7 +84,8 @@ class StreamGuard {
   StreamGuard& operator=(const StreamGuard&) = delete;
 
  private:
-  Stream previous_;
+  Device device_;
+  Stream previous_;  // the thread's previous choice for device_ (undefined: its default stream)
   int previous_device_ = -1;
 };
 
@@ -93,7 +95,7 @@ void device_synchronize(Device device);
 
 // ---- GPU memory (the caching allocator) ----
 struct CudaMemoryStats {
-  size_t allocated = 0;       // bytes in live tensors
+  size_t allocated = 0;       // bytes in blocks held by live tensors (sizes as rounded up)
   size_t reserved = 0;        // bytes obtained from cudaMalloc (allocated + cached free blocks)
   size_t peak_allocated = 0;  // high-water mark of `allocated` since start or reset
   size_t cuda_mallocs = 0;    // how many times the allocator had to call cudaMalloc
@@ -102,5 +104,12 @@ CudaMemoryStats cuda_memory_stats(Device device);
 void reset_peak_memory(Device device);
 // Returns every cached (unused) block of every device to the driver.
 void cuda_empty_cache();
+
+class Tensor;
+// Tells the caching allocator that `t`'s memory is also used by work queued on `stream` (another
+// stream than the one it was allocated on). When the memory is freed, it is reused only after that
+// stream has finished the work queued on it up to that moment — so the tensor may be dropped as soon
+// as the other stream's work on it is queued. Without it, keep the tensor alive until that work is done.
+void record_stream(const Tensor& t, const Stream& stream);
 
 }  // namespace brigade

@@ -82,9 +82,11 @@ Tensor empty(const Shape& shape, DType dtype, Device device) {
 
 namespace {
 
+// Values of a GPU tensor are read from a host copy: one transfer (which waits for the GPU to finish
+// the tensor), then the CPU path. `detach` keeps the copy off any tape.
+Tensor on_host(const Tensor& t) { return t.device().is_cpu() ? t : t.detach().to(Device::cpu()); }
+
 double read_element(const Tensor& t, int64_t element_offset) {
-  BRIGADE_CHECK(t.device().is_cpu(), "reading values of a tensor on ", t.device().str(),
-                " needs .to(Device::cpu()) first");
   const char* base = static_cast<const char*>(t.storage().data()) + element_offset * int64_t(t.element_size());
   return visit_dtype(t.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -97,7 +99,8 @@ double read_element(const Tensor& t, int64_t element_offset) {
 double Tensor::item() const {
   BRIGADE_CHECK(numel() == 1, "item: tensor with shape ", shape_str(shape()), " has ", numel(),
                 " elements, expected exactly one");
-  return read_element(*this, offset());
+  const Tensor host = on_host(*this);
+  return read_element(host, host.offset());
 }
 
 double Tensor::at(const std::vector<int64_t>& index) const {
@@ -109,10 +112,12 @@ double Tensor::at(const std::vector<int64_t>& index) const {
                   " is out of bounds for shape ", shape_str(shape()));
     off += index[i] * strides()[i];
   }
+  if (!device().is_cpu()) return make_view(*this, {}, {}, off).item();  // copies just that element
   return read_element(*this, off);
 }
 
 std::vector<double> Tensor::to_vector() const {
+  if (!device().is_cpu()) return on_host(*this).to_vector();
   std::vector<double> out;
   out.reserve(size_t(numel()));
   std::vector<int64_t> idx(size_t(dim()), 0);
@@ -134,7 +139,6 @@ std::string Tensor::str() const {
   os << "Tensor(shape=" << shape_str(shape()) << ", dtype=" << dtype_name(dtype()) << ", device=" << device().str();
   if (requires_grad()) os << ", requires_grad";
   os << ")";
-  if (!device().is_cpu()) return os.str();
   // Values: the last dimension as rows of a table, at most 6 rows x 8 columns, with "..." elided.
   const int64_t kMaxRows = 6, kMaxCols = 8;
   std::vector<double> v = to_vector();

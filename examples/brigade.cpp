@@ -1,13 +1,17 @@
 // The `brigade` command: one binary, one subcommand per job.
 //
 //   brigade train ...     train the default GPT on a generated task (examples/train/)
-//   brigade simulate ...  (coming) pipeline schedules, simulated
-//   brigade bench ...     (coming) kernel and step benchmarks
-//   brigade launch ...    (coming) multi-process pipeline-parallel training
+//   brigade simulate ...  dry-run a pipeline schedule: bubble, memory, timeline (examples/simulate/)
+//   brigade bench ...     benchmarks: kernels against this GPU's ceilings (bench/), communication (bench_comm/)
+//   brigade launch ...    start N ranks of a program on this machine (examples/launch/)
 #include <iostream>
 #include <string>
 #include <vector>
 
+#include "bench/kernels_command.h"
+#include "bench_comm/bench_comm.h"
+#include "launch/command.h"
+#include "simulate/command.h"
 #include "train/command.h"
 
 namespace {
@@ -19,12 +23,34 @@ struct Subcommand {
 };
 
 int run_train(const std::vector<std::string>& args) { return brigade::train::train_command(args, std::cout, std::cerr); }
+int run_launch(const std::vector<std::string>& args) { return brigade::launch::launch_command(args); }
+int run_simulate(const std::vector<std::string>& args) {
+  return brigade::simulate_cli::simulate_command(args, std::cout, std::cerr);
+}
+
+// `brigade bench <what>`: one benchmark family per word.
+int run_bench(const std::vector<std::string>& args) {
+  const char* usage =
+      "usage: brigade bench <benchmark> [flags]\n\n"
+      "benchmarks:\n"
+      "  kernels   every kernel against this GPU's copy bandwidth and cuBLAS/cuDNN (--json FILE, --quick)\n"
+      "  comm      point-to-point bandwidth and latency per communication backend (--quick)\n";
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    (args.empty() ? std::cerr : std::cout) << usage;
+    return args.empty() ? 2 : 0;
+  }
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (args[0] == "kernels") return brigade::bench::kernels_command(rest, std::cout, std::cerr);
+  if (args[0] == "comm") return brigade::bench_comm::bench_comm_command(rest, std::cout, std::cerr);
+  std::cerr << "brigade bench: unknown benchmark '" << args[0] << "'\n\n" << usage;
+  return 2;
+}
 
 const Subcommand kSubcommands[] = {
     {"train", "train a small GPT to sort digits and report its held-out accuracy", run_train},
-    {"simulate", "(coming) simulate pipeline-parallel schedules", nullptr},
-    {"bench", "(coming) benchmark kernels and training steps", nullptr},
-    {"launch", "(coming) run pipeline-parallel training over several processes", nullptr},
+    {"simulate", "dry-run a pipeline-parallel schedule: its bubble, memory and timeline", run_simulate},
+    {"bench", "benchmarks: 'bench kernels' against this GPU's ceilings, 'bench comm' per transport", run_bench},
+    {"launch", "start N ranks of a program on this machine, with a rendezvous for comm/", run_launch},
 };
 
 void print_usage(std::ostream& os) {

@@ -2,7 +2,7 @@
 //
 // Everything is checked before anything is written, so a bad entry anywhere in the lists leaves every
 // parameter and every state tensor untouched.
-#include "kernels/cpu/kernels.h"
+#include "kernels/dispatch.h"
 #include "kernels/ops.h"
 
 namespace brigade::ops {
@@ -42,6 +42,10 @@ void check_entry(size_t i, const Tensor& param, const Tensor& grad, const Tensor
   for (const Tensor* t : {&param, &grad, &m, &v})
     BRIGADE_CHECK(t->device() == first_param.device(), kOp, ": tensors on different devices: param 0 is on ",
                   first_param.device().str(), ", but entry ", i, " has a tensor on ", t->device().str());
+  // Written in place: an element stored twice (an expanded view) would be updated twice at once.
+  check_no_self_overlap(kOp, param);
+  check_no_self_overlap(kOp, m);
+  check_no_self_overlap(kOp, v);
 }
 
 }  // namespace
@@ -54,20 +58,24 @@ void adamw_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& g
   check_hyperparameters(p);
   if (params.empty()) return;
   for (size_t i = 0; i < params.size(); ++i) check_entry(i, params[i], grads[i], m[i], v[i], params[0]);
-  check_cpu_backend(kOp, params[0]);
 
+  // What the kernels take: each gradient in its parameter's dtype (a gradient that shares memory
+  // with anything written here is copied first). The CPU reference has no 16-bit arithmetic, so a
+  // bf16/f16 weight is updated in an f32 copy and rounded once at the end — the moments see exact
+  // f32 arithmetic, only the stored weight is rounded; CUDA kernels do the same in registers.
+  const bool cpu = params[0].device().is_cpu();
+  std::vector<Tensor> work_params(params.size()), work_grads(params.size());
   for (size_t i = 0; i < params.size(); ++i) {
-    const Tensor& param = params[i];
-    if (is_half(param.dtype())) {
-      // bf16/f16 weights: update an f32 copy and round once at the end, so the moments see the exact
-      // f32 arithmetic and only the stored weight is rounded.
-      Tensor wide = to_dtype(param, DType::f32);
-      cpu::adamw_step(wide, to_dtype(grads[i], DType::f32), m[i], v[i], p);
-      copy_(param, wide);
-    } else {
-      cpu::adamw_step(param, to_dtype(grads[i], param.dtype()), m[i], v[i], p);
-    }
-    param.storage().bump_version();
+    const DType t = cpu && is_half(params[i].dtype()) ? DType::f32 : params[i].dtype();
+    work_params[i] = to_dtype(params[i], t);
+    Tensor g = grads[i];
+    if (may_overlap(g, params[i]) || may_overlap(g, m[i]) || may_overlap(g, v[i])) g = clone(g);
+    work_grads[i] = to_dtype(g, t);
+  }
+  BRIGADE_DISPATCH(kOp, params[0], adamw_step(work_params, work_grads, m, v, p));
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!work_params[i].same_as(params[i])) copy_(params[i], work_params[i]);
+    params[i].storage().bump_version();
     m[i].storage().bump_version();
     v[i].storage().bump_version();
   }

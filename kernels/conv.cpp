@@ -1,10 +1,13 @@
 // ops: conv2d and its three backward kernels (NCHW, weight [O, C, KH, KW], symmetric padding).
 //
 // All four share one geometry check, conv2d_output_shape, written against shapes only: it is the
-// op's contract, independent of whichever kernel (CPU loops now, cuDNN later) runs afterwards.
+// op's contract, independent of whichever kernel (CPU loops, cuDNN, the direct CUDA kernels) runs
+// afterwards. The CPU kernels compute in f32/f64, so 16-bit operands are widened for them; the CUDA
+// kernels read bf16/f16 directly.
+#include <atomic>
+
 #include "core/factory.h"
-#include "kernels/cpu/kernels.h"
-#include "kernels/ops.h"
+#include "kernels/dispatch.h"
 
 namespace brigade::ops {
 namespace {
@@ -38,7 +41,22 @@ DType compute_dtype(DType a, DType b) { return a == DType::f64 || b == DType::f6
 
 Tensor as(const Tensor& x, DType t) { return to_dtype(x, t); }
 
+// Whether the kernel for x's device needs `t` widened first: the CPU computes in f32/f64 only.
+bool widen_for_cpu(const Tensor& x, DType t) { return x.device().is_cpu() && is_half(t); }
+
+std::atomic<ConvBackend> g_conv_backend{ConvBackend::automatic};
+
 }  // namespace
+
+void set_conv_backend(ConvBackend backend) {
+#if !BRIGADE_HAVE_CUDNN
+  BRIGADE_CHECK(backend != ConvBackend::cudnn, "set_conv_backend: this build has no cuDNN (the direct CUDA "
+                "kernels run instead; choose ConvBackend::direct or automatic)");
+#endif
+  g_conv_backend.store(backend);
+}
+
+ConvBackend conv_backend() { return g_conv_backend.load(); }
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Conv2dParams p) {
   check_defined("conv2d", x, "input");
@@ -53,13 +71,13 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Conv2dP
     BRIGADE_CHECK(bias.shape() == Shape{weight.size(0)}, "conv2d: bias shape ", shape_str(bias.shape()),
                   " does not match weight shape ", shape_str(weight.shape()), " (expected [", weight.size(0), "])");
   }
-  if (is_half(x.dtype())) {
+  if (widen_for_cpu(x, x.dtype())) {
     DType t = DType::f32;
     return to_dtype(conv2d(as(x, t), as(weight, t), bias.defined() ? as(bias, t) : Tensor(), p), x.dtype());
   }
-  check_cpu_backend("conv2d", x);
   Tensor y = empty(y_shape, x.dtype(), x.device());
-  cpu::conv2d(y, contiguous(x), contiguous(weight), bias.defined() ? contiguous(bias) : Tensor(), p);
+  BRIGADE_DISPATCH("conv2d", x,
+                   conv2d(y, contiguous(x), contiguous(weight), bias.defined() ? contiguous(bias) : Tensor(), p));
   return y;
 }
 
@@ -74,13 +92,12 @@ Tensor conv2d_backward_input(const Tensor& grad_y, const Tensor& weight, const S
   BRIGADE_CHECK(grad_y.shape() == y_shape, op, ": grad_y shape ", shape_str(grad_y.shape()),
                 " does not match the output shape ", shape_str(y_shape), " of input ", shape_str(x_shape),
                 " and weight ", shape_str(weight.shape()));
-  if (is_half(weight.dtype()) || grad_y.dtype() != weight.dtype()) {
+  if (widen_for_cpu(weight, weight.dtype()) || grad_y.dtype() != weight.dtype()) {
     DType t = compute_dtype(grad_y.dtype(), weight.dtype());
     return to_dtype(conv2d_backward_input(as(grad_y, t), as(weight, t), x_shape, p), weight.dtype());
   }
-  check_cpu_backend(op, grad_y);
   Tensor grad_x = empty(x_shape, weight.dtype(), weight.device());
-  cpu::conv2d_backward_input(grad_x, contiguous(grad_y), contiguous(weight), p);
+  BRIGADE_DISPATCH(op, grad_y, conv2d_backward_input(grad_x, contiguous(grad_y), contiguous(weight), p));
   return grad_x;
 }
 
@@ -95,13 +112,12 @@ Tensor conv2d_backward_weight(const Tensor& grad_y, const Tensor& x, const Shape
   BRIGADE_CHECK(grad_y.shape() == y_shape, op, ": grad_y shape ", shape_str(grad_y.shape()),
                 " does not match the output shape ", shape_str(y_shape), " of input ", shape_str(x.shape()),
                 " and weight ", shape_str(weight_shape));
-  if (is_half(x.dtype()) || grad_y.dtype() != x.dtype()) {
+  if (widen_for_cpu(x, x.dtype()) || grad_y.dtype() != x.dtype()) {
     DType t = compute_dtype(grad_y.dtype(), x.dtype());
     return to_dtype(conv2d_backward_weight(as(grad_y, t), as(x, t), weight_shape, p), x.dtype());
   }
-  check_cpu_backend(op, grad_y);
   Tensor grad_w = empty(weight_shape, x.dtype(), x.device());
-  cpu::conv2d_backward_weight(grad_w, contiguous(grad_y), contiguous(x), p);
+  BRIGADE_DISPATCH(op, grad_y, conv2d_backward_weight(grad_w, contiguous(grad_y), contiguous(x), p));
   return grad_w;
 }
 
@@ -111,10 +127,10 @@ Tensor conv2d_backward_bias(const Tensor& grad_y) {
   check_floating(op, grad_y);
   BRIGADE_CHECK(grad_y.dim() == 4, op, ": expected a 4-D grad_y [N, O, OH, OW], got shape ",
                 shape_str(grad_y.shape()));
-  if (is_half(grad_y.dtype())) return to_dtype(conv2d_backward_bias(as(grad_y, DType::f32)), grad_y.dtype());
-  check_cpu_backend(op, grad_y);
+  if (widen_for_cpu(grad_y, grad_y.dtype()))
+    return to_dtype(conv2d_backward_bias(as(grad_y, DType::f32)), grad_y.dtype());
   Tensor grad_b = empty({grad_y.size(1)}, grad_y.dtype(), grad_y.device());
-  cpu::conv2d_backward_bias(grad_b, contiguous(grad_y));
+  BRIGADE_DISPATCH(op, grad_y, conv2d_backward_bias(grad_b, contiguous(grad_y)));
   return grad_b;
 }
 

@@ -1,12 +1,23 @@
 // ops: cross entropy (fused log-softmax + NLL) and its backward. Targets are validated and counted
-// here, once; the kernels see contiguous logits in f32/f64 and contiguous i64 targets.
-#include "kernels/cpu/kernels.h"
+// here, once; the kernels see contiguous logits and contiguous i64 targets. The CPU reference takes
+// f32/f64 logits (bf16/f16 are widened to f32 and results narrowed back); CUDA kernels take 16-bit
+// logits directly and compute in f32.
+#include "kernels/cpu/indices.h"
+#include "kernels/dispatch.h"
 #include "kernels/ops.h"
+#if BRIGADE_HAVE_CUDA
+#include "kernels/cuda/indices.h"
+#endif
 
 namespace brigade::ops {
 namespace {
 
-DType compute_dtype(DType t) { return t == DType::f64 ? DType::f64 : DType::f32; }
+// The dtype of the saved log-sum-exp: f64 for f64 logits (an accurate f64 backward), else f32.
+DType lse_dtype(DType t) { return t == DType::f64 ? DType::f64 : DType::f32; }
+// The dtype the kernels take logits in.
+DType kernel_dtype(const Tensor& logits) {
+  return logits.device().is_cpu() ? lse_dtype(logits.dtype()) : logits.dtype();
+}
 
 void check_inputs(const char* op, const Tensor& logits, const Tensor& targets) {
   check_defined(op, logits, "logits");
@@ -17,21 +28,17 @@ void check_inputs(const char* op, const Tensor& logits, const Tensor& targets) {
   BRIGADE_CHECK(is_integral(targets.dtype()), op, ": targets must be i32 or i64, got ", dtype_name(targets.dtype()));
   BRIGADE_CHECK(targets.shape() == Shape{logits.size(0)}, op, ": targets shape ", shape_str(targets.shape()),
                 " does not match logits shape ", shape_str(logits.shape()), " (expected [", logits.size(0), "])");
-  check_cpu_backend(op, logits);
 }
 
 // Contiguous i64 targets, each checked to be a class index or ignore_index; also counts the
-// targets that take part.
+// targets that take part. On a GPU the check is a kernel whose summary the host waits for.
 Tensor checked_targets(const char* op, const Tensor& targets, int64_t classes, int64_t ignore_index, int64_t& count) {
   Tensor t = contiguous(to_dtype(targets, DType::i64));
-  const int64_t* p = t.data<int64_t>();
-  count = 0;
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    if (p[i] == ignore_index) continue;
-    BRIGADE_CHECK(p[i] >= 0 && p[i] < classes, op, ": target ", p[i], " at position ", i, " is out of range for ",
-                  classes, " classes (and is not ignore_index ", ignore_index, ")");
-    ++count;
-  }
+  IndexScan scan;
+  BRIGADE_DISPATCH(op, t, scan_indices(scan, t, classes, ignore_index));
+  BRIGADE_CHECK(scan.bad_position < 0, op, ": target ", scan.bad_value, " at position ", scan.bad_position,
+                " is out of range for ", classes, " classes (and is not ignore_index ", ignore_index, ")");
+  count = scan.counted;
   return t;
 }
 
@@ -49,11 +56,12 @@ CrossEntropyOutput cross_entropy(const Tensor& logits, const Tensor& targets, in
   check_inputs("cross_entropy", logits, targets);
   CrossEntropyOutput out;
   const Tensor t = checked_targets("cross_entropy", targets, logits.size(1), ignore_index, out.count);
-  const DType compute = compute_dtype(logits.dtype());
+  const DType compute = kernel_dtype(logits);
+  const Tensor x = contiguous(to_dtype(logits, compute));
   out.loss = empty({}, compute, logits.device());
-  out.lse = empty({logits.size(0)}, DType::f32, logits.device());
-  cpu::cross_entropy(out.loss, out.lse, contiguous(to_dtype(logits, compute)), t, ignore_index,
-                     reduction_scale(reduction, out.count));
+  out.lse = empty({logits.size(0)}, lse_dtype(logits.dtype()), logits.device());
+  BRIGADE_DISPATCH("cross_entropy", logits,
+                   cross_entropy(out.loss, out.lse, x, t, ignore_index, reduction_scale(reduction, out.count)));
   out.loss = to_dtype(out.loss, logits.dtype());
   return out;
 }
@@ -65,14 +73,21 @@ Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, con
   check_same_device("cross_entropy_backward", grad_loss, logits);
   BRIGADE_CHECK(grad_loss.numel() == 1, "cross_entropy_backward: grad_loss must hold one value, got shape ",
                 shape_str(grad_loss.shape()));
-  BRIGADE_CHECK(saved.lse.defined() && saved.lse.dtype() == DType::f32 && saved.lse.shape() == Shape{logits.size(0)},
-                "cross_entropy_backward: saved lse does not match logits shape ", shape_str(logits.shape()));
+  check_floating("cross_entropy_backward", grad_loss);
+  const DType stats = lse_dtype(logits.dtype());
+  BRIGADE_CHECK(saved.lse.defined() && saved.lse.dtype() == stats && saved.lse.shape() == Shape{logits.size(0)} &&
+                    saved.lse.device() == logits.device(),
+                "cross_entropy_backward: saved lse does not match logits shape ", shape_str(logits.shape()),
+                " (expected ", dtype_name(stats), " [", logits.size(0), "] on ", logits.device().str(), ")");
   int64_t count = 0;
   const Tensor t = checked_targets("cross_entropy_backward", targets, logits.size(1), ignore_index, count);
-  const DType compute = compute_dtype(logits.dtype());
+  const DType compute = kernel_dtype(logits);
+  const Tensor x = contiguous(to_dtype(logits, compute));
+  const Tensor g = contiguous(to_dtype(grad_loss, compute));  // read by the kernel: no trip to the host
+  const Tensor lse = contiguous(saved.lse);
   Tensor grad = empty(logits.shape(), compute, logits.device());
-  cpu::cross_entropy_backward(grad, contiguous(to_dtype(logits, compute)), t, contiguous(saved.lse), ignore_index,
-                              grad_loss.item() * reduction_scale(reduction, count));
+  BRIGADE_DISPATCH("cross_entropy_backward", logits,
+                   cross_entropy_backward(grad, x, t, lse, g, ignore_index, reduction_scale(reduction, count)));
   return to_dtype(grad, logits.dtype());
 }
 

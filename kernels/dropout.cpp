@@ -1,5 +1,5 @@
 // ops: dropout and its backward — one kernel, since both multiply by the same recomputed mask.
-#include "kernels/cpu/kernels.h"
+#include "kernels/dispatch.h"
 #include "kernels/ops.h"
 
 namespace brigade::ops {
@@ -9,11 +9,12 @@ Tensor apply_mask(const char* op, const Tensor& x, double p, uint64_t seed, uint
   check_defined(op, x, "input");
   check_floating(op, x);
   BRIGADE_CHECK(p >= 0.0 && p < 1.0, op, ": p must be in [0, 1), got ", p);
-  check_cpu_backend(op, x);
-  const DType compute = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
   if (p == 0.0) return clone(x);  // identity, but still a fresh tensor like every op's output
-  Tensor out = empty(x.shape(), compute, x.device());
-  cpu::dropout(out, contiguous(to_dtype(x, compute)), p, seed, offset);
+  // The CPU reference computes bf16/f16 in f32 copies; CUDA kernels take them directly.
+  const DType t = x.device().is_cpu() && is_half(x.dtype()) ? DType::f32 : x.dtype();
+  const Tensor in = contiguous(to_dtype(x, t));
+  Tensor out = empty(x.shape(), t, x.device());
+  BRIGADE_DISPATCH(op, x, dropout(out, in, p, seed, offset));
   return to_dtype(out, x.dtype());
 }
 

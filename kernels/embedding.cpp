@@ -1,21 +1,26 @@
 // ops: embedding lookup and its gradient. Indices are validated here, once, so the kernels can
 // index without bounds checks.
-#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/indices.h"
+#include "kernels/dispatch.h"
 #include "kernels/ops.h"
+#if BRIGADE_HAVE_CUDA
+#include "kernels/cuda/indices.h"
+#endif
 
 namespace brigade::ops {
 namespace {
 
-// Contiguous i64 indices, each checked against the table size (the first bad one is reported).
+// Contiguous i64 indices, each checked against the table size (the first bad one is reported). On a
+// GPU the check is a kernel whose two-number summary the host waits for: an error must be thrown
+// before a kernel reads out of bounds.
 Tensor checked_indices(const char* op, const Tensor& indices, int64_t num_rows) {
   check_defined(op, indices, "indices");
   BRIGADE_CHECK(is_integral(indices.dtype()), op, ": indices must be i32 or i64, got ", dtype_name(indices.dtype()));
-  check_cpu_backend(op, indices);
   Tensor idx = contiguous(to_dtype(indices, DType::i64));
-  const int64_t* p = idx.data<int64_t>();
-  for (int64_t i = 0; i < idx.numel(); ++i)
-    BRIGADE_CHECK(p[i] >= 0 && p[i] < num_rows, op, ": index ", p[i], " is out of range for a table of ", num_rows,
-                  " rows");
+  IndexScan scan;
+  BRIGADE_DISPATCH(op, idx, scan_indices(scan, idx, num_rows, std::nullopt));
+  BRIGADE_CHECK(scan.bad_position < 0, op, ": index ", scan.bad_value, " is out of range for a table of ", num_rows,
+                " rows");
   return idx;
 }
 
@@ -27,12 +32,12 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   check_same_device("embedding", weight, indices);
   BRIGADE_CHECK(weight.dim() == 2, "embedding: weight must be [num_embeddings, dim], got shape ",
                 shape_str(weight.shape()));
-  check_cpu_backend("embedding", weight);
   const Tensor idx = checked_indices("embedding", indices, weight.size(0));
   Shape out_shape = indices.shape();
   out_shape.push_back(weight.size(1));
   Tensor out = empty(out_shape, weight.dtype(), weight.device());
-  cpu::embedding(out, contiguous(weight), idx);
+  const Tensor table = contiguous(weight);
+  BRIGADE_DISPATCH("embedding", weight, embedding(out, table, idx));
   return out;
 }
 
@@ -46,11 +51,13 @@ Tensor embedding_backward(const Tensor& grad_y, const Tensor& indices, int64_t n
                     Shape(grad_y.shape().begin(), grad_y.shape().end() - 1) == indices.shape(),
                 "embedding_backward: grad shape ", shape_str(grad_y.shape()), " does not match indices shape ",
                 shape_str(indices.shape()), " plus an embedding dim");
-  check_cpu_backend("embedding_backward", grad_y);
   const Tensor idx = checked_indices("embedding_backward", indices, num_embeddings);
-  const DType t = grad_y.dtype() == DType::f64 ? DType::f64 : DType::f32;  // halves accumulate in f32
+  // Sums run in f32 for 16-bit gradients: the CPU on an f32 copy, CUDA in registers.
+  const bool widen = grad_y.device().is_cpu() && is_half(grad_y.dtype());
+  const DType t = widen ? DType::f32 : grad_y.dtype();
   Tensor grad_weight = empty({num_embeddings, grad_y.size(-1)}, t, grad_y.device());
-  cpu::embedding_backward(grad_weight, contiguous(to_dtype(grad_y, t)), idx);
+  const Tensor g = contiguous(to_dtype(grad_y, t));
+  BRIGADE_DISPATCH("embedding_backward", grad_y, embedding_backward(grad_weight, g, idx));
   return to_dtype(grad_weight, grad_y.dtype());
 }
 

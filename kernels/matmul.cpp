@@ -4,10 +4,14 @@
 //   - the dims before the last two are batch dims and broadcast against each other.
 // The kernel gets views with the broadcast batch shape (stride 0 where a dim was broadcast), so no
 // operand is ever copied, transposed views included.
+//
+// On a GPU there are three GEMMs (MatmulBackend, kernels/cuda/gemm.h); which one runs is the one extra
+// argument this op passes to its CUDA kernel. The CPU has one GEMM, in f32/f64: 16-bit operands are
+// widened for it, while the GPU GEMMs read them directly.
 #include <algorithm>
+#include <atomic>
 
-#include "kernels/cpu/kernels.h"
-#include "kernels/ops.h"
+#include "kernels/dispatch.h"
 
 namespace brigade::ops {
 namespace {
@@ -51,9 +55,48 @@ Shape broadcast_batch(const Tensor& a, const Tensor& b, const Shape& a_shape, co
   return batch;
 }
 
+std::atomic<MatmulBackend> g_backend{MatmulBackend::automatic};
+std::atomic<bool> g_allow_tf32{false};
+
+// The dtypes each GPU GEMM has kernels for (see ops.h).
+bool backend_takes(MatmulBackend backend, DType t) {
+  switch (backend) {
+    case MatmulBackend::tiled: return t == DType::f32 || is_half(t);
+    case MatmulBackend::tensor_core: return is_half(t);
+    default: return true;  // cuBLAS: f32, f64, bf16, f16
+  }
+}
+
+// The one dispatch with an extra argument, so it is spelled out instead of BRIGADE_DISPATCH.
+void run_gemm(const Tensor& out, const Tensor& a, const Tensor& b, MatmulBackend backend) {
+#if BRIGADE_HAVE_CUDA
+  if (a.device().is_cuda()) return cuda::matmul(out, a, b, backend);
+#endif
+  (void)backend;  // the CPU has one GEMM
+  check_cpu_backend("matmul", a);
+  cpu::matmul(out, a, b);
+}
+
 }  // namespace
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
+const char* matmul_backend_name(MatmulBackend backend) {
+  switch (backend) {
+    case MatmulBackend::automatic: return "automatic";
+    case MatmulBackend::cublas: return "cublas";
+    case MatmulBackend::tiled: return "tiled";
+    case MatmulBackend::tensor_core: return "tensor_core";
+  }
+  return "?";
+}
+
+void set_matmul_backend(MatmulBackend backend) { g_backend.store(backend); }
+MatmulBackend matmul_backend() { return g_backend.load(); }
+void set_allow_tf32(bool allow) { g_allow_tf32.store(allow); }
+bool allow_tf32() { return g_allow_tf32.load(); }
+
+Tensor matmul(const Tensor& a, const Tensor& b) { return matmul(a, b, matmul_backend()); }
+
+Tensor matmul(const Tensor& a, const Tensor& b, MatmulBackend backend) {
   check_defined("matmul", a, "a");
   check_defined("matmul", b, "b");
   check_same_device("matmul", a, b);
@@ -63,8 +106,13 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
                 shape_str(a.shape()), " and ", shape_str(b.shape()));
   BRIGADE_CHECK(a.size(-1) == b.size(b.dim() == 1 ? 0 : -2), "matmul: shapes ", shape_str(a.shape()), " and ",
                 shape_str(b.shape()), " cannot be multiplied");
-  if (is_half(a.dtype())) return to_dtype(matmul(to_dtype(a, DType::f32), to_dtype(b, DType::f32)), a.dtype());
-  check_cpu_backend("matmul", a);
+  if (a.device().is_cuda()) {
+    BRIGADE_CHECK(backend_takes(backend, a.dtype()), "matmul: the ", matmul_backend_name(backend),
+                  " backend has no kernel for ", dtype_name(a.dtype()), " (shapes ", shape_str(a.shape()), " and ",
+                  shape_str(b.shape()), " on ", a.device().str(), ")");
+  } else if (is_half(a.dtype())) {
+    return to_dtype(matmul(to_dtype(a, DType::f32), to_dtype(b, DType::f32), backend), a.dtype());
+  }
 
   const Tensor a2 = a.dim() == 1 ? with_unit_dim(a, 0) : a;  // [k] -> [1, k]
   const Tensor b2 = b.dim() == 1 ? with_unit_dim(b, 1) : b;  // [k] -> [k, 1]
@@ -73,7 +121,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   Shape out_shape = batch;
   out_shape.insert(out_shape.end(), {a2.size(-2), b2.size(-1)});
   Tensor out = empty(out_shape, a.dtype(), a.device());
-  cpu::matmul(out, expand_batch(a2, batch), expand_batch(b2, batch));
+  run_gemm(out, expand_batch(a2, batch), expand_batch(b2, batch), backend);
 
   // Drop the unit dims the 1-D operands brought in.
   Shape result_shape = batch;

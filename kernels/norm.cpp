@@ -1,9 +1,10 @@
 // ops: layer_norm and rms_norm over the last dim, and their backward kernels.
 //
-// The kernels see contiguous [rows, D] data in f32 or f64: this layer makes inputs contiguous,
-// widens bf16/f16 to f32 (and narrows results back), and always keeps the saved statistics in f32
-// (what a GPU kernel would save, whatever the activation dtype).
-#include "kernels/cpu/kernels.h"
+// The kernels see contiguous [rows, D] data: this layer makes inputs contiguous and, for the CPU
+// reference, widens bf16/f16 to f32 (narrowing results back); CUDA kernels read 16-bit data directly
+// and compute in f32. The saved statistics (mean, rstd) have the compute dtype — f64 for f64 inputs,
+// f32 otherwise — so an f64 backward is as accurate as f64 allows.
+#include "kernels/dispatch.h"
 #include "kernels/ops.h"
 
 namespace brigade::ops {
@@ -12,8 +13,10 @@ namespace {
 Tensor contiguous_as(const Tensor& t, DType dtype) { return t.defined() ? contiguous(to_dtype(t, dtype)) : t; }
 Tensor narrow_to(const Tensor& t, DType dtype) { return t.defined() ? to_dtype(t, dtype) : t; }
 
-// The dtype the CPU kernels compute in for inputs of dtype t.
-DType compute_dtype(DType t) { return t == DType::f64 ? DType::f64 : DType::f32; }
+// The dtype statistics are computed and saved in, for inputs of dtype t.
+DType stats_dtype(DType t) { return t == DType::f64 ? DType::f64 : DType::f32; }
+// The dtype the kernels take x's data in: the CPU widens bf16/f16 to f32, CUDA takes them as they are.
+DType kernel_dtype(const Tensor& x) { return x.device().is_cpu() ? stats_dtype(x.dtype()) : x.dtype(); }
 
 int64_t rows_of(const Tensor& x) { return x.size(-1) == 0 ? 0 : x.numel() / x.size(-1); }
 
@@ -31,7 +34,6 @@ void check_input(const char* op, const Tensor& x, const Tensor& weight, const Te
   BRIGADE_CHECK(x.dim() >= 1, op, ": input must have at least one dim, got a scalar");
   check_param(op, x, weight, "weight");
   check_param(op, x, bias, "bias");
-  check_cpu_backend(op, x);
 }
 
 void check_backward(const char* op, const Tensor& grad_y, const Tensor& x, const NormOutput& saved, bool centred) {
@@ -40,23 +42,26 @@ void check_backward(const char* op, const Tensor& grad_y, const Tensor& x, const
   BRIGADE_CHECK(grad_y.shape() == x.shape(), op, ": grad shape ", shape_str(grad_y.shape()), " differs from input shape ",
                 shape_str(x.shape()));
   const Shape stats{rows_of(x)};
-  BRIGADE_CHECK(saved.rstd.defined() && saved.rstd.shape() == stats && saved.rstd.dtype() == DType::f32 &&
-                    (!centred || (saved.mean.defined() && saved.mean.shape() == stats && saved.mean.dtype() == DType::f32)),
-                op, ": saved statistics do not match input shape ", shape_str(x.shape()),
-                " (expected f32 mean/rstd of shape ", shape_str(stats), ")");
+  const DType t = stats_dtype(x.dtype());
+  const auto fits = [&](const Tensor& s) {
+    return s.defined() && s.shape() == stats && s.dtype() == t && s.device() == x.device();
+  };
+  BRIGADE_CHECK(fits(saved.rstd) && (!centred || fits(saved.mean)), op, ": saved statistics do not match input shape ",
+                shape_str(x.shape()), " (expected ", dtype_name(t), " ", centred ? "mean/rstd" : "rstd", " of shape ",
+                shape_str(stats), " on ", x.device().str(), ")");
 }
 
 }  // namespace
 
 NormOutput layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
   check_input("layer_norm", x, weight, bias);
-  const DType t = compute_dtype(x.dtype());
-  const Tensor xc = contiguous_as(x, t);
+  const DType t = kernel_dtype(x);
+  const Tensor xc = contiguous_as(x, t), w = contiguous_as(weight, t), b = contiguous_as(bias, t);
   NormOutput out;
   out.y = empty(x.shape(), t, x.device());
-  out.mean = empty({rows_of(x)}, DType::f32, x.device());
-  out.rstd = empty({rows_of(x)}, DType::f32, x.device());
-  cpu::layer_norm(out.y, out.mean, out.rstd, xc, contiguous_as(weight, t), contiguous_as(bias, t), eps);
+  out.mean = empty({rows_of(x)}, stats_dtype(x.dtype()), x.device());
+  out.rstd = empty({rows_of(x)}, stats_dtype(x.dtype()), x.device());
+  BRIGADE_DISPATCH("layer_norm", x, layer_norm(out.y, out.mean, out.rstd, xc, w, b, eps));
   out.y = narrow_to(out.y, x.dtype());
   return out;
 }
@@ -64,10 +69,11 @@ NormOutput layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
 Tensor layer_norm_backward_input(const Tensor& grad_y, const Tensor& x, const Tensor& weight, const NormOutput& saved) {
   check_input("layer_norm_backward_input", x, weight, Tensor());
   check_backward("layer_norm_backward_input", grad_y, x, saved, true);
-  const DType t = compute_dtype(x.dtype());
+  const DType t = kernel_dtype(x);
+  const Tensor g = contiguous_as(grad_y, t), xc = contiguous_as(x, t), w = contiguous_as(weight, t);
+  const Tensor mean = contiguous(saved.mean), rstd = contiguous(saved.rstd);
   Tensor grad_x = empty(x.shape(), t, x.device());
-  cpu::norm_backward_input(grad_x, contiguous_as(grad_y, t), contiguous_as(x, t), contiguous_as(weight, t), saved.mean,
-                           saved.rstd);
+  BRIGADE_DISPATCH("layer_norm_backward_input", x, norm_backward_input(grad_x, g, xc, w, mean, rstd));
   return narrow_to(grad_x, x.dtype());
 }
 
@@ -76,22 +82,24 @@ std::pair<Tensor, Tensor> layer_norm_backward_params(const Tensor& grad_y, const
   check_input("layer_norm_backward_params", x, weight, bias);
   check_backward("layer_norm_backward_params", grad_y, x, saved, true);
   if (!weight.defined() && !bias.defined()) return {};
-  const DType t = compute_dtype(x.dtype());
+  const DType t = kernel_dtype(x);
   const Shape param_shape{x.size(-1)};
   Tensor grad_weight = weight.defined() ? empty(param_shape, t, x.device()) : Tensor();
   Tensor grad_bias = bias.defined() ? empty(param_shape, t, x.device()) : Tensor();
-  cpu::norm_backward_params(grad_weight, grad_bias, contiguous_as(grad_y, t), contiguous_as(x, t), saved.mean,
-                            saved.rstd);
+  const Tensor g = contiguous_as(grad_y, t), xc = contiguous_as(x, t);
+  const Tensor mean = contiguous(saved.mean), rstd = contiguous(saved.rstd);
+  BRIGADE_DISPATCH("layer_norm_backward_params", x, norm_backward_params(grad_weight, grad_bias, g, xc, mean, rstd));
   return {narrow_to(grad_weight, x.dtype()), narrow_to(grad_bias, x.dtype())};
 }
 
 NormOutput rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   check_input("rms_norm", x, weight, Tensor());
-  const DType t = compute_dtype(x.dtype());
+  const DType t = kernel_dtype(x);
+  const Tensor xc = contiguous_as(x, t), w = contiguous_as(weight, t);
   NormOutput out;
   out.y = empty(x.shape(), t, x.device());
-  out.rstd = empty({rows_of(x)}, DType::f32, x.device());
-  cpu::rms_norm(out.y, out.rstd, contiguous_as(x, t), contiguous_as(weight, t), eps);
+  out.rstd = empty({rows_of(x)}, stats_dtype(x.dtype()), x.device());
+  BRIGADE_DISPATCH("rms_norm", x, rms_norm(out.y, out.rstd, xc, w, eps));
   out.y = narrow_to(out.y, x.dtype());
   return out;
 }
@@ -99,19 +107,21 @@ NormOutput rms_norm(const Tensor& x, const Tensor& weight, double eps) {
 Tensor rms_norm_backward_input(const Tensor& grad_y, const Tensor& x, const Tensor& weight, const NormOutput& saved) {
   check_input("rms_norm_backward_input", x, weight, Tensor());
   check_backward("rms_norm_backward_input", grad_y, x, saved, false);
-  const DType t = compute_dtype(x.dtype());
+  const DType t = kernel_dtype(x);
+  const Tensor g = contiguous_as(grad_y, t), xc = contiguous_as(x, t), w = contiguous_as(weight, t);
+  const Tensor rstd = contiguous(saved.rstd);
   Tensor grad_x = empty(x.shape(), t, x.device());
-  cpu::norm_backward_input(grad_x, contiguous_as(grad_y, t), contiguous_as(x, t), contiguous_as(weight, t), Tensor(),
-                           saved.rstd);
+  BRIGADE_DISPATCH("rms_norm_backward_input", x, norm_backward_input(grad_x, g, xc, w, Tensor(), rstd));
   return narrow_to(grad_x, x.dtype());
 }
 
 Tensor rms_norm_backward_weight(const Tensor& grad_y, const Tensor& x, const NormOutput& saved) {
   check_input("rms_norm_backward_weight", x, Tensor(), Tensor());
   check_backward("rms_norm_backward_weight", grad_y, x, saved, false);
-  const DType t = compute_dtype(x.dtype());
+  const DType t = kernel_dtype(x);
+  const Tensor g = contiguous_as(grad_y, t), xc = contiguous_as(x, t), rstd = contiguous(saved.rstd);
   Tensor grad_weight = empty({x.size(-1)}, t, x.device());
-  cpu::norm_backward_params(grad_weight, Tensor(), contiguous_as(grad_y, t), contiguous_as(x, t), Tensor(), saved.rstd);
+  BRIGADE_DISPATCH("rms_norm_backward_weight", x, norm_backward_params(grad_weight, Tensor(), g, xc, Tensor(), rstd));
   return narrow_to(grad_weight, x.dtype());
 }
 

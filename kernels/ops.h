@@ -3,8 +3,10 @@
 // Every op follows one pattern (see kernels/elementwise.cpp for the model):
 //   1. check the inputs once, throwing brigade::Error that names the op and the offending shapes,
 //      dtypes or devices;
-//   2. widen bf16/f16 inputs to f32 (the CPU reference computes in f32/f64; results are narrowed back);
-//   3. dispatch on the device: kernels/cpu/*.cpp now, kernels/cuda/*.cu in the CUDA backend.
+//   2. on the CPU, widen bf16/f16 inputs to f32 (the reference computes in f32/f64; results are
+//      narrowed back) — CUDA kernels take bf16/f16 directly and accumulate in f32;
+//   3. dispatch on the device with BRIGADE_DISPATCH (kernels/dispatch.h): kernels/cpu/*.cpp or
+//      kernels/cuda/*.cu, twins with the same signature.
 // Outputs are new contiguous tensors unless the name ends in '_' (in place).
 //
 // The differentiable API users call (brigade::matmul, brigade::layer_norm, ...) lives in
@@ -78,12 +80,31 @@ Tensor log_softmax_backward(const Tensor& grad_y, const Tensor& y, int64_t dim);
 // Transposed views are consumed through their strides, without copies where the kernel allows.
 Tensor matmul(const Tensor& a, const Tensor& b);
 
+// Which GEMM a matmul of GPU tensors runs. The CPU has one GEMM and ignores the choice.
+//   automatic    cuBLAS: the fastest we have for every shape and dtype;
+//   cublas       cublasGemmStridedBatchedEx: f32, f64, bf16, f16;
+//   tiled        the hand-written shared-memory GEMM (kernels/cuda/gemm_tiled.cu): f32, bf16, f16
+//                inputs, computed in f32;
+//   tensor_core  the hand-written mma.sync GEMM (kernels/cuda/gemm_tensor_core.cu): bf16, f16.
+// Asking a backend for a dtype it has no kernel for is an error that names both.
+enum class MatmulBackend { automatic, cublas, tiled, tensor_core };
+const char* matmul_backend_name(MatmulBackend backend);  // "automatic", "cublas", ...
+void set_matmul_backend(MatmulBackend backend);           // process-wide; the default is automatic
+MatmulBackend matmul_backend();
+Tensor matmul(const Tensor& a, const Tensor& b, MatmulBackend backend);  // this call only
+// Whether f32 matmuls and convolutions on a GPU may use TF32 tensor cores (inputs rounded to a 10-bit
+// mantissa: several times faster, ~1e-3 relative error). Off by default, so f32 means f32.
+void set_allow_tf32(bool allow);
+bool allow_tf32();
+
 // ---- normalisation (kernels/norm.cpp) ----
 // Over the last dim of x. weight/bias have shape [x.size(-1)]; either may be undefined (no affine).
+// The statistics are saved in the compute dtype: f64 for f64 inputs (so an f64 backward is as accurate
+// as f64 allows), f32 for f32, bf16 and f16 inputs.
 struct NormOutput {
   Tensor y;
-  Tensor mean;  // [rows] f32 (undefined for rms_norm)
-  Tensor rstd;  // [rows] f32: 1 / sqrt(var + eps), or 1 / sqrt(mean(x^2) + eps) for rms_norm
+  Tensor mean;  // [rows] f32 or f64 (undefined for rms_norm)
+  Tensor rstd;  // [rows] f32 or f64: 1 / sqrt(var + eps), or 1 / sqrt(mean(x^2) + eps) for rms_norm
 };
 NormOutput layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps);
 Tensor layer_norm_backward_input(const Tensor& grad_y, const Tensor& x, const Tensor& weight, const NormOutput& saved);
@@ -104,7 +125,7 @@ Tensor embedding_backward(const Tensor& grad_y, const Tensor& indices, int64_t n
 using brigade::Reduction;
 struct CrossEntropyOutput {
   Tensor loss;  // scalar, dtype of logits
-  Tensor lse;   // [N] f32 log-sum-exp per row, saved for backward
+  Tensor lse;   // [N] log-sum-exp per row, saved for backward: f64 for f64 logits, else f32
   int64_t count = 0;  // targets that were not ignore_index (the mean's denominator)
 };
 // logits [N, C], targets [N] (i32/i64). Targets equal to ignore_index contribute nothing; a mean over
@@ -133,6 +154,12 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Conv2dP
 Tensor conv2d_backward_input(const Tensor& grad_y, const Tensor& weight, const Shape& x_shape, Conv2dParams p);
 Tensor conv2d_backward_weight(const Tensor& grad_y, const Tensor& x, const Shape& weight_shape, Conv2dParams p);
 Tensor conv2d_backward_bias(const Tensor& grad_y);  // sum over N, H, W
+// Which kernels conv2d and its backward ops run for GPU tensors (ignored on the CPU): cuDNN, or the
+// hand-written direct convolution (kernels/cuda/conv_direct.cu, the reference). automatic is cuDNN
+// when the build has it, else direct; asking for cudnn in a build without it is an error.
+enum class ConvBackend { automatic, cudnn, direct };
+void set_conv_backend(ConvBackend backend);  // process-wide; the default is automatic
+ConvBackend conv_backend();
 
 struct Pool2dParams {
   int64_t kernel = 2;

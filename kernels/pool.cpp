@@ -1,10 +1,10 @@
 // ops: max_pool2d and avg_pool2d with their backward kernels (NCHW, square windows).
 //
-// Like conv2d, every op here validates its geometry from shapes alone (pool2d_output_shape), so a
-// later CUDA or cuDNN kernel inherits the same contract.
+// Like conv2d, every op here validates its geometry from shapes alone (pool2d_output_shape), so the
+// CPU and CUDA kernels share one contract. The CPU kernels compute in f32/f64 (16-bit inputs are
+// widened for them); the CUDA kernels read bf16/f16 directly.
 #include "core/factory.h"
-#include "kernels/cpu/kernels.h"
-#include "kernels/ops.h"
+#include "kernels/dispatch.h"
 
 namespace brigade::ops {
 namespace {
@@ -48,14 +48,13 @@ std::pair<Tensor, Tensor> max_pool2d(const Tensor& x, Pool2dParams p) {
   check_defined("max_pool2d", x, "input");
   check_floating("max_pool2d", x);
   Shape y_shape = pool2d_output_shape("max_pool2d", x.shape(), p);
-  if (is_half(x.dtype())) {  // the max is exact in any precision; only the values are narrowed back
+  if (x.device().is_cpu() && is_half(x.dtype())) {  // the max is exact in any precision
     auto [y, indices] = max_pool2d(to_dtype(x, DType::f32), p);
     return {to_dtype(y, x.dtype()), indices};
   }
-  check_cpu_backend("max_pool2d", x);
   Tensor y = empty(y_shape, x.dtype(), x.device());
   Tensor indices = empty(y_shape, DType::i64, x.device());
-  cpu::max_pool2d(y, indices, contiguous(x), p);
+  BRIGADE_DISPATCH("max_pool2d", x, max_pool2d(y, indices, contiguous(x), p));
   return {y, indices};
 }
 
@@ -69,6 +68,16 @@ Tensor max_pool2d_backward(const Tensor& grad_y, const Tensor& indices, const Sh
   check_grad_shape(op, grad_y, x_shape, p);
   BRIGADE_CHECK(indices.shape() == grad_y.shape(), op, ": indices shape ", shape_str(indices.shape()),
                 " differs from grad_y shape ", shape_str(grad_y.shape()));
+#if BRIGADE_HAVE_CUDA
+  // The CUDA kernel gathers (deterministically) and so needs the window geometry: this dispatch is
+  // spelled out. It reads indices only to compare them with positions, so bad ones cannot reach
+  // memory; they are not checked here (that would copy them to the host and wait).
+  if (grad_y.device().is_cuda()) {
+    Tensor grad_x = empty(x_shape, grad_y.dtype(), grad_y.device());
+    cuda::max_pool2d_backward(grad_x, contiguous(grad_y), contiguous(indices), p);
+    return grad_x;
+  }
+#endif
   if (is_half(grad_y.dtype()))
     return to_dtype(max_pool2d_backward(to_dtype(grad_y, DType::f32), indices, x_shape, p), grad_y.dtype());
   check_cpu_backend(op, grad_y);
@@ -83,10 +92,9 @@ Tensor avg_pool2d(const Tensor& x, Pool2dParams p) {
   check_defined("avg_pool2d", x, "input");
   check_floating("avg_pool2d", x);
   Shape y_shape = pool2d_output_shape("avg_pool2d", x.shape(), p);
-  if (is_half(x.dtype())) return to_dtype(avg_pool2d(to_dtype(x, DType::f32), p), x.dtype());
-  check_cpu_backend("avg_pool2d", x);
+  if (x.device().is_cpu() && is_half(x.dtype())) return to_dtype(avg_pool2d(to_dtype(x, DType::f32), p), x.dtype());
   Tensor y = empty(y_shape, x.dtype(), x.device());
-  cpu::avg_pool2d(y, contiguous(x), p);
+  BRIGADE_DISPATCH("avg_pool2d", x, avg_pool2d(y, contiguous(x), p));
   return y;
 }
 
@@ -95,11 +103,10 @@ Tensor avg_pool2d_backward(const Tensor& grad_y, const Shape& x_shape, Pool2dPar
   check_defined(op, grad_y, "grad_y");
   check_floating(op, grad_y);
   check_grad_shape(op, grad_y, x_shape, p);
-  if (is_half(grad_y.dtype()))
+  if (grad_y.device().is_cpu() && is_half(grad_y.dtype()))
     return to_dtype(avg_pool2d_backward(to_dtype(grad_y, DType::f32), x_shape, p), grad_y.dtype());
-  check_cpu_backend(op, grad_y);
   Tensor grad_x = empty(x_shape, grad_y.dtype(), grad_y.device());
-  cpu::avg_pool2d_backward(grad_x, contiguous(grad_y), p);
+  BRIGADE_DISPATCH(op, grad_y, avg_pool2d_backward(grad_x, contiguous(grad_y), p));
   return grad_x;
 }
 

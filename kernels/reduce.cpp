@@ -2,8 +2,12 @@
 #include <cmath>
 
 #include "core/factory.h"
-#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/indices.h"
+#include "kernels/dispatch.h"
 #include "kernels/ops.h"
+#if BRIGADE_HAVE_CUDA
+#include "kernels/cuda/indices.h"
+#endif
 
 namespace brigade::ops {
 namespace {
@@ -44,15 +48,16 @@ Tensor sum_scaled(const char* op, const Tensor& x, const std::vector<int64_t>& d
   check_defined(op, x, "input");
   check_floating(op, x);
   const std::vector<bool> reduced = reduced_dims(op, dims, x.dim());
-  if (is_half(x.dtype())) return to_dtype(sum_scaled(op, to_dtype(x, DType::f32), dims, keepdim, mean), x.dtype());
-  check_cpu_backend(op, x);
+  // The CPU sums bf16/f16 in f32 copies; CUDA kernels read them directly and accumulate in f32.
+  if (x.device().is_cpu() && is_half(x.dtype()))
+    return to_dtype(sum_scaled(op, to_dtype(x, DType::f32), dims, keepdim, mean), x.dtype());
   int64_t count = 1;
   for (size_t d = 0; d < reduced.size(); ++d)
     if (reduced[d]) count *= x.shape()[d];
   Tensor out = empty(reduced_shape(x.shape(), reduced, keepdim), x.dtype(), x.device());
   // The mean of nothing is 0/0: NaN, as in NumPy and PyTorch.
   const double scale = !mean ? 1.0 : count == 0 ? std::nan("") : 1.0 / double(count);
-  cpu::sum(out, x, reduced, scale);
+  BRIGADE_DISPATCH(op, x, sum(out, x, reduced, scale));
   return out;
 }
 
@@ -71,17 +76,16 @@ std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
   const int64_t d = wrap_dim(dim, x.dim(), "max");
   BRIGADE_CHECK(x.dim() == 0 || x.shape()[size_t(d)] > 0, "max: cannot take the maximum over dim ", dim,
                 " of size 0 (input shape ", shape_str(x.shape()), ")");
-  if (is_half(x.dtype())) {  // compare in f32; the values narrow back exactly
+  if (x.device().is_cpu() && is_half(x.dtype())) {  // compare in f32; the values narrow back exactly
     auto [values, indices] = max(to_dtype(x, DType::f32), dim, keepdim);
     return {to_dtype(values, x.dtype()), indices};
   }
-  check_cpu_backend("max", x);
   std::vector<bool> reduced(size_t(x.dim()), false);
   if (x.dim() > 0) reduced[size_t(d)] = true;
   const Shape shape = reduced_shape(x.shape(), reduced, keepdim);
   Tensor values = empty(shape, x.dtype(), x.device());
   Tensor indices = empty(shape, DType::i64, x.device());
-  cpu::max(values, indices, x, d);
+  BRIGADE_DISPATCH("max", x, max(values, indices, x, d));
   return {values, indices};
 }
 
@@ -121,16 +125,15 @@ Tensor max_backward(const Tensor& grad, const Tensor& indices, const Shape& inpu
   BRIGADE_CHECK(grad.shape() == expected && indices.shape() == expected, "max_backward: grad shape ",
                 shape_str(grad.shape()), " and indices shape ", shape_str(indices.shape()),
                 " must both be ", shape_str(expected), " (input shape ", shape_str(input_shape), ", dim ", dim, ")");
-  check_cpu_backend("max_backward", grad);
   if (ndim == 0) return clone(grad);  // a scalar is its own maximum
   const int64_t size = input_shape[size_t(d)];
-  const Tensor idx = contiguous(indices);
-  const int64_t* p = idx.data<int64_t>();
-  for (int64_t i = 0; i < idx.numel(); ++i)
-    BRIGADE_CHECK(p[i] >= 0 && p[i] < size, "max_backward: index ", p[i], " is out of range for dim ", dim,
-                  " of size ", size);
+  IndexScan scan;
+  BRIGADE_DISPATCH("max_backward", indices, scan_indices(scan, contiguous(indices), size, std::nullopt));
+  BRIGADE_CHECK(scan.bad_position < 0, "max_backward: index ", scan.bad_value, " is out of range for dim ", dim,
+                " of size ", size);
   Tensor grad_x = zeros(input_shape, grad.dtype(), grad.device());
-  cpu::max_backward(grad_x, keepdim ? grad : insert_dim(grad, d), keepdim ? indices : insert_dim(indices, d), d);
+  const Tensor g = keepdim ? grad : insert_dim(grad, d), idx = keepdim ? indices : insert_dim(indices, d);
+  BRIGADE_DISPATCH("max_backward", grad, max_backward(grad_x, g, idx, d));
   return grad_x;
 }
 

@@ -361,10 +361,10 @@ TEST_CASE("layer_norm: hand-computed row", "[norm]") {
   const ops::NormOutput out = ops::layer_norm(tensor({{1, 2, 3}}, DType::f64), Tensor(), Tensor(), 0.0);
   const double s = 1.0 / std::sqrt(2.0 / 3.0);
   require_close(out.y, {-s, 0, s}, 1e-12, 1e-12);
-  REQUIRE(out.mean.dtype() == DType::f32);
-  REQUIRE(out.rstd.dtype() == DType::f32);
-  require_close(out.mean, {2}, 1e-6, 1e-6);
-  require_close(out.rstd, {s}, 1e-6, 1e-6);
+  REQUIRE(out.mean.dtype() == DType::f64);  // statistics keep the compute dtype
+  REQUIRE(out.rstd.dtype() == DType::f64);
+  require_close(out.mean, {2}, 1e-12, 1e-12);
+  require_close(out.rstd, {s}, 1e-12, 1e-12);
 }
 
 TEST_CASE("rms_norm: hand-computed row", "[norm]") {
@@ -764,4 +764,86 @@ TEST_CASE("dropout: bad inputs", "[dropout][errors]") {
   REQUIRE_THROWS_WITH(ops::dropout_backward(x, 1.5, 0, 0), Catch::Contains("dropout_backward: p must be in [0, 1)"));
   REQUIRE_THROWS_WITH(ops::dropout(ones({4}, DType::i32), 0.5, 0, 0),
                       Catch::Contains("dropout: expected a floating-point tensor, got i32"));
+}
+
+// =====================================================================================================
+// f64 statistics (regression: mean/rstd and lse used to be saved in f32 whatever the input dtype, so
+// an f64 backward was only ~1e-7 accurate and gradcheck failed on rows far from zero)
+// =====================================================================================================
+
+TEST_CASE("layer_norm, rms_norm and cross_entropy save f64 statistics for f64 inputs, f32 otherwise",
+          "[norm][cross_entropy]") {
+  const DType dtype = GENERATE(DType::f32, DType::f64, DType::bf16);
+  CAPTURE(dtype_name(dtype));
+  const DType stats = dtype == DType::f64 ? DType::f64 : DType::f32;
+  const Tensor x = random({3, 5}, 301, dtype);
+  const ops::NormOutput ln = ops::layer_norm(x, Tensor(), Tensor(), 1e-5);
+  REQUIRE(ln.mean.dtype() == stats);
+  REQUIRE(ln.rstd.dtype() == stats);
+  REQUIRE(ops::rms_norm(x, Tensor(), 1e-5).rstd.dtype() == stats);
+  const auto ce = ops::cross_entropy(x, tensor({0, 4, 2}, DType::i64), -100, ops::Reduction::mean);
+  REQUIRE(ce.lse.dtype() == stats);
+  REQUIRE(ce.loss.dtype() == dtype);
+}
+
+TEST_CASE("layer_norm and rms_norm: f64 gradients of rows far from zero", "[norm][grad]") {
+  // Mean 1000, spread 1e-3: rstd ~ 1e3, so an f32 mean (error ~3e-5) would shift every x_hat by ~0.03.
+  const Tensor x = leaf(ops::scale_shift(random({3, 6}, 302), 1e-3, 1000.0));
+  const Tensor w = leaf(random({6}, 303)), b = leaf(random({6}, 304));
+  require_gradcheck([](const std::vector<Tensor>& in) { return layer_norm(in[0], in[1], in[2], 1e-12); }, {x, w, b});
+  require_gradcheck([](const std::vector<Tensor>& in) { return rms_norm(in[0], in[1], 1e-12); },
+                    {leaf(ops::scale_shift(random({3, 6}, 305), 1e-3, 1000.0)), w});
+
+  // The forward agrees with plain f64 loops to f64 precision, not f32's.
+  const ops::NormOutput out = ops::layer_norm(x.detach(), Tensor(), Tensor(), 1e-12);
+  const NormRef ref = ref_norm(x.to_vector(), 6, {}, {}, 1e-12, true);
+  require_close(out.y, ref.y, 1e-9, 1e-9);
+  require_close(out.mean, ref.mean, 1e-12, 1e-15);
+  require_close(out.rstd, ref.rstd, 1e-6, 1e-12);
+}
+
+TEST_CASE("cross_entropy: f64 gradients of logits far from zero", "[cross_entropy][grad]") {
+  // lse ~ 1000, where an f32 value is only good to ~6e-5: exp(x - lse) would be off by as much.
+  const Tensor logits = leaf(ops::scale_shift(random({4, 5}, 306), 0.5, 1000.0));
+  const Tensor targets = tensor({1, 0, 4, 2}, DType::i64);
+  require_gradcheck([targets](const std::vector<Tensor>& in) { return cross_entropy(in[0], targets); }, {logits});
+
+  const auto out = ops::cross_entropy(logits.detach(), targets, -100, ops::Reduction::sum);
+  std::vector<double> lse;  // max + log(sum(exp(x - max))): exp(1000) itself would overflow
+  for (int64_t i = 0; i < 4; ++i) {
+    double m = logits.at({i, 0}), s = 0;
+    for (int64_t j = 1; j < 5; ++j) m = std::max(m, logits.at({i, j}));
+    for (int64_t j = 0; j < 5; ++j) s += std::exp(logits.at({i, j}) - m);
+    lse.push_back(m + std::log(s));
+  }
+  require_close(out.lse, lse, 1e-12, 1e-15);
+  const Tensor grad = ops::cross_entropy_backward(scalar(1.0, DType::f64), logits.detach(), targets, out, -100,
+                                                  ops::Reduction::sum);
+  std::vector<double> expected;
+  const std::vector<int64_t> t = {1, 0, 4, 2};
+  for (int64_t i = 0; i < 4; ++i)
+    for (int64_t j = 0; j < 5; ++j)
+      expected.push_back(std::exp(logits.at({i, j}) - lse[size_t(i)]) - (j == t[size_t(i)] ? 1.0 : 0.0));
+  require_close(grad, expected, 1e-13, 1e-12);
+}
+
+// =====================================================================================================
+// adamw_step_ in-place safety (the op writes params and both moments in place)
+// =====================================================================================================
+
+TEST_CASE("adamw_step_: a destination holding one element twice is refused, an aliased gradient is copied",
+          "[adamw][errors]") {
+  const Tensor ok = zeros({3}), row = zeros({1, 3});
+  REQUIRE_THROWS_WITH(ops::adamw_step_({row.expand({2, 3})}, {zeros({2, 3})}, {zeros({2, 3})}, {zeros({2, 3})}, {}),
+                      Catch::Contains("adamw_step_: destination has overlapping elements"));
+  REQUIRE_THROWS_WITH(ops::adamw_step_({ok}, {zeros({3})}, {zeros({1}).expand({3})}, {zeros({3})}, {}),
+                      Catch::Contains("adamw_step_: destination has overlapping elements"));
+
+  // The gradient is the parameter itself: the update must see the gradient as it was before the step.
+  const Tensor p = tensor({1, -2, 3}, DType::f64), q = p.clone();
+  ops::AdamWParams hyper;
+  hyper.lr = 0.1;
+  ops::adamw_step_({p}, {p}, {zeros({3}, DType::f64)}, {zeros({3}, DType::f64)}, hyper);
+  ops::adamw_step_({q}, {q.clone()}, {zeros({3}, DType::f64)}, {zeros({3}, DType::f64)}, hyper);
+  test::require_equal(p, q);
 }

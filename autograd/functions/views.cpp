@@ -9,6 +9,7 @@
 #include "autograd/functions.h"
 #include "autograd/tape.h"
 #include "core/factory.h"
+#include "core/stream.h"
 #include "kernels/ops.h"
 
 namespace brigade {
@@ -238,9 +239,36 @@ Tensor Tensor::to(DType t) const {
   return recorded("to", *this, out, [from](const Tensor& g) { return ops::to_dtype(g, from); });
 }
 
+namespace {
+
+// A contiguous copy of x on `device`. The new storage is allocated with that device current (a GPU
+// allocation goes to the current CUDA device); ops::copy_ does the transfer.
+Tensor copy_to_device(const Tensor& x, Device device) {
+  std::optional<StreamGuard> on_device;
+  if (device.is_cuda()) on_device.emplace(current_stream(device));
+  Tensor out = empty(x.shape(), x.dtype(), device);
+  ops::copy_(out, x);
+  return out;
+}
+
+}  // namespace
+
+// Differentiable: the gradient travels back to the device the input came from.
 Tensor Tensor::to(Device d) const {
   if (d == device()) return *this;
-  fail("to: copying from ", device().str(), " to ", d.str(), " needs the CUDA backend, which this build lacks");
+  BRIGADE_CHECK(d.is_cpu() || (d.index >= 0 && d.index < cuda_device_count()), "to: cannot copy a tensor to ",
+                d.str(), ": ",
+#if BRIGADE_HAVE_CUDA
+                "this machine has ", cuda_device_count(), cuda_device_count() == 1 ? " GPU" : " GPUs",
+                cuda_device_count() == 0 ? " (or no CUDA driver)" : ""
+#else
+                "brigade was built without CUDA"
+#endif
+  );
+  Tensor out = copy_to_device(*this, d);
+  if (!is_floating(dtype())) return out;  // integers carry no gradient
+  Device from = device();
+  return recorded("to", *this, out, [from](const Tensor& g) { return copy_to_device(g, from); });
 }
 
 }  // namespace brigade

@@ -1,4 +1,4 @@
-// CPU reference: the AdamW update, one parameter at a time.
+// CPU reference: the AdamW update, one parameter after another.
 //
 // Per element, with t the 1-based step (PyTorch's torch.optim.AdamW, decoupled weight decay):
 //   p <- p - lr * wd * p                          decay acts on the weight, not through the gradient
@@ -75,12 +75,15 @@ void run(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor&
 
 }  // namespace
 
-void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const ops::AdamWParams& p) {
-  visit_float(param.dtype(), "adamw_step_", [&](auto ptag) {
-    visit_float(m.dtype(), "adamw_step_", [&](auto stag) {
-      run<decltype(ptag), decltype(stag)>(param, grad, m, v, p);
+void adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const std::vector<Tensor>& m,
+                const std::vector<Tensor>& v, const ops::AdamWParams& p) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    visit_float(params[i].dtype(), "adamw_step_", [&](auto ptag) {
+      visit_float(m[i].dtype(), "adamw_step_", [&](auto stag) {
+        run<decltype(ptag), decltype(stag)>(params[i], grads[i], m[i], v[i], p);
+      });
     });
-  });
+  }
 }
 
 }  // namespace brigade::cpu

@@ -21,10 +21,10 @@ void cross_entropy(const Tensor& loss, const Tensor& lse, const Tensor& logits, 
                    int64_t ignore_index, double scale) {
   const int64_t n = logits.size(0), c = logits.size(1);
   const int64_t* target = targets.data<int64_t>();
-  float* lse_out = lse.data<float>();
   visit_float(logits.dtype(), "cross_entropy", [&](auto tag) {
     using T = decltype(tag);
     const T* x = logits.data<T>();
+    T* lse_out = lse.data<T>();
     std::vector<double> row_loss(size_t(n), 0.0);
     parallel_for(n, row_grain(c), [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
@@ -33,7 +33,7 @@ void cross_entropy(const Tensor& loss, const Tensor& lse, const Tensor& logits, 
         double sum = 0;
         for (int64_t j = 0; j < c; ++j) sum += double(std::exp(row[j] - max));
         const double row_lse = double(max) + std::log(sum);
-        lse_out[i] = float(row_lse);
+        lse_out[i] = T(row_lse);
         if (target[i] != ignore_index) row_loss[size_t(i)] = row_lse - double(row[target[i]]);
       }
     });
@@ -44,13 +44,14 @@ void cross_entropy(const Tensor& loss, const Tensor& lse, const Tensor& logits, 
 }
 
 void cross_entropy_backward(const Tensor& grad_logits, const Tensor& logits, const Tensor& targets, const Tensor& lse,
-                            int64_t ignore_index, double scale) {
+                            const Tensor& grad_loss, int64_t ignore_index, double scale) {
   const int64_t n = logits.size(0), c = logits.size(1);
   const int64_t* target = targets.data<int64_t>();
-  const float* lse_in = lse.data<float>();
   visit_float(logits.dtype(), "cross_entropy_backward", [&](auto tag) {
     using T = decltype(tag);
     const T* x = logits.data<T>();
+    const T* lse_in = lse.data<T>();
+    const T s = T(double(*grad_loss.data<T>()) * scale);
     T* g = grad_logits.data<T>();
     parallel_for(n, row_grain(c), [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
@@ -60,7 +61,7 @@ void cross_entropy_backward(const Tensor& grad_logits, const Tensor& logits, con
           continue;
         }
         const T* row = x + i * c;
-        const T row_lse = T(lse_in[i]), s = T(scale);
+        const T row_lse = lse_in[i];
         for (int64_t j = 0; j < c; ++j) grow[j] = s * std::exp(row[j] - row_lse);
         grow[target[i]] -= s;
       }

@@ -2,7 +2,8 @@
 // the contract).
 //
 // logits [N, C] are contiguous f32 or f64; targets are contiguous i64 [N], each either in [0, C) or
-// equal to ignore_index (the op layer checks); lse is f32 [N].
+// equal to ignore_index (the op layer checks); loss, lse [N] and grad_loss (one element) have the
+// logits' dtype, so f64 logits keep an f64 log-sum-exp for an accurate backward.
 #pragma once
 
 #include "core/tensor.h"
@@ -16,8 +17,10 @@ namespace brigade::cpu {
 void cross_entropy(const Tensor& loss, const Tensor& lse, const Tensor& logits, const Tensor& targets,
                    int64_t ignore_index, double scale);
 
-// grad_logits[i, j] = scale * (exp(logits[i, j] - lse[i]) - [j == targets[i]]), and 0 on ignored rows.
+// grad_logits[i, j] = g * scale * (exp(logits[i, j] - lse[i]) - [j == targets[i]]), and 0 on ignored
+// rows, where g is the upstream gradient, grad_loss's one element (read by the kernel, so a GPU never
+// has to send it to the host).
 void cross_entropy_backward(const Tensor& grad_logits, const Tensor& logits, const Tensor& targets, const Tensor& lse,
-                            int64_t ignore_index, double scale);
+                            const Tensor& grad_loss, int64_t ignore_index, double scale);
 
 }  // namespace brigade::cpu

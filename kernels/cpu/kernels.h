@@ -38,3 +38,4 @@ void masked_fill(const Tensor& out, const Tensor& x, const Tensor& mask, double 
 #include "kernels/cpu/conv.h"
 #include "kernels/cpu/pool.h"
 #include "kernels/cpu/adamw.h"
+#include "kernels/cpu/indices.h"

@@ -24,7 +24,7 @@ const T* data_or_null(const Tensor& t) {
 
 // Shared forward: centred (layer_norm) when mean_out is non-null, else rms_norm.
 template <class T>
-void norm_forward(const Tensor& y, float* mean_out, float* rstd_out, const Tensor& x, const Tensor& weight,
+void norm_forward(const Tensor& y, T* mean_out, T* rstd_out, const Tensor& x, const Tensor& weight,
                   const Tensor& bias, double eps) {
   const int64_t d = x.size(-1);
   const int64_t rows = d == 0 ? 0 : x.numel() / d;
@@ -51,8 +51,8 @@ void norm_forward(const Tensor& y, float* mean_out, float* rstd_out, const Tenso
         if (b) v += b[i];
         yr[i] = v;
       }
-      if (mean_out) mean_out[r] = float(mean);
-      rstd_out[r] = float(rstd);
+      if (mean_out) mean_out[r] = T(mean);
+      rstd_out[r] = T(rstd);
     }
   });
 }
@@ -61,7 +61,7 @@ void norm_forward(const Tensor& y, float* mean_out, float* rstd_out, const Tenso
 // (no mean) drops the mean(gw) term, since its forward doesn't subtract a mean.
 template <class T>
 void norm_backward_input_impl(const Tensor& grad_x, const Tensor& grad_y, const Tensor& x, const Tensor& weight,
-                              const float* mean, const float* rstd) {
+                              const T* mean, const T* rstd) {
   const int64_t d = x.size(-1);
   const int64_t rows = d == 0 ? 0 : x.numel() / d;
   const T* px = x.data<T>();
@@ -92,7 +92,7 @@ void norm_backward_input_impl(const Tensor& grad_x, const Tensor& grad_y, const 
 
 template <class T>
 void norm_backward_params_impl(const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_y,
-                               const Tensor& x, const float* mean, const float* rstd) {
+                               const Tensor& x, const T* mean, const T* rstd) {
   const int64_t d = x.size(-1);
   const int64_t rows = d == 0 ? 0 : x.numel() / d;
   const T* px = x.data<T>();
@@ -124,28 +124,31 @@ void norm_backward_params_impl(const Tensor& grad_weight, const Tensor& grad_bia
 void layer_norm(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& weight,
                 const Tensor& bias, double eps) {
   visit_float(x.dtype(), "layer_norm", [&](auto tag) {
-    norm_forward<decltype(tag)>(y, mean.data<float>(), rstd.data<float>(), x, weight, bias, eps);
+    using T = decltype(tag);
+    norm_forward<T>(y, mean.data<T>(), rstd.data<T>(), x, weight, bias, eps);
   });
 }
 
 void rms_norm(const Tensor& y, const Tensor& rstd, const Tensor& x, const Tensor& weight, double eps) {
   visit_float(x.dtype(), "rms_norm", [&](auto tag) {
-    norm_forward<decltype(tag)>(y, nullptr, rstd.data<float>(), x, weight, Tensor(), eps);
+    using T = decltype(tag);
+    norm_forward<T>(y, nullptr, rstd.data<T>(), x, weight, Tensor(), eps);
   });
 }
 
 void norm_backward_input(const Tensor& grad_x, const Tensor& grad_y, const Tensor& x, const Tensor& weight,
                          const Tensor& mean, const Tensor& rstd) {
   visit_float(x.dtype(), "norm_backward_input", [&](auto tag) {
-    norm_backward_input_impl<decltype(tag)>(grad_x, grad_y, x, weight, data_or_null<float>(mean), rstd.data<float>());
+    using T = decltype(tag);
+    norm_backward_input_impl<T>(grad_x, grad_y, x, weight, data_or_null<T>(mean), rstd.data<T>());
   });
 }
 
 void norm_backward_params(const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_y, const Tensor& x,
                           const Tensor& mean, const Tensor& rstd) {
   visit_float(x.dtype(), "norm_backward_params", [&](auto tag) {
-    norm_backward_params_impl<decltype(tag)>(grad_weight, grad_bias, grad_y, x, data_or_null<float>(mean),
-                                             rstd.data<float>());
+    using T = decltype(tag);
+    norm_backward_params_impl<T>(grad_weight, grad_bias, grad_y, x, data_or_null<T>(mean), rstd.data<T>());
   });
 }
 

@@ -1,7 +1,8 @@
 // CPU reference kernels: normalisation over the last dim (see kernels/cpu/kernels.h for the contract).
 //
-// Every tensor here is contiguous (the op layer makes it so) and x is seen as [rows, D]. mean and
-// rstd are f32 [rows]; everything else has the compute dtype (f32 or f64). An undefined weight or
+// Every tensor here is contiguous (the op layer makes it so) and x is seen as [rows, D]. Every tensor,
+// the per-row mean and rstd [rows] included, has the compute dtype (f32 or f64): f64 inputs keep f64
+// statistics, so their gradients are as accurate as f64 allows. An undefined weight or
 // bias means "no affine transform" (weight 1, bias 0). rms_norm is layer_norm without centring, and
 // the kernels share one implementation: mean is undefined for rms_norm.
 #pragma once

@@ -18,3 +18,4 @@
 #include "kernels/cuda/matmul.h"
 #include "kernels/cuda/conv.h"
 #include "kernels/cuda/pool.h"
+#include "kernels/cuda/indices.h"

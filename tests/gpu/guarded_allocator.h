@@ -12,6 +12,10 @@
 //
 // Problems are collected, not thrown: a free happens inside a destructor, where throwing is not an
 // option. Tests call take_problems() at the end of each case.
+//
+// Under compute-sanitizer, set BRIGADE_TEST_EXACT_ALLOCATIONS=1: every block is then its own
+// cudaMalloc of exactly the requested size (still poisoned, no guards), so memcheck sees the true end
+// of every tensor — inside the caching allocator's larger blocks an overrun is not out of bounds.
 #pragma once
 
 #if BRIGADE_HAVE_CUDA
@@ -19,6 +23,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -26,6 +31,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/cuda/check.h"
 #include "core/storage.h"
 #include "core/stream.h"
 
@@ -39,16 +45,19 @@ class GuardedAllocator final : public brigade::Allocator {
   static constexpr unsigned char kGuardByte = 0xA5;
   static constexpr unsigned char kPoisonByte = 0xFF;
 
-  explicit GuardedAllocator(brigade::Allocator& inner) : inner_(inner) {}
+  explicit GuardedAllocator(brigade::Allocator& inner) : inner_(inner) {
+    const char* exact = std::getenv("BRIGADE_TEST_EXACT_ALLOCATIONS");
+    exact_ = exact != nullptr && std::string(exact) == "1";
+  }
 
-  std::shared_ptr<void> allocate(size_t nbytes) override {
-    std::shared_ptr<void> block = inner_.allocate(nbytes + 2 * kGuardBytes);
+  std::shared_ptr<void> allocate(size_t nbytes, brigade::Device device) override {
+    // Fill on the stream the op will use (the current one), so the fills land before its kernels.
+    auto stream = static_cast<cudaStream_t>(brigade::current_stream(device).raw());
+    if (exact_) return allocate_exact(nbytes, stream);
+
+    std::shared_ptr<void> block = inner_.allocate(nbytes + 2 * kGuardBytes, device);
     auto* base = static_cast<unsigned char*>(block.get());
     unsigned char* payload = base + kGuardBytes;
-    // Fill on the stream the op will use (the current one), so the fills land before its kernels.
-    int device = 0;
-    note(cudaGetDevice(&device), "cudaGetDevice");
-    auto stream = static_cast<cudaStream_t>(brigade::current_stream(brigade::Device::cuda(device)).raw());
     note(cudaMemsetAsync(base, kGuardByte, kGuardBytes, stream), "cudaMemsetAsync(front guard)");
     note(cudaMemsetAsync(payload, kPoisonByte, nbytes, stream), "cudaMemsetAsync(poison)");
     note(cudaMemsetAsync(payload + nbytes, kGuardByte, kGuardBytes, stream), "cudaMemsetAsync(back guard)");
@@ -83,8 +92,18 @@ class GuardedAllocator final : public brigade::Allocator {
   }
 
   brigade::Allocator& inner() { return inner_; }
+  bool exact() const { return exact_; }  // BRIGADE_TEST_EXACT_ALLOCATIONS=1: no guards to check
 
  private:
+  // A block of its own, exactly nbytes long (at least 1: a Storage is never null). cudaFree waits for
+  // the device, so no kernel can still be using the block when it goes.
+  std::shared_ptr<void> allocate_exact(size_t nbytes, cudaStream_t stream) {
+    void* p = nullptr;
+    BRIGADE_CUDA_CHECK(cudaMalloc(&p, nbytes == 0 ? 1 : nbytes));
+    note(cudaMemsetAsync(p, kPoisonByte, nbytes, stream), "cudaMemsetAsync(poison)");
+    return std::shared_ptr<void>(p, [](void* q) { cudaFree(q); });
+  }
+
   void check_guards(unsigned char* payload, size_t nbytes, const char* when) {
     // A free can come while kernels that use the block are still queued on some stream; tests are
     // allowed to be slow, so wait for the whole device before reading the guards.
@@ -93,18 +112,17 @@ class GuardedAllocator final : public brigade::Allocator {
     if (!note(cudaMemcpy(front.data(), payload - kGuardBytes, kGuardBytes, cudaMemcpyDeviceToHost), "cudaMemcpy") ||
         !note(cudaMemcpy(back.data(), payload + nbytes, kGuardBytes, cudaMemcpyDeviceToHost), "cudaMemcpy"))
       return;
-    auto report = [&](const std::vector<unsigned char>& guard, const char* side) {
+    // Reports the first changed byte of a guard, as an offset from the start of the payload.
+    auto report = [&](const std::vector<unsigned char>& guard, int64_t first_offset, const char* side) {
       for (size_t i = 0; i < guard.size(); ++i) {
         if (guard[i] == kGuardByte) continue;
-        std::string at = side[0] == 'f' ? std::to_string(kGuardBytes - i) + " bytes before the start"
-                                         : std::to_string(i) + " bytes after the end";
-        add_problem("out-of-bounds write into the " + std::string(side) + " guard of a " + std::to_string(nbytes) +
-                    "-byte block, " + at + " (found " + when + ")");
+        add_problem("out-of-bounds write at byte " + std::to_string(first_offset + int64_t(i)) + " of a " +
+                    std::to_string(nbytes) + "-byte block (" + side + " guard; found " + when + ")");
         return;
       }
     };
-    report(front, "front");
-    report(back, "back");
+    report(front, -int64_t(kGuardBytes), "front");
+    report(back, int64_t(nbytes), "back");
   }
 
   bool note(cudaError_t err, const char* what) {
@@ -119,6 +137,7 @@ class GuardedAllocator final : public brigade::Allocator {
   }
 
   brigade::Allocator& inner_;
+  bool exact_ = false;
   std::mutex mutex_;
   std::map<void*, size_t> live_;
   std::vector<std::string> problems_;

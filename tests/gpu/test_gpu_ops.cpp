@@ -1,1 +1,262 @@
+// Every op on the GPU against its CPU reference, forward and backward.
+//
+// In the spirit of ggml's test-backend-ops: the cases are a table (tests/gpu/cases_*.h, one entry per
+// op, dtype, shape and memory layout), each registered as its own Catch2 test named
+// "op: inputs (details)" and tagged [gpu_ops][op]:
+//
+//     test_gpu_ops --list-tests            the coverage, case by case
+//     test_gpu_ops --list-tags             the ops covered and how many cases each has
+//     test_gpu_ops "[softmax]"             one op
+//     BRIGADE_TEST_SEED=123 test_gpu_ops   replay a run (every run draws fresh data and prints its seed)
+//
+// Each case runs the op under a Tape on the CPU and on cuda:0 with identical inputs and upstream
+// gradients, and compares every output and every input gradient by NMSE (compare.h). All CUDA memory
+// comes from a guarded allocator (guarded_allocator.h): fresh memory is NaN and every block has guard
+// bytes around it, so unwritten outputs and out-of-bounds writes fail the case that caused them.
+//
+// Below the table: the checks that are not "same inputs, compare outputs" — the guard self-test, the
+// random generators, the dropout mask, embedding determinism, the multi-tensor AdamW, streams.
 #include <catch2/catch.hpp>
+
+#if BRIGADE_HAVE_CUDA
+
+#include <cuda_runtime.h>
+
+#include "cases_elementwise.h"
+#include "cases_matmul_conv.h"
+#include "cases_nn.h"
+#include "cases_reduce.h"
+#include "cases_views.h"
+
+namespace gpu_test {
+namespace {
+
+const bool registered = [] {
+  std::mt19937_64 rng(run_seed());  // the randomly sized cases depend on the run's seed only
+  register_cases(binary_cases(rng));
+  register_cases(unary_cases(rng));
+  register_cases(masked_fill_cases());
+  register_cases(sum_mean_cases(rng));
+  register_cases(max_cases());
+  register_cases(sum_to_cases());
+  register_cases(softmax_cases());
+  register_cases(matmul_cases(rng));
+  register_cases(linear_cases());
+  register_cases(norm_cases());
+  register_cases(embedding_cases());
+  register_cases(cross_entropy_cases());
+  register_cases(dropout_cases());
+  register_cases(conv_cases());
+  register_cases(pool_cases());
+  register_cases(join_cases());
+  register_cases(view_cases());
+  register_cases(copy_cases());
+  register_cases(inplace_cases());
+  return true;
+}();
+
+const Device kGpu = Device::cuda(0);
+
+// Random CPU values for the hand-written checks below.
+Tensor random_cpu(const Shape& shape, DType dtype, uint64_t salt, double scale = 1.0) {
+  Generator gen(case_seed("manual") + salt);
+  return ops::to_dtype(ops::scale_shift(randn(shape, DType::f64, Device::cpu(), &gen), scale, 0.0), dtype);
+}
+
+// The start of every hand-written check: the run's seed on screen, no stale allocator findings.
+void start_clean() {
+  announce_seed_once();
+  guarded_allocator().take_problems();
+}
+
+std::vector<double> host_values(const Tensor& t) { return t.detach().to(Device::cpu()).to_vector(); }
+
+void require_bitwise_equal(const Tensor& gpu, const Tensor& cpu) {
+  REQUIRE(gpu.device().is_cuda());
+  REQUIRE(shape_str(gpu.shape()) == shape_str(cpu.shape()));
+  REQUIRE(gpu.dtype() == cpu.dtype());
+  const std::vector<double> g = host_values(gpu), c = cpu.to_vector();
+  for (size_t i = 0; i < c.size(); ++i) {
+    if (g[i] == c[i] || (std::isnan(g[i]) && std::isnan(c[i]))) continue;
+    FAIL("element " << i << ": GPU " << g[i] << ", CPU " << c[i]);
+  }
+}
+
+}  // namespace
+
+// ---- the test of the test: the guarded allocator must see what it is there to see ----
+
+TEST_CASE("guarded allocator: fresh memory is NaN and overruns are caught", "[gpu_ops][guards]") {
+  start_clean();
+  INFO("run seed " << run_seed());
+  SECTION("fresh memory reads as NaN in every floating dtype") {
+    for (DType t : {DType::f32, DType::f64, DType::bf16, DType::f16}) {
+      const std::vector<double> v = host_values(empty({5}, t, kGpu));
+      for (double x : v) CHECK(std::isnan(x));
+    }
+  }
+  SECTION("a write one byte past the end is reported when the block is freed") {
+    if (guarded_allocator().exact()) return;  // exact allocations have no guards (memcheck's job then)
+    {
+      Tensor t = empty({5}, DType::f32, kGpu);
+      REQUIRE(cudaMemset(static_cast<char*>(t.raw_data()) + 5 * sizeof(float), 0, 1) == cudaSuccess);
+      REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    }
+    const std::vector<std::string> problems = guarded_allocator().take_problems();
+    REQUIRE(problems.size() == 1);
+    CHECK_THAT(problems[0], Catch::Contains("byte 20 of a 20-byte block") && Catch::Contains("back guard"));
+  }
+  SECTION("a write just before the start is reported while the block is live") {
+    if (guarded_allocator().exact()) return;
+    Tensor t = empty({3}, DType::bf16, kGpu);
+    REQUIRE(cudaMemset(static_cast<char*>(t.raw_data()) - 2, 0, 2) == cudaSuccess);
+    guarded_allocator().check_live_blocks();
+    const std::vector<std::string> problems = guarded_allocator().take_problems();
+    REQUIRE(problems.size() == 1);
+    CHECK_THAT(problems[0], Catch::Contains("byte -2 of a 6-byte block") && Catch::Contains("front guard"));
+    REQUIRE(cudaMemset(static_cast<char*>(t.raw_data()) - 2, GuardedAllocator::kGuardByte, 2) == cudaSuccess);
+  }
+  check_guards();
+}
+
+// ---- random numbers: the same counters give the same numbers on every device ----
+
+TEST_CASE("randn and uniform on cuda equal the CPU's bit for bit", "[gpu_ops][rng]") {
+  start_clean();
+  INFO("run seed " << run_seed());
+  for (DType t : {DType::f32, DType::f64, DType::bf16, DType::f16}) {
+    for (int64_t n : {1, 3, 4, 5, 1029, 100003}) {
+      INFO(dtype_name(t) << " n " << n);
+      const uint64_t seed = case_seed("rng") + uint64_t(n);
+      Generator on_cpu(seed), on_gpu(seed);
+      on_cpu.advance(5), on_gpu.advance(5);  // an offset that is not a multiple of 4 (Philox's block)
+      require_bitwise_equal(randn({n}, t, kGpu, &on_gpu), randn({n}, t, Device::cpu(), &on_cpu));
+      require_bitwise_equal(uniform({n}, -2.0, 3.0, t, kGpu, &on_gpu), uniform({n}, -2.0, 3.0, t, Device::cpu(), &on_cpu));
+      CHECK(on_gpu.offset == on_cpu.offset);
+    }
+  }
+  check_guards();
+}
+
+// ---- dropout: the mask is a function of (seed, offset + i), whatever the device ----
+
+TEST_CASE("dropout drops the same elements on cuda as on the CPU", "[gpu_ops][dropout]") {
+  start_clean();
+  INFO("run seed " << run_seed());
+  const Tensor x = random_cpu({1000003}, DType::f32, 1);
+  for (double p : {0.1, 0.5, 0.9}) {
+    const uint64_t seed = case_seed("dropout"), offset = 12345;
+    const std::vector<double> cpu = ops::dropout(x, p, seed, offset).to_vector();
+    const std::vector<double> gpu = host_values(ops::dropout(x.to(kGpu), p, seed, offset));
+    REQUIRE(gpu.size() == cpu.size());
+    size_t dropped = 0, differ = 0;
+    for (size_t i = 0; i < cpu.size(); ++i) {
+      dropped += cpu[i] == 0;
+      differ += (cpu[i] == 0) != (gpu[i] == 0);
+    }
+    INFO("p " << p << ": " << differ << " of " << cpu.size() << " mask elements differ");
+    CHECK(differ == 0);
+    CHECK(std::abs(double(dropped) / double(cpu.size()) - p) < 0.01);
+    // Backward recomputes the same mask from (seed, offset).
+    const Tensor g = random_cpu({1000003}, DType::f32, 2);
+    require_bitwise_equal(ops::dropout_backward(g.to(kGpu), p, seed, offset), ops::dropout_backward(g, p, seed, offset));
+  }
+  check_guards();
+}
+
+// ---- embedding backward: no float atomics, so two runs are bitwise equal ----
+
+TEST_CASE("embedding backward on cuda is deterministic", "[gpu_ops][embedding]") {
+  start_clean();
+  INFO("run seed " << run_seed());
+  for (DType t : {DType::f32, DType::bf16}) {
+    // 5 rows hit ~40000 times each: any order-dependent summation shows up in the low bits.
+    std::vector<double> idx(200003);
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = double((i * 7919) % 5);
+    const Tensor indices = from_vector(idx, {int64_t(idx.size())}, DType::i64, kGpu);
+    const Tensor grad = random_cpu({int64_t(idx.size()), 96}, t, 3).to(kGpu);
+    const std::vector<double> first = host_values(ops::embedding_backward(grad, indices, 5));
+    for (int run = 0; run < 3; ++run) {
+      const std::vector<double> again = host_values(ops::embedding_backward(grad, indices, 5));
+      REQUIRE(again == first);
+    }
+  }
+  check_guards();
+}
+
+// ---- AdamW: one launch for a list of tensors of awkward sizes ----
+
+TEST_CASE("adamw_step_ updates many tensors on cuda as on the CPU", "[gpu_ops][adamw]") {
+  start_clean();
+  INFO("run seed " << run_seed());
+  const std::vector<Shape> shapes = {{1}, {3}, {17}, {33, 17}, {127}, {257, 3}, {4099}, {65537}, {(1 << 20) + 3}};
+  struct Kind {
+    DType param, state;
+  };
+  for (Kind kind : {Kind{DType::f32, DType::f32}, Kind{DType::bf16, DType::f32}, Kind{DType::f64, DType::f64}}) {
+    INFO("params " << dtype_name(kind.param) << ", state " << dtype_name(kind.state));
+    std::vector<Tensor> p_cpu, g_cpu, m_cpu, v_cpu, p_gpu, g_gpu, m_gpu, v_gpu;
+    // The same values into both lists (the GPU copy made before any update).
+    auto add = [](std::vector<Tensor>& on_cpu, std::vector<Tensor>& on_gpu, const Tensor& values) {
+      on_cpu.push_back(values);
+      on_gpu.push_back(values.to(kGpu));
+    };
+    uint64_t salt = 10;
+    for (const Shape& s : shapes) {
+      add(p_cpu, p_gpu, random_cpu(s, kind.param, salt++));
+      add(g_cpu, g_gpu, random_cpu(s, kind.param, salt++, 0.1));
+      add(m_cpu, m_gpu, random_cpu(s, kind.state, salt++, 0.01));
+      add(v_cpu, v_gpu, ops::unary(ops::UnaryOp::exp, random_cpu(s, kind.state, salt++)));  // positive
+    }
+    ops::AdamWParams hp{.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1, .step = 1};
+    for (int64_t step = 1; step <= 3; ++step) {
+      hp.step = step;
+      ops::adamw_step_(p_cpu, g_cpu, m_cpu, v_cpu, hp);
+      ops::adamw_step_(p_gpu, g_gpu, m_gpu, v_gpu, hp);
+    }
+    const Tolerance param_tol = tolerance(Accuracy::elementwise, kind.param);
+    const Tolerance state_tol = tolerance(Accuracy::elementwise, kind.state);
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      check_matches("param " + std::to_string(i), p_gpu[i], p_cpu[i], param_tol);
+      check_matches("exp_avg " + std::to_string(i), m_gpu[i], m_cpu[i], state_tol);
+      check_matches("exp_avg_sq " + std::to_string(i), v_gpu[i], v_cpu[i], state_tol);
+    }
+  }
+  check_guards();
+}
+
+// ---- streams: kernels run on the current stream, so work under a StreamGuard is ordered ----
+
+TEST_CASE("ops launched under a StreamGuard run on that stream", "[gpu_ops][streams]") {
+  start_clean();
+  INFO("run seed " << run_seed());
+  const Tensor a = random_cpu({257, 129}, DType::f32, 4), b = random_cpu({129, 65}, DType::f32, 5);
+  const Tensor expected = ops::softmax(ops::binary(ops::BinaryOp::add, ops::matmul(a, b), b.select(0, 0)), -1);
+  Stream side = Stream::create(kGpu);
+  Tensor got;
+  {
+    StreamGuard on_side(side);
+    const Tensor ga = a.to(kGpu), gb = b.to(kGpu);
+    got = ops::softmax(ops::binary(ops::BinaryOp::add, ops::matmul(ga, gb), gb.select(0, 0)), -1);
+    // Nothing was queued on the thread's default stream: only `side` has work, and syncing it is
+    // enough to read the result.
+    side.synchronize();
+  }
+  std::string why;
+  if (!within(compare(host_values(got), expected.to_vector()), tolerance(Accuracy::gemm, DType::f32), why))
+    FAIL_CHECK(why);
+  check_guards();
+}
+
+// ---- errors: a GPU op given a CPU tensor says which is where ----
+
+TEST_CASE("mixing devices in one op is an error naming both", "[gpu_ops][errors]") {
+  const Tensor on_gpu = zeros({2, 3}, DType::f32, kGpu), on_cpu = zeros({2, 3});
+  REQUIRE_THROWS_WITH(ops::binary(ops::BinaryOp::add, on_gpu, on_cpu),
+                      Catch::Contains("cuda:0") && Catch::Contains("cpu"));
+  REQUIRE_THROWS_WITH(ops::matmul(on_cpu, on_gpu.transpose(0, 1)), Catch::Contains("cuda:0"));
+}
+
+}  // namespace gpu_test
+
+#endif  // BRIGADE_HAVE_CUDA

@@ -1,0 +1,74 @@
+// Convolutions: the hand-written direct kernel against cuDNN, forward and both backward passes, on
+// ResNet-style layers. (In a build without cuDNN only the direct kernel is measured, with no baseline.)
+#include "bench/session.h"
+#include "core/rng.h"
+#include "kernels/ops.h"
+
+namespace brigade::bench {
+namespace {
+
+struct Layer {
+  int64_t n, c, h, w, o, kernel, stride, padding;
+};
+
+// Restores the process-wide conv backend when a measurement is done.
+class ConvBackendScope {
+ public:
+  explicit ConvBackendScope(ops::ConvBackend backend) : previous_(ops::conv_backend()) {
+    ops::set_conv_backend(backend);
+  }
+  ~ConvBackendScope() { ops::set_conv_backend(previous_); }
+
+ private:
+  ops::ConvBackend previous_;
+};
+
+void conv_layer(Session& s, const Layer& l, DType t) {
+  const Device dev = s.device();
+  const ops::Conv2dParams p{l.stride, l.padding};
+  const Tensor x = randn({l.n, l.c, l.h, l.w}, t, dev), w = randn({l.o, l.c, l.kernel, l.kernel}, t, dev);
+  const Tensor y = ops::conv2d(x, w, Tensor(), p);
+  const Tensor gy = randn(y.shape(), t, dev);
+  const double flops = 2.0 * double(y.numel()) * double(l.c * l.kernel * l.kernel);
+  const std::string shape = dims_text({l.n, l.c, l.h, l.w}) + " k" + std::to_string(l.kernel) + " s" +
+                            std::to_string(l.stride) + " -> " + std::to_string(l.o);
+
+  struct Pass {
+    const char* name;
+    std::function<void()> run;
+  };
+  const Pass passes[] = {
+      {"forward", [&] { ops::conv2d(x, w, Tensor(), p); }},
+      {"backward input", [&] { ops::conv2d_backward_input(gy, w, x.shape(), p); }},
+      {"backward weight", [&] { ops::conv2d_backward_weight(gy, x, w.shape(), p); }},
+  };
+  for (const Pass& pass : passes) {
+    double cudnn = 0;
+#if BRIGADE_HAVE_CUDNN
+    {
+      ConvBackendScope scope(ops::ConvBackend::cudnn);
+      cudnn = s.throughput({"conv", std::string("conv2d cudnn ") + pass.name, shape, dtype_name(t)}, flops, pass.run,
+                           "", 0);
+    }
+#endif
+    ConvBackendScope scope(ops::ConvBackend::direct);
+    s.throughput({"conv", std::string("conv2d direct ") + pass.name, shape, dtype_name(t)}, flops, pass.run, "cuDNN",
+                 cudnn);
+  }
+}
+
+}  // namespace
+
+void run_conv_benchmarks(Session& s) {
+  std::vector<Layer> layers = {
+      {32, 64, 56, 56, 64, 3, 1, 1},
+      {32, 128, 28, 28, 128, 3, 1, 1},
+      {32, 256, 14, 14, 256, 3, 1, 1},
+      {32, 3, 224, 224, 64, 7, 2, 3},  // the stem: few channels, large image
+  };
+  if (s.quick()) layers.resize(2);
+  for (DType t : {DType::f32, DType::bf16})
+    for (const Layer& l : layers) conv_layer(s, l, t);
+}
+
+}  // namespace brigade::bench

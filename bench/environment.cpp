@@ -1,0 +1,67 @@
+#include "bench/environment.h"
+
+#include <ctime>
+#include <fstream>
+#include <sstream>
+
+#include "bench/commit.h"
+
+#if BRIGADE_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace brigade::bench {
+
+std::string cuda_version_text(int version) {
+  if (version <= 0) return "unknown";
+  return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+}
+
+std::string nvidia_driver_version(const std::string& proc_text) {
+  const std::string marker = "Kernel Module";
+  const size_t at = proc_text.find(marker);
+  if (at == std::string::npos) return "";
+  std::istringstream rest(proc_text.substr(at + marker.size()));
+  std::string version;
+  rest >> version;
+  return version;
+}
+
+std::string utc_timestamp() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+Environment describe_environment([[maybe_unused]] Device device) {
+  Environment e;
+  e.date = utc_timestamp();
+  e.git_commit = BRIGADE_GIT_COMMIT;
+  std::ifstream proc("/proc/driver/nvidia/version");
+  if (proc) {
+    std::stringstream text;
+    text << proc.rdbuf();
+    e.driver_version = nvidia_driver_version(text.str());
+  }
+#if BRIGADE_HAVE_CUDA
+  // Each query may fail on a machine without a driver; what is unknown stays empty.
+  int version = 0;
+  if (cudaRuntimeGetVersion(&version) == cudaSuccess) e.runtime_version = cuda_version_text(version);
+  if (cudaDriverGetVersion(&version) == cudaSuccess) e.driver_cuda_version = cuda_version_text(version);
+  cudaDeviceProp prop{};
+  if (device.is_cuda() && cudaGetDeviceProperties(&prop, device.index) == cudaSuccess) {
+    e.gpu_name = prop.name;
+    e.compute_capability = std::to_string(prop.major) + "." + std::to_string(prop.minor);
+    e.sm_count = prop.multiProcessorCount;
+    e.memory_gib = double(prop.totalGlobalMem) / double(1ull << 30);
+    e.l2_mib = double(prop.l2CacheSize) / double(1 << 20);
+  }
+  cudaGetLastError();  // clear any error a failed query left behind
+#endif
+  return e;
+}
+
+}  // namespace brigade::bench

@@ -1,0 +1,25 @@
+// `brigade bench kernels [--json FILE] [--quick]`: measure this GPU's ceilings, then every kernel
+// against them; print a table, optionally write the JSON that bench/results/ keeps.
+#pragma once
+
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace brigade::bench {
+
+struct KernelsOptions {
+  std::string json_path;  // empty: no JSON file
+  bool quick = false;     // fewer sizes and repeats: a smoke run in well under a minute
+  bool help = false;
+};
+
+// Parses the flags after `bench kernels`; on a bad flag returns nothing and says why in `error`.
+std::optional<KernelsOptions> parse_kernels_options(const std::vector<std::string>& args, std::string& error);
+
+// The command. Exit status: 0 on success — and on a machine without a GPU, where it says so and
+// measures nothing, so scripts can run it anywhere; 2 for bad flags; 1 when a measurement fails.
+int kernels_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+}  // namespace brigade::bench

@@ -1,0 +1,79 @@
+// What a benchmark run produced, and the two ways it is written out: a table for people (stdout) and
+// JSON for files that get committed and compared (bench/results/).
+//
+// Every number comes with what it should be compared to. A kernel's time alone says little; "1.9
+// TB/s, 45% of what a plain device-to-device copy reaches on this GPU" says how much is left on the
+// table. So each run first measures the machine's ceilings (copy bandwidth, cuBLAS GEMM throughput),
+// and each measurement names the ceiling its percentage is of.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "bench/stats.h"
+
+namespace brigade::bench {
+
+// The machine and the code that produced a report: without these a number cannot be compared.
+struct Environment {
+  std::string gpu_name;             // "NVIDIA H200"
+  std::string compute_capability;   // "9.0"
+  int sm_count = 0;
+  double memory_gib = 0;
+  double l2_mib = 0;
+  std::string driver_version;       // the kernel module's version, "570.86.15" (empty when unknown)
+  std::string driver_cuda_version;  // the newest CUDA the driver supports, "12.8"
+  std::string runtime_version;      // the CUDA runtime brigade runs on, "13.0"
+  std::string date;                 // UTC, ISO 8601
+  std::string git_commit;           // `git describe --always --dirty` at build time
+};
+
+// A roofline measured on this machine: the best a kernel of its kind can hope for.
+struct Ceiling {
+  std::string name;  // "device-to-device copy", "cuBLAS bf16 GEMM 4096^3"
+  double value = 0;
+  std::string unit;  // "GB/s" or "TFLOP/s"
+};
+
+struct Measurement {
+  std::string group;   // "memory", "gemm", "conv", ...
+  std::string name;    // "add", "matmul tiled"
+  std::string shape;   // "4096x4096"
+  std::string dtype;   // "bf16"
+  Summary time_ms;     // over the repeats
+  double achieved = 0;        // in `unit`, computed from the median time
+  std::string unit;           // "GB/s" or "TFLOP/s"
+  std::string baseline;       // what `percent` is a percentage of; empty: none
+  double percent = -1;        // achieved (or speed) relative to the baseline, in %
+  std::string error;          // why the measurement failed (an exception); empty when it ran
+};
+
+struct Report {
+  Environment env;
+  bool quick = false;
+  std::vector<Ceiling> ceilings;
+  std::vector<Measurement> results;
+};
+
+// Column-aligned text, the header underlined with dashes. Numbers read best right-aligned.
+struct Column {
+  std::string name;
+  bool align_right = false;
+};
+// Every row must have one cell per column (else brigade::Error).
+std::string format_table(const std::vector<Column>& columns, const std::vector<std::vector<std::string>>& rows);
+
+// A number with `digits` significant digits, without exponent notation for everyday magnitudes:
+// 0.0123, 1.23, 1234 (never "1.23e+03").
+std::string format_number(double value, int digits = 3);
+
+// The report for people: environment, ceilings, then one table row per measurement.
+std::string report_text(const Report& report);
+
+// The report as a JSON document (see bench/results/README.md for the fields).
+std::string report_json(const Report& report);
+
+// A JSON string literal for `text`, quotes included.
+std::string json_string(const std::string& text);
+
+}  // namespace brigade::bench

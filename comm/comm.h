@@ -1,0 +1,11 @@
+// comm/ — moving tensors between ranks: one Communicator for threads (local), CPU processes (gloo)
+// and GPUs (nccl). Start with communicator.h; docs/comm.md tells the whole story.
+#pragma once
+
+#include "comm/communicator.h"
+#include "comm/connect.h"
+#include "comm/gloo.h"
+#include "comm/launch_env.h"
+#include "comm/local.h"
+#include "comm/nccl.h"
+#include "comm/store.h"

@@ -1,0 +1,165 @@
+// Communicator: one interface for moving tensors between the ranks of a group, whatever carries them.
+//
+// A pipeline stage sends activations to its successor and receives gradients from it; data-parallel
+// replicas average gradients. Those few verbs are all it needs, and they should not change when the
+// stages move from threads of one process (local), to processes on CPUs (gloo), to GPUs (nccl):
+//
+//   auto comm = comm::connect();                   // from the launcher's environment (comm/connect.h)
+//   if (comm->rank() == 0) comm->send(x, 1);
+//   else Tensor x = comm->recv(0);                // shape and dtype come with the message
+//
+// Grouped sends and receives. A stage in the middle of a pipeline sends to its successor while it
+// receives from its predecessor. Done one after the other with blocking calls, every stage can end
+// up sending while its peer also sends and nobody receives: a deadlock. exchange() posts a batch of
+// sends and receives together and waits for all of them, so each transfer can complete as soon as
+// its peer posts the matching half, in whatever order the peers got there:
+//
+//   std::vector<P2P> ops = {P2P::send(y, next), P2P::recv(prev)};
+//   comm->exchange(ops);
+//   Tensor x = ops[1].tensor;
+//
+// Tags keep streams of messages apart (say, activations and gradients); messages with the same
+// (sender, receiver, tag) arrive in the order they were sent.
+//
+// Devices. Tensors must live on the communicator's device(): the CPU for gloo, the communicator's GPU
+// for nccl; local communicators have one device per rank. On GPUs every call is stream-ordered: it
+// waits for work already queued on the current stream before reading a tensor, and work queued after
+// it sees the received data — the host does not wait for the transfer.
+//
+// Failure. Every blocking call has a deadline (timeout(), default BRIGADE_COMM_TIMEOUT). When a call
+// times out or a peer fails, the error names the operation, the peer and the tag, and the
+// communicator is aborted: every later call, and every peer waiting on this rank, fails promptly
+// instead of hanging. Argument errors found before anything moved (a bad peer, a tensor on the
+// wrong device) throw without aborting.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/handshake.h"
+#include "comm/timeout.h"
+#include "core/error.h"
+#include "core/tensor.h"
+
+namespace brigade::comm {
+
+// Thrown when a deadline passes; also a brigade::Error.
+class TimeoutError : public Error {
+ public:
+  using Error::Error;
+};
+
+enum class ReduceOp { sum, average };
+
+// One send or receive of a batch (Communicator::exchange).
+struct P2P {
+  enum class Kind : uint8_t { send, recv };
+  Kind kind = Kind::send;
+  int peer = -1;
+  int tag = 0;
+  Tensor tensor;  // send: the data. recv: where to put it; when undefined, exchange() fills in a new tensor
+  Shapes shapes = Shapes::fixed;
+
+  static P2P send(const Tensor& t, int peer, int tag = 0, Shapes shapes = Shapes::fixed) {
+    return {Kind::send, peer, tag, t, shapes};
+  }
+  static P2P recv(int peer, int tag = 0, Shapes shapes = Shapes::fixed) { return {Kind::recv, peer, tag, {}, shapes}; }
+  static P2P recv_into(const Tensor& out, int peer, int tag = 0, Shapes shapes = Shapes::fixed) {
+    return {Kind::recv, peer, tag, out, shapes};
+  }
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  Device device() const { return device_; }
+  const std::string& backend() const { return backend_; }  // "local", "gloo", "nccl"
+  Milliseconds timeout() const { return timeout_; }
+  void set_timeout(Milliseconds timeout);
+
+  // ---- point to point ----
+  // send() returns once the tensor may be reused (gloo: the bytes are out; nccl: the copy is queued
+  // on the GPU; local: the tensor is in the receiver's mailbox — see comm/local.h: don't modify it
+  // in place afterwards). recv() blocks until the message is in.
+  void send(const Tensor& t, int peer, int tag = 0, Shapes shapes = Shapes::fixed);
+  Tensor recv(int peer, int tag = 0, Shapes shapes = Shapes::fixed);
+  void recv_into(const Tensor& out, int peer, int tag = 0, Shapes shapes = Shapes::fixed);
+  // Runs all of `ops` together (see above); received tensors land in ops[i].tensor.
+  void exchange(std::vector<P2P>& ops);
+
+  // ---- collectives: every rank of the group calls them, in the same order ----
+  // In place; every rank ends with bitwise the same values. average divides by size() (floating
+  // dtypes only).
+  void all_reduce(const Tensor& t, ReduceOp op = ReduceOp::sum);
+  void broadcast(const Tensor& t, int root);  // in place: every rank ends with root's values
+  void barrier();
+  // Splits the group like MPI_Comm_split: ranks passing the same color form a new group, ordered by
+  // (key, rank). Every rank calls it; a rank passing color < 0 joins none and gets nullptr. E.g. with
+  // `stages` pipeline stages and several replicas: split(stage, replica) groups one stage's replicas
+  // for gradient averaging.
+  std::unique_ptr<Communicator> split(int color, int key = 0);
+
+  // Stops every pending and future call with an Error mentioning `reason`, here and (as far as the
+  // transport allows) at the peers. Idempotent; safe from another thread.
+  void abort(const std::string& reason);
+  bool aborted() const;
+
+ protected:
+  Communicator(std::string backend, int rank, int size, Device device, Milliseconds timeout);
+
+  // ---- what a backend implements; arguments are checked, the deadline started ----
+  // One transfer of a batch: the op plus whether its message carries a header (see handshake.h).
+  struct Transfer {
+    P2P* op;
+    bool header;
+    std::string what;  // "comm recv from rank 0, tag 5 (rank 1 of 2, gloo)", for errors
+  };
+  virtual void run_exchange(std::vector<Transfer>& transfers, const Deadline& deadline) = 0;
+  virtual void run_all_reduce(const Tensor& t, ReduceOp op, const Deadline& deadline) = 0;
+  virtual void run_broadcast(const Tensor& t, int root, const Deadline& deadline) = 0;
+  virtual void run_barrier(const Deadline& deadline) = 0;
+  // `members`: the new group's ranks (in this group), in their new order; this rank is among them.
+  virtual std::unique_ptr<Communicator> run_split(int color, int key, const std::vector<int>& members,
+                                                  const Deadline& deadline) = 0;
+  // Make peers' pending calls fail too, if the transport can (close connections, ncclCommAbort).
+  virtual void abort_transport(const std::string& reason) = 0;
+
+  // ---- helpers for backends ----
+  // The handshake hooks (handshake.h): a header arrived for a receive, or a receive has none. Both
+  // check the receiver's expectation and throw naming both sides when it is not met.
+  void on_header(const Transfer& t, const TensorMeta& sent);
+  const TensorMeta& without_header(const Transfer& t) const;
+  // Gives a receive without a destination a new tensor of `meta` on device().
+  void allocate_destination(P2P& op, const TensorMeta& meta) const;
+  // "rank 1 of 4, gloo": who is speaking, for every message.
+  std::string where() const;
+  // The description used by errors for an operation: "comm all_reduce (rank 1 of 4, gloo)".
+  std::string what(const std::string& op) const;
+  // Throws the TimeoutError for `what`, after aborting this communicator.
+  [[noreturn]] void fail_timeout(const std::string& what, const Deadline& deadline, const std::string& detail = "");
+
+ private:
+  void check_usable(const std::string& what) const;
+  void check_peer(int peer, const std::string& what) const;
+  void check_tensor(const Tensor& t, const std::string& what) const;
+  // Runs a transport call: any failure aborts the communicator (its message sequences can no longer
+  // be trusted) and propagates.
+  template <class Fn> void guarded(Fn&& fn);
+
+  std::string backend_;
+  int rank_;
+  int size_;
+  Device device_;
+  Milliseconds timeout_;
+  Handshake handshake_;
+  struct AbortState;
+  std::shared_ptr<AbortState> abort_;
+};
+
+}  // namespace brigade::comm

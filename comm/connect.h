@@ -1,0 +1,39 @@
+// connect(): join the job this process was launched into.
+//
+//   // started by `brigade launch -n 4 -- ./train`, torchrun, or srun:
+//   auto comm = comm::connect();          // gloo: CPU tensors
+//
+//   comm::ConnectOptions options;
+//   options.device = comm::local_device();  // this rank's GPU
+//   auto comm = comm::connect(options);   // nccl
+//
+// It reads the launch environment (launch_env.h), opens the rendezvous store it names (store.h) and
+// creates the backend's communicator; every rank of the job must call it.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "comm/communicator.h"
+#include "comm/launch_env.h"
+
+namespace brigade::comm {
+
+struct ConnectOptions {
+  // "auto": nccl for a GPU device, gloo for the CPU. Or "gloo" / "nccl" explicitly.
+  std::string backend = "auto";
+  Device device = Device::cpu();
+  Milliseconds timeout = default_timeout();
+  // gloo: the address this rank listens on. Empty: BRIGADE_GLOO_HOST if set, else 127.0.0.1 when the
+  // whole job runs on this machine, else this host's name. BRIGADE_GLOO_IFACE picks an interface.
+  std::string gloo_host;
+};
+
+std::unique_ptr<Communicator> connect(const ConnectOptions& options = {});
+std::unique_ptr<Communicator> connect(const LaunchEnv& env, const ConnectOptions& options);
+
+// The GPU this rank should use: cuda:(LOCAL_RANK mod GPUs), or the CPU on a machine without GPUs.
+Device local_device(const LaunchEnv& env);
+Device local_device();
+
+}  // namespace brigade::comm

@@ -1,0 +1,257 @@
+#include "comm/gloo.h"
+
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+#include <gloo/transport/unbound_buffer.h>
+
+#include <algorithm>
+#include <deque>
+#include <map>
+
+#include "core/factory.h"
+#include "kernels/ops.h"
+
+namespace brigade::comm {
+
+namespace {
+
+using GlooBuffer = std::unique_ptr<gloo::transport::UnboundBuffer>;
+
+// Gloo's store interface over ours: keys live under `prefix` (one per group, so groups never
+// collide), and every wait ends at `deadline` instead of gloo's fixed default.
+class StoreAdapter final : public gloo::rendezvous::Store {
+ public:
+  StoreAdapter(comm::Store& store, std::string prefix, const Deadline& deadline)
+      : store_(store), prefix_(std::move(prefix)), deadline_(deadline) {}
+
+  void set(const std::string& key, const std::vector<char>& data) override {
+    store_.set(prefix_ + key, std::string(data.begin(), data.end()));
+  }
+  std::vector<char> get(const std::string& key) override {
+    std::string value = store_.get(prefix_ + key, deadline_);
+    return std::vector<char>(value.begin(), value.end());
+  }
+  void wait(const std::vector<std::string>& keys) override {
+    for (const std::string& key : keys) store_.get(prefix_ + key, deadline_);
+  }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds&) override { wait(keys); }
+
+ private:
+  comm::Store& store_;
+  std::string prefix_;
+  Deadline deadline_;
+};
+
+// Gloo's collectives use slots whose top byte is 0x01..0x08; point-to-point uses 0x42, then the tag,
+// then whether the message is a header (0) or data (1).
+uint64_t slot(int tag, bool data) { return uint64_t(0x42) << 56 | uint64_t(uint32_t(tag)) << 24 | (data ? 1 : 0); }
+
+template <class T>
+gloo::AllreduceOptions::Func sum_of() {
+  return static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<T>);
+}
+
+class GlooCommunicator final : public Communicator {
+ public:
+  GlooCommunicator(std::shared_ptr<Store> store, std::string prefix, std::shared_ptr<gloo::transport::Device> device,
+                   int rank, int size, Milliseconds timeout, const Deadline& deadline)
+      : Communicator("gloo", rank, size, Device::cpu(), timeout),
+        store_(std::move(store)),
+        prefix_(std::move(prefix)),
+        device_(std::move(device)) {
+    context_ = std::make_shared<gloo::rendezvous::Context>(rank, size);
+    context_->setTimeout(timeout);  // bounds each pair's connect, and gloo's waits we don't time
+    StoreAdapter adapter(*store_, prefix_, deadline);
+    std::string w = what("connect through " + store_->str());
+    try {
+      context_->connectFullMesh(adapter, device_);
+    } catch (const TimeoutError& e) {
+      throw TimeoutError(w + ": " + e.what());
+    } catch (const std::exception& e) {
+      fail(w, ": ", e.what());
+    }
+  }
+
+ protected:
+  void run_exchange(std::vector<Transfer>& transfers, const Deadline& deadline) override {
+    exchange_with_self(transfers);
+    // Phase 1: headers, for the messages that carry one. Every header of the batch is posted before
+    // any is waited for, so the batch cannot deadlock on itself.
+    std::vector<WireHeader> headers(transfers.size());
+    std::vector<Posted> posted;
+    for (size_t i = 0; i < transfers.size(); ++i) {
+      Transfer& t = transfers[i];
+      if (!t.header || t.op->peer == rank()) continue;
+      if (t.op->kind == P2P::Kind::send) headers[i] = encode_header(TensorMeta::of(t.op->tensor, t.op->shapes));
+      post(posted, t, &headers[i], sizeof(WireHeader), slot(t.op->tag, false));
+    }
+    wait_all(posted, deadline);
+    // Every receive now knows its tensor: check it, allocate it.
+    for (size_t i = 0; i < transfers.size(); ++i) {
+      Transfer& t = transfers[i];
+      if (t.op->kind != P2P::Kind::recv || t.op->peer == rank()) continue;
+      if (t.header) {
+        TensorMeta sent = decode_header(headers[i], "rank " + std::to_string(t.op->peer));
+        on_header(t, sent);
+        allocate_destination(*t.op, sent);
+      } else {
+        allocate_destination(*t.op, without_header(t));
+      }
+    }
+    // Phase 2: the data, all posted, then all waited for.
+    posted.clear();
+    for (Transfer& t : transfers) {
+      if (t.op->peer == rank() || t.op->tensor.nbytes() == 0) continue;
+      post(posted, t, t.op->tensor.raw_data(), t.op->tensor.nbytes(), slot(t.op->tag, true));
+    }
+    wait_all(posted, deadline);
+  }
+
+  void run_all_reduce(const Tensor& t, ReduceOp op, const Deadline& deadline) override {
+    if (is_half(t.dtype())) {
+      // gloo has no bf16 arithmetic: reduce in f32 (also more accurate), round once at the end.
+      Tensor wide = ops::to_dtype(t, DType::f32);
+      run_all_reduce(wide, op, deadline);
+      ops::copy_(t, wide);
+      return;
+    }
+    gloo::AllreduceOptions opts(context_);
+    opts.setTimeout(deadline.remaining());
+    visit_dtype(t.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, int32_t> ||
+                    std::is_same_v<T, int64_t>) {
+        opts.setOutput(t.data<T>(), size_t(t.numel()));
+        opts.setReduceFunction(sum_of<T>());
+      }
+    });
+    collective(what("all_reduce"), deadline, [&] { gloo::allreduce(opts); });
+    if (op == ReduceOp::average) ops::scale_(t, 1.0 / size());
+  }
+
+  void run_broadcast(const Tensor& t, int root, const Deadline& deadline) override {
+    gloo::BroadcastOptions opts(context_);
+    opts.setOutput(static_cast<uint8_t*>(t.raw_data()), t.nbytes());  // bytes: no arithmetic involved
+    opts.setRoot(root);
+    opts.setTimeout(deadline.remaining());
+    collective(what("broadcast from rank " + std::to_string(root)), deadline, [&] { gloo::broadcast(opts); });
+  }
+
+  void run_barrier(const Deadline& deadline) override {
+    gloo::BarrierOptions opts(context_);
+    opts.setTimeout(deadline.remaining());
+    collective(what("barrier"), deadline, [&] { gloo::barrier(opts); });
+  }
+
+  std::unique_ptr<Communicator> run_split(int color, int, const std::vector<int>& members,
+                                          const Deadline& deadline) override {
+    // Every rank counts its splits alike, so the members of one color agree on the store prefix.
+    std::string prefix = prefix_ + "split" + std::to_string(splits_++) + "." + std::to_string(color) + "/";
+    if (members.empty()) return nullptr;
+    int index = int(std::find(members.begin(), members.end(), rank()) - members.begin());
+    return std::make_unique<GlooCommunicator>(store_, prefix, device_, index, int(members.size()), timeout(),
+                                              deadline);
+  }
+
+  void abort_transport(const std::string&) override {
+    // Closing the sockets makes every peer's pending operation with this rank fail at once.
+    context_->closeConnections();
+  }
+
+ private:
+  struct Posted {
+    GlooBuffer buffer;
+    const Transfer* transfer;
+  };
+
+  void post(std::vector<Posted>& posted, const Transfer& t, void* data, size_t nbytes, uint64_t slot) {
+    try {
+      GlooBuffer buffer = context_->createUnboundBuffer(data, nbytes);
+      if (t.op->kind == P2P::Kind::send) buffer->send(t.op->peer, slot);
+      else buffer->recv(t.op->peer, slot);
+      posted.push_back({std::move(buffer), &t});
+    } catch (const std::exception& e) {
+      fail(t.what, ": the connection to rank ", t.op->peer, " is broken (", e.what(), ")");
+    }
+  }
+
+  void wait_all(std::vector<Posted>& posted, const Deadline& deadline) {
+    for (Posted& p : posted) {
+      const Transfer& t = *p.transfer;
+      bool completed = false;
+      try {
+        completed = t.op->kind == P2P::Kind::send ? p.buffer->waitSend(deadline.remaining())
+                                                 : p.buffer->waitRecv(deadline.remaining());
+      } catch (const std::exception& e) {
+        if (deadline.passed()) fail_timeout(t.what, deadline);
+        fail(t.what, ": the connection to rank ", t.op->peer, " failed (", e.what(), "); did that rank exit or abort?");
+      }
+      BRIGADE_CHECK(completed, t.what, ": interrupted");
+    }
+  }
+
+  template <class Fn>
+  void collective(const std::string& w, const Deadline& deadline, Fn&& fn) {
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      if (deadline.passed()) fail_timeout(w, deadline);
+      fail(w, ": ", e.what(), " (did a rank exit or abort?)");
+    }
+  }
+
+  // Gloo has no pair from a rank to itself; a message to oneself is a copy through a queue (sends
+  // first, so a batch may hold both halves).
+  void exchange_with_self(std::vector<Transfer>& transfers) {
+    for (Transfer& t : transfers)
+      if (t.op->peer == rank() && t.op->kind == P2P::Kind::send)
+        to_self_[t.op->tag].push_back({ops::clone(t.op->tensor), t.op->shapes});
+    for (Transfer& t : transfers) {
+      if (t.op->peer != rank() || t.op->kind != P2P::Kind::recv) continue;
+      auto& queue = to_self_[t.op->tag];
+      BRIGADE_CHECK(!queue.empty(), t.what, ": nothing was sent to itself on this tag (a rank's send to itself must ",
+                    "come before its receive, or in the same batch)");
+      auto [tensor, shapes] = std::move(queue.front());
+      queue.pop_front();
+      if (t.header) on_header(t, TensorMeta::of(tensor, shapes));
+      else without_header(t);
+      if (t.op->tensor.defined()) ops::copy_(t.op->tensor, tensor);
+      else t.op->tensor = tensor;
+    }
+  }
+
+  std::shared_ptr<Store> store_;
+  std::string prefix_;
+  std::shared_ptr<gloo::transport::Device> device_;
+  std::shared_ptr<gloo::rendezvous::Context> context_;
+  std::map<int, std::deque<std::pair<Tensor, Shapes>>> to_self_;
+  uint64_t splits_ = 0;
+};
+
+}  // namespace
+
+bool gloo_available() { return true; }
+
+std::unique_ptr<Communicator> gloo_communicator(std::shared_ptr<Store> store, int rank, int size,
+                                                const GlooOptions& options) {
+  BRIGADE_CHECK(store != nullptr, "comm gloo: a store is needed for the rendezvous");
+  gloo::transport::tcp::attr attr;
+  if (!options.interface.empty()) attr.iface = options.interface;
+  else attr.hostname = options.host;
+  std::shared_ptr<gloo::transport::Device> device;
+  try {
+    device = gloo::transport::tcp::CreateDevice(attr);
+  } catch (const std::exception& e) {
+    fail("comm gloo: cannot open a TCP device on ", options.interface.empty() ? options.host : options.interface,
+         ": ", e.what());
+  }
+  return std::make_unique<GlooCommunicator>(std::move(store), "gloo/", std::move(device), rank, size, options.timeout,
+                                            Deadline::after(options.timeout));
+}
+
+}  // namespace brigade::comm

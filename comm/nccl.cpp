@@ -1,0 +1,485 @@
+#include "comm/nccl.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+#include "comm/nccl_check.h"
+#include "core/cuda/check.h"
+#include "core/cuda/guard.h"
+#include "core/factory.h"
+#include "core/stream.h"
+
+namespace brigade::comm {
+
+namespace {
+
+ncclDataType_t nccl_dtype(DType t) {
+  switch (t) {
+    case DType::f32: return ncclFloat32;
+    case DType::f64: return ncclFloat64;
+    case DType::bf16: return ncclBfloat16;
+    case DType::f16: return ncclFloat16;
+    case DType::i32: return ncclInt32;
+    case DType::i64: return ncclInt64;
+  }
+  fail("comm nccl: unsupported dtype ", int(t));
+}
+
+ncclConfig_t nonblocking_config() {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;  // calls return ncclInProgress instead of blocking; we poll against deadlines
+  return config;
+}
+
+// Polls a communicator that is being created, split, or is enqueuing non-blockingly. Returns its
+// final state (ncclSuccess or an error), or ncclInProgress if the deadline passed first.
+ncclResult_t poll_ready(ncclComm_t comm, const Deadline& deadline) {
+  for (int polls = 0;; ++polls) {
+    ncclResult_t state = ncclInProgress;
+    ncclResult_t result = ncclCommGetAsyncError(comm, &state);
+    if (result != ncclSuccess) return result;
+    if (state != ncclInProgress) return state;
+    if (deadline.passed()) return ncclInProgress;
+    // Usually ready within microseconds; first-time connection setup can take much longer.
+    if (polls < 1000) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+// A call that may legitimately answer "queued, still in progress" on a non-blocking communicator.
+void check_queued(ncclResult_t result, const char* expr, const char* file, int line) {
+  if (result != ncclInProgress) nccl_check(result, expr, file, line);
+}
+#define BRIGADE_NCCL_QUEUED(expr) check_queued((expr), #expr, __FILE__, __LINE__)
+
+std::string nccl_error(ncclComm_t comm, ncclResult_t result) {
+  std::string text = ncclGetErrorString(result);
+  const char* detail = comm ? ncclGetLastError(comm) : nullptr;
+  if (detail && *detail) text += std::string(": ") + detail;
+  return text;
+}
+
+class NcclCommunicator final : public Communicator {
+ public:
+  // Takes a ready communicator.
+  NcclCommunicator(ncclComm_t comm, int rank, int size, Device device, Milliseconds timeout)
+      : Communicator("nccl", rank, size, device, timeout), comm_(comm), stream_(Stream::create(device)) {
+    watchdog_ = std::thread([this] { watch(); });
+  }
+
+  ~NcclCommunicator() override {
+    // Let queued transfers finish first, with the watchdog still enforcing their deadlines (it
+    // aborts a stuck one, which ends the wait).
+    bool drained = false;
+    try {
+      drained = wait_quietly(Deadline::after(timeout()));
+    } catch (const std::exception& e) {
+      std::cerr << "brigade: closing an nccl communicator: " << e.what() << "\n";
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    watchdog_.join();
+    if (comm_ != nullptr) {
+      // Finalize flushes NCCL's own pending work; if anything is stuck, abort instead.
+      Deadline deadline = Deadline::after(timeout());
+      ncclResult_t result = drained ? ncclCommFinalize(comm_) : ncclInternalError;
+      if (result == ncclInProgress || result == ncclSuccess) result = poll_ready(comm_, deadline);
+      if (result == ncclSuccess) ncclCommDestroy(comm_);
+      else ncclCommAbort(comm_);
+      comm_ = nullptr;
+    }
+    // Never free memory a GPU kernel may still touch: what did not finish is leaked on purpose.
+    if (drained) in_flight_.clear();
+    if (!in_flight_.empty()) new std::deque<InFlight>(std::move(in_flight_));
+    if (pinned_ != nullptr) cudaFreeHost(pinned_);
+  }
+
+ protected:
+  void run_exchange(std::vector<Transfer>& transfers, const Deadline& deadline) override {
+    cuda::DeviceGuard guard(device().index);
+    std::string batch = transfers.size() == 1 ? transfers[0].what
+                                              : what("exchange of " + std::to_string(transfers.size()) + " transfers");
+    std::vector<Tensor> keep;
+    if (std::any_of(transfers.begin(), transfers.end(), [](const Transfer& t) { return t.header; }))
+      exchange_headers(transfers, deadline, keep);
+    for (Transfer& t : transfers)
+      if (t.op->kind == P2P::Kind::recv && !t.header) allocate_destination(*t.op, without_header(t));
+
+    follow_caller();  // the data to send, and the destinations, belong to the caller's stream
+    enqueue(batch, deadline, [&] {
+      for (Transfer& t : transfers) {
+        const Tensor& x = t.op->tensor;
+        keep.push_back(x);
+        if (x.numel() == 0) continue;
+        if (t.op->kind == P2P::Kind::send)
+          BRIGADE_NCCL_QUEUED(ncclSend(x.raw_data(), size_t(x.numel()), nccl_dtype(x.dtype()), t.op->peer, comm_,
+                                       raw()));
+        else
+          BRIGADE_NCCL_QUEUED(ncclRecv(x.raw_data(), size_t(x.numel()), nccl_dtype(x.dtype()), t.op->peer, comm_,
+                                       raw()));
+      }
+    });
+    finish(batch, deadline, std::move(keep));
+  }
+
+  void run_all_reduce(const Tensor& t, ReduceOp op, const Deadline& deadline) override {
+    cuda::DeviceGuard guard(device().index);
+    std::string w = what(op == ReduceOp::sum ? "all_reduce(sum)" : "all_reduce(average)");
+    follow_caller();
+    enqueue(w, deadline, [&] {
+      BRIGADE_NCCL_QUEUED(ncclAllReduce(t.raw_data(), t.raw_data(), size_t(t.numel()), nccl_dtype(t.dtype()),
+                                        op == ReduceOp::sum ? ncclSum : ncclAvg, comm_, raw()));
+    });
+    finish(w, deadline, {t});
+  }
+
+  void run_broadcast(const Tensor& t, int root, const Deadline& deadline) override {
+    cuda::DeviceGuard guard(device().index);
+    std::string w = what("broadcast from rank " + std::to_string(root));
+    follow_caller();
+    enqueue(w, deadline, [&] {
+      BRIGADE_NCCL_QUEUED(ncclBroadcast(t.raw_data(), t.raw_data(), size_t(t.numel()), nccl_dtype(t.dtype()), root,
+                                        comm_, raw()));
+    });
+    finish(w, deadline, {t});
+  }
+
+  void run_barrier(const Deadline& deadline) override {
+    // NCCL has no barrier: a one-element all-reduce that the host then waits for.
+    cuda::DeviceGuard guard(device().index);
+    std::string w = what("barrier");
+    Tensor token = zeros({1}, DType::i32, device());
+    follow_caller();
+    enqueue(w, deadline, [&] {
+      BRIGADE_NCCL_QUEUED(ncclAllReduce(token.raw_data(), token.raw_data(), 1, ncclInt32, ncclSum, comm_, raw()));
+    });
+    finish(w, deadline, {token});
+    wait_for_stream(w, deadline);
+  }
+
+  std::unique_ptr<Communicator> run_split(int color, int key, const std::vector<int>& members,
+                                          const Deadline& deadline) override {
+    cuda::DeviceGuard guard(device().index);
+    std::string w = what("split");
+    ncclConfig_t config = nonblocking_config();
+    ncclComm_t child = nullptr;
+    ncclResult_t result;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      BRIGADE_CHECK(comm_ != nullptr, w, ": the communicator was aborted");
+      result = ncclCommSplit(comm_, members.empty() ? NCCL_SPLIT_NOCOLOR : color, key, &child, &config);
+      if (result == ncclInProgress) result = poll_ready(members.empty() ? comm_ : child, deadline);
+    }
+    if (result != ncclSuccess) {
+      if (child != nullptr) ncclCommAbort(child);
+      if (result == ncclInProgress) fail_timeout(w, deadline);
+      fail(w, ": ", nccl_error(comm_, result));
+    }
+    if (members.empty()) return nullptr;
+    int index = int(std::find(members.begin(), members.end(), rank()) - members.begin());
+    return std::make_unique<NcclCommunicator>(child, index, int(members.size()), device(), timeout());
+  }
+
+  void abort_transport(const std::string&) override {
+    // Also ends kernels waiting for peers, so the GPU (and whoever waits on it) is freed.
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (comm_ != nullptr) ncclCommAbort(comm_);
+    comm_ = nullptr;
+  }
+
+ private:
+  struct InFlight {
+    Event done;  // recorded on stream_ after the transfer
+    Clock::time_point deadline;
+    Milliseconds timeout;
+    std::string what;
+    std::vector<Tensor> keep;  // alive until the GPU is done with them (the allocator could reuse them)
+  };
+
+  cudaStream_t raw() const { return static_cast<cudaStream_t>(stream_.raw()); }
+
+  // Our stream waits for everything queued so far on the caller's stream.
+  void follow_caller() {
+    Event ready = Event::create(device());
+    ready.record(current_stream(device()));
+    stream_.wait(ready);
+  }
+
+  // Runs the NCCL calls of one group. Non-blocking: ncclGroupEnd may answer "in progress", and the
+  // communicator is polled until the work is queued on the stream (not finished: that is the
+  // watchdog's business).
+  template <class Fn>
+  void enqueue(const std::string& w, const Deadline& deadline, Fn&& calls) {
+    ncclResult_t result;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);  // abort must not free comm_ under our feet
+      BRIGADE_CHECK(comm_ != nullptr, w, ": the communicator was aborted");
+      BRIGADE_NCCL_CHECK(ncclGroupStart());
+      try {
+        calls();
+      } catch (...) {
+        ncclGroupEnd();  // close the group; the error that matters is the one thrown
+        throw;
+      }
+      result = ncclGroupEnd();
+      if (result == ncclInProgress) result = poll_ready(comm_, deadline);
+    }
+    if (result == ncclInProgress) fail_timeout(w, deadline, " while NCCL was queuing the transfer");
+    if (result != ncclSuccess) fail(w, ": ", nccl_error(comm_, result));
+  }
+
+  // The caller's stream waits for ours; the watchdog follows the transfer until it completes.
+  void finish(const std::string& w, const Deadline& deadline, std::vector<Tensor> keep) {
+    Event done = Event::create(device());
+    done.record(stream_);
+    current_stream(device()).wait(done);
+    std::lock_guard<std::mutex> lock(mutex_);
+    in_flight_.push_back({done, deadline.at(), deadline.timeout(), w, std::move(keep)});
+    wake_.notify_all();
+  }
+
+  // Blocks the host until our stream is idle, up to the deadline.
+  void wait_for_stream(const std::string& w, const Deadline& deadline) {
+    Event idle = Event::create(device());
+    idle.record(stream_);
+    while (!idle.query()) {
+      BRIGADE_CHECK(!aborted(), w, ": the communicator was aborted while waiting for the GPU");
+      if (deadline.passed()) fail_timeout(w, deadline);
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+  // Until our stream is idle (true), or the communicator is aborted or `backstop` passes (false).
+  bool wait_quietly(const Deadline& backstop) {
+    Event idle = Event::create(device());
+    idle.record(stream_);
+    while (!idle.query()) {
+      if (aborted() || backstop.passed()) return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    return true;
+  }
+
+  // Headers (handshake.h) must reach the host before the data can be received: they go through a
+  // small device buffer, and the host waits for the receiving ones — only on a channel's first
+  // message, or on every message of a varying-shape channel.
+  void exchange_headers(std::vector<Transfer>& transfers, const Deadline& deadline, std::vector<Tensor>& keep) {
+    constexpr int64_t kWords = int64_t(sizeof(WireHeader) / sizeof(uint64_t));
+    const size_t n = transfers.size();
+    Tensor slots = empty({int64_t(n) * kWords}, DType::i64, device());
+    keep.push_back(slots);
+    auto slot = [&](size_t i) { return static_cast<int64_t*>(slots.raw_data()) + int64_t(i) * kWords; };
+    follow_caller();  // `slots` was allocated on the caller's stream
+    std::vector<WireHeader> outgoing(n);
+    for (size_t i = 0; i < n; ++i) {
+      Transfer& t = transfers[i];
+      if (!t.header || t.op->kind != P2P::Kind::send) continue;
+      outgoing[i] = encode_header(TensorMeta::of(t.op->tensor, t.op->shapes));
+      // From pageable memory: copied to a staging buffer before the call returns, so `outgoing` may go.
+      BRIGADE_CUDA_CHECK(cudaMemcpyAsync(slot(i), &outgoing[i], sizeof(WireHeader), cudaMemcpyHostToDevice, raw()));
+    }
+    std::string w = what("header exchange");
+    enqueue(w, deadline, [&] {
+      for (size_t i = 0; i < n; ++i) {
+        Transfer& t = transfers[i];
+        if (!t.header) continue;
+        if (t.op->kind == P2P::Kind::send)
+          BRIGADE_NCCL_QUEUED(ncclSend(slot(i), size_t(kWords), ncclInt64, t.op->peer, comm_, raw()));
+        else
+          BRIGADE_NCCL_QUEUED(ncclRecv(slot(i), size_t(kWords), ncclInt64, t.op->peer, comm_, raw()));
+      }
+    });
+    bool receives = false;
+    for (size_t i = 0; i < n; ++i) {
+      Transfer& t = transfers[i];
+      if (!t.header || t.op->kind != P2P::Kind::recv) continue;
+      // Into pinned memory, so the copy is truly asynchronous and the host can wait with a deadline
+      // (a copy into pageable memory would block right here, maybe forever).
+      BRIGADE_CUDA_CHECK(cudaMemcpyAsync(pinned(n) + i, slot(i), sizeof(WireHeader), cudaMemcpyDeviceToHost, raw()));
+      receives = true;
+    }
+    if (!receives) return;
+    for (Transfer& t : transfers)
+      if (t.header && t.op->kind == P2P::Kind::recv) {
+        wait_for_stream(t.what + " (its header)", deadline);
+        break;
+      }
+    for (size_t i = 0; i < n; ++i) {
+      Transfer& t = transfers[i];
+      if (!t.header || t.op->kind != P2P::Kind::recv) continue;
+      TensorMeta sent = decode_header(pinned_[i], "rank " + std::to_string(t.op->peer));
+      on_header(t, sent);
+      allocate_destination(*t.op, sent);
+    }
+  }
+
+  WireHeader* pinned(size_t n) {
+    if (n > pinned_capacity_) {
+      if (pinned_ != nullptr) BRIGADE_CUDA_CHECK(cudaFreeHost(pinned_));
+      pinned_ = nullptr;
+      BRIGADE_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&pinned_), n * sizeof(WireHeader)));
+      pinned_capacity_ = n;
+    }
+    return pinned_;
+  }
+
+  // The watchdog: retires finished transfers; aborts the communicator when the oldest unfinished one
+  // is past its deadline or NCCL reports an asynchronous error (a peer died, a network failed).
+  void watch() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!stopping_) {
+      wake_.wait_for(lock, std::chrono::milliseconds(20));
+      std::string problem;
+      try {
+        while (!in_flight_.empty() && in_flight_.front().done.query()) in_flight_.pop_front();
+        if (comm_ == nullptr) continue;  // aborted: nothing more to watch
+        if (!in_flight_.empty() && Clock::now() >= in_flight_.front().deadline) {
+          const InFlight& late = in_flight_.front();
+          problem = late.what + ": timed out after " + seconds_str(late.timeout) +
+                    " (the transfer was still running on the GPU); the communicator is aborted";
+        } else {
+          ncclResult_t state = ncclSuccess;
+          ncclResult_t result = ncclCommGetAsyncError(comm_, &state);
+          if (result != ncclSuccess) state = result;
+          if (state != ncclSuccess && state != ncclInProgress)
+            problem = what("watchdog") + ": NCCL reported " + nccl_error(comm_, state) +
+                      "; the communicator is aborted";
+        }
+      } catch (const std::exception& e) {
+        problem = what("watchdog") + ": " + e.what();
+      }
+      if (problem.empty()) continue;
+      lock.unlock();
+      std::cerr << "brigade: " << problem << "\n";
+      abort(problem);  // takes the lock itself
+      lock.lock();
+    }
+  }
+
+  ncclComm_t comm_;
+  Stream stream_;  // NCCL's kernels run here, fenced against the caller's stream by events
+  WireHeader* pinned_ = nullptr;
+  size_t pinned_capacity_ = 0;
+  std::mutex mutex_;  // guards comm_'s lifetime against abort, and in_flight_
+  std::condition_variable wake_;
+  std::deque<InFlight> in_flight_;
+  bool stopping_ = false;
+  std::thread watchdog_;
+};
+
+std::atomic<int> communicators_created{0};
+
+// Waits until a freshly initialised communicator is ready; aborts it and throws otherwise.
+void settle(ncclComm_t comm, ncclResult_t result, const Deadline& deadline, const std::string& w) {
+  if (result == ncclInProgress) result = poll_ready(comm, deadline);
+  if (result == ncclSuccess) return;
+  std::string error = result == ncclInProgress ? "" : nccl_error(comm, result);
+  if (comm != nullptr) ncclCommAbort(comm);
+  if (result == ncclInProgress)
+    throw TimeoutError(w + ": timed out after " + seconds_str(deadline.timeout()) + " (did every rank start?)");
+  fail(w, ": ", error);
+}
+
+void check_devices(const std::vector<Device>& devices, const std::string& w) {
+  for (Device d : devices) cuda::check_gpu(w.c_str(), d);
+}
+
+}  // namespace
+
+bool nccl_available() { return true; }
+
+int nccl_version() {
+  int version = 0;
+  BRIGADE_NCCL_CHECK(ncclGetVersion(&version));
+  return version;
+}
+
+bool nccl_multi_rank_per_gpu() { return nccl_version() >= 23003; }
+
+std::unique_ptr<Communicator> nccl_communicator(std::shared_ptr<Store> store, int rank, int size, Device device,
+                                                Milliseconds timeout) {
+  std::string w =
+      "comm nccl: creating rank " + std::to_string(rank) + " of " + std::to_string(size) + " on " + device.str();
+  BRIGADE_CHECK(store != nullptr, w, ": a store is needed for the rendezvous");
+  BRIGADE_CHECK(rank >= 0 && rank < size, w, ": the rank is outside the group");
+  check_devices({device}, w);
+  Deadline deadline = Deadline::after(timeout);
+  // Every rank creates its communicators in the same order, so the n-th one agrees on its key.
+  std::string key = "nccl/" + std::to_string(communicators_created++) + "/unique_id";
+  ncclUniqueId id;
+  if (rank == 0) {
+    BRIGADE_NCCL_CHECK(ncclGetUniqueId(&id));
+    store->set(key, std::string(reinterpret_cast<const char*>(&id), sizeof id));
+  } else {
+    std::string bytes = store->get(key, deadline);
+    BRIGADE_CHECK(bytes.size() == sizeof id, w, ": the unique id in ", store->str(), " has ", bytes.size(),
+                  " bytes, expected ", sizeof id);
+    std::memcpy(&id, bytes.data(), sizeof id);
+  }
+  cuda::DeviceGuard guard(device.index);
+  ncclConfig_t config = nonblocking_config();
+  ncclComm_t comm = nullptr;
+  settle(comm, ncclCommInitRankConfig(&comm, size, id, rank, &config), deadline, w);
+  return std::make_unique<NcclCommunicator>(comm, rank, size, device, timeout);
+}
+
+std::vector<std::unique_ptr<Communicator>> nccl_group(const std::vector<Device>& devices, Milliseconds timeout) {
+  std::string w = "comm nccl_group of " + std::to_string(devices.size()) + " ranks";
+  BRIGADE_CHECK(!devices.empty(), w, ": at least one rank is needed");
+  check_devices(devices, w);
+  bool shared = false;
+  for (size_t i = 0; i < devices.size(); ++i)
+    for (size_t j = 0; j < i; ++j) shared = shared || devices[i] == devices[j];
+  if (shared) {
+    int version = nccl_version();
+    BRIGADE_CHECK(version >= 23003, w, ": several ranks on one GPU need NCCL >= 2.30.3, the loaded library is ",
+                  version / 10000, ".", version / 100 % 100, ".", version % 100);
+    setenv("NCCL_MULTI_RANK_GPU_ENABLE", "1", 0);  // 0: a user's explicit setting wins
+  }
+  Deadline deadline = Deadline::after(timeout);
+  int n = int(devices.size());
+  ncclUniqueId id;
+  BRIGADE_NCCL_CHECK(ncclGetUniqueId(&id));
+  std::vector<ncclComm_t> comms(size_t(n), nullptr);
+  std::vector<ncclResult_t> started(size_t(n), ncclSuccess);
+  ncclConfig_t config = nonblocking_config();
+  // One group, so that initialising rank 0 does not wait for rank 1 that this thread has not
+  // started yet.
+  BRIGADE_NCCL_CHECK(ncclGroupStart());
+  for (int r = 0; r < n; ++r) {
+    cuda::DeviceGuard guard(devices[size_t(r)].index);
+    started[size_t(r)] = ncclCommInitRankConfig(&comms[size_t(r)], n, id, r, &config);
+  }
+  ncclResult_t ended = ncclGroupEnd();
+  std::vector<std::unique_ptr<Communicator>> result;
+  try {
+    if (ended != ncclInProgress) BRIGADE_NCCL_CHECK(ended);
+    for (int r = 0; r < n; ++r) {
+      ncclComm_t comm = comms[size_t(r)];
+      comms[size_t(r)] = nullptr;  // settle() aborts it on failure
+      settle(comm, started[size_t(r)] == ncclSuccess ? ncclInProgress : started[size_t(r)], deadline,
+             w + ", rank " + std::to_string(r));
+      result.push_back(std::make_unique<NcclCommunicator>(comm, r, n, devices[size_t(r)], timeout));
+    }
+  } catch (...) {
+    for (ncclComm_t comm : comms)
+      if (comm != nullptr) ncclCommAbort(comm);
+    throw;
+  }
+  return result;
+}
+
+}  // namespace brigade::comm

@@ -1,0 +1,193 @@
+// The caching allocator's bookkeeping (see caching_allocator.h). No CUDA here: the backend does that.
+#include "core/cuda/caching_allocator.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+
+#include "core/device.h"
+#include "core/error.h"
+
+namespace brigade::cuda {
+
+std::string format_bytes(size_t bytes) {
+  const char* units[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (bytes < 1024) return std::to_string(bytes) + " bytes";
+  double value = double(bytes) / 1024;
+  int unit = 0;
+  while (value >= 1024 && unit < 3) value /= 1024, ++unit;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f %s", value, units[unit]);
+  return buf;
+}
+
+size_t CachingAllocator::round_size(size_t bytes) {
+  const size_t granule = bytes < kLargeThreshold ? kSmallGranule : kLargeGranule;
+  if (bytes == 0) return granule;
+  if (bytes > std::numeric_limits<size_t>::max() - granule) return 0;  // no such block: see allocate
+  return (bytes + granule - 1) / granule * granule;
+}
+
+CachingAllocator::~CachingAllocator() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  try {
+    collect_pending_locked(-1, /*wait=*/true);
+  } catch (...) {
+    // The GPU is in an error state; the blocks still pending are left to the driver.
+  }
+  release_cached_locked(-1);
+}
+
+void* CachingAllocator::allocate(int device, StreamKey stream, size_t bytes) {
+  BRIGADE_CHECK(device >= 0, "caching allocator: invalid device index ", device);
+  const size_t size = round_size(bytes);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (size == 0) fail_out_of_memory_locked(device, bytes);
+  if (!pending_.empty()) collect_pending_locked(device, /*wait=*/false);
+
+  void* ptr = nullptr;
+  size_t block_size = size;
+  Pool& pool = cached_[{device, stream}];
+  auto fit = pool.lower_bound(size);
+  if (fit != pool.end() && fit->first - size <= size / 2) {
+    block_size = fit->first;
+    ptr = fit->second;
+    pool.erase(fit);
+  } else {
+    ptr = backend_.raw_alloc(device, size);
+    if (ptr == nullptr) {
+      // The device is full, but part of it may be our own cache (blocks of other sizes or streams,
+      // or blocks still waiting for another stream: wait for those).
+      collect_pending_locked(device, /*wait=*/true);
+      release_cached_locked(device);
+      ptr = backend_.raw_alloc(device, size);
+    }
+    if (ptr == nullptr) fail_out_of_memory_locked(device, bytes);
+    CudaMemoryStats& s = stats_locked(device);
+    s.reserved += size;
+    s.cuda_mallocs += 1;
+  }
+  live_[ptr] = Block{device, stream, block_size, {}};
+  CudaMemoryStats& s = stats_locked(device);
+  s.allocated += block_size;
+  s.peak_allocated = std::max(s.peak_allocated, s.allocated);
+  return ptr;
+}
+
+void CachingAllocator::free(void* ptr) noexcept {
+  if (ptr == nullptr) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = live_.find(ptr);
+  if (it == live_.end()) {
+    // A pointer this allocator never handed out, or freed twice: a bug in the caller. Throwing is
+    // not an option in a destructor, and giving it to the backend could corrupt memory; say so.
+    std::fprintf(stderr, "brigade: caching allocator: free of unknown pointer %p ignored\n", ptr);
+    return;
+  }
+  Block block = std::move(it->second);
+  live_.erase(it);
+  stats_locked(block.device).allocated -= block.size;
+  if (block.other_streams.empty()) {
+    cache_locked(ptr, block);
+    return;
+  }
+  Pending pending{ptr, std::move(block), {}};
+  try {
+    for (StreamKey other : pending.block.other_streams)
+      pending.events.push_back(backend_.record_event(pending.block.device, other));
+    pending_.push_back(std::move(pending));
+  } catch (const std::exception& e) {
+    // Without the events nobody knows when the other streams are done with the block: keep it out
+    // of circulation (it stays reserved) rather than risk handing it out while in use.
+    for (void* event : pending.events) backend_.destroy_event(event);
+    std::fprintf(stderr, "brigade: caching allocator: block %p retired (%s)\n", ptr, e.what());
+  }
+}
+
+bool CachingAllocator::record_stream(const void* ptr, StreamKey stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  // The block that starts at or before ptr, if ptr lies inside it.
+  auto it = live_.upper_bound(const_cast<void*>(ptr));
+  if (it == live_.begin()) return false;
+  --it;
+  const char* start = static_cast<const char*>(it->first);
+  if (static_cast<const char*>(ptr) >= start + it->second.size) return false;
+  Block& block = it->second;
+  if (stream != block.stream &&
+      std::find(block.other_streams.begin(), block.other_streams.end(), stream) == block.other_streams.end())
+    block.other_streams.push_back(stream);
+  return true;
+}
+
+CudaMemoryStats CachingAllocator::stats(int device) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return device >= 0 && size_t(device) < stats_.size() ? stats_[size_t(device)] : CudaMemoryStats{};
+}
+
+void CachingAllocator::reset_peak(int device) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (device < 0 || size_t(device) >= stats_.size()) return;
+  stats_[size_t(device)].peak_allocated = stats_[size_t(device)].allocated;
+}
+
+void CachingAllocator::empty_cache() { empty_cache(-1); }
+
+void CachingAllocator::empty_cache(int device) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  collect_pending_locked(device, /*wait=*/false);  // blocks other streams still use stay reserved
+  release_cached_locked(device);
+}
+
+void CachingAllocator::cache_locked(void* ptr, const Block& block) {
+  // In front of equal sizes: the block freed last is reused first, while it may still be in L2.
+  Pool& pool = cached_[{block.device, block.stream}];
+  pool.emplace_hint(pool.lower_bound(block.size), block.size, ptr);
+}
+
+void CachingAllocator::collect_pending_locked(int device, bool wait) {
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    bool done = device < 0 || it->block.device == device;
+    for (void* event : it->events) {
+      if (!done) break;
+      if (wait) backend_.wait_event(event);
+      done = backend_.event_done(event);
+    }
+    if (!done) {
+      ++it;
+      continue;
+    }
+    for (void* event : it->events) backend_.destroy_event(event);
+    cache_locked(it->ptr, it->block);
+    it = pending_.erase(it);
+  }
+}
+
+void CachingAllocator::release_cached_locked(int device) {
+  for (auto it = cached_.begin(); it != cached_.end();) {
+    const int pool_device = it->first.first;
+    if (device >= 0 && pool_device != device) {
+      ++it;
+      continue;
+    }
+    for (auto& [size, ptr] : it->second) {
+      backend_.raw_free(pool_device, ptr);
+      stats_locked(pool_device).reserved -= size;
+    }
+    it = cached_.erase(it);
+  }
+}
+
+CudaMemoryStats& CachingAllocator::stats_locked(int device) {
+  if (size_t(device) >= stats_.size()) stats_.resize(size_t(device) + 1);
+  return stats_[size_t(device)];
+}
+
+void CachingAllocator::fail_out_of_memory_locked(int device, size_t bytes) {
+  const CudaMemoryStats& s = stats_locked(device);
+  auto [free_bytes, total_bytes] = backend_.memory_info(device);
+  fail("out of memory on ", Device::cuda(device).str(), ": tried to allocate ", format_bytes(bytes), "; ",
+       format_bytes(s.allocated), " allocated by tensors, ", format_bytes(s.reserved), " reserved, ",
+       format_bytes(free_bytes), " free of ", format_bytes(total_bytes));
+}
+
+}  // namespace brigade::cuda

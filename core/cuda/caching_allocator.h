@@ -1,0 +1,122 @@
+// The caching allocator: why a framework does not call cudaMalloc for every tensor.
+//
+// cudaMalloc and cudaFree are slow (cudaFree also waits for the whole GPU to go idle), and a training
+// step creates and drops thousands of tensors of the same few sizes. So a freed block is not given
+// back; it is kept in a cache and handed to the next request of a fitting size, at the cost of a map
+// lookup. Only when a request finds nothing does the allocator ask the backend for new memory.
+//
+// The rules, all visible in this class:
+//  - Sizes are rounded up: to 512 bytes below 1 MiB, to 2 MiB from there on. Requests of nearby
+//    sizes then share blocks, and large ones match the 2 MiB pages GPU memory is mapped in anyway.
+//  - A free block is cached per (device, stream) and reused only by allocations on that same stream.
+//    Work on one stream runs in order, so the next user of the block cannot start before the last
+//    kernel that used it has finished — no synchronisation needed.
+//  - A block also used on other streams must say so: record_stream(ptr, stream). When it is freed,
+//    an event is recorded on each of those streams, and the block returns to the cache only once
+//    they have all passed it. Otherwise cross-stream use is the caller's business (make the
+//    allocating stream wait for the other before the block is freed).
+//  - Reuse is best fit: the smallest cached block that is big enough, and at most 50% bigger (so a
+//    huge cached block is not tied up by a tiny tensor). Blocks are never split.
+//  - When the backend runs out of memory, every cached block of that device is given back and the
+//    request retried once; if it still fails, the Error says how memory is used.
+//
+// The bookkeeping is plain C++ over a small MemoryBackend interface: the CUDA backend
+// (core/cuda/cuda_allocator.cpp) implements it with cudaMalloc/cudaFree, and
+// tests/test_caching_allocator.cpp with host memory, so every rule above is tested without a GPU.
+// All methods are thread-safe (one mutex).
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/stream.h"
+
+namespace brigade::cuda {
+
+// Where the bytes come from.
+class MemoryBackend {
+ public:
+  virtual ~MemoryBackend() = default;
+  // `bytes` of memory on `device`, or nullptr when the device is out of memory (other failures throw).
+  virtual void* raw_alloc(int device, size_t bytes) = 0;
+  // Gives back memory from raw_alloc. Called from destructors, so it must not throw.
+  virtual void raw_free(int device, void* ptr) noexcept = 0;
+  // {free, total} bytes of the device, for the out-of-memory message ({0, 0} if unknown).
+  virtual std::pair<size_t, size_t> memory_info(int device) = 0;
+
+  // Events, for blocks used on several streams: a marker at the current end of `stream`...
+  virtual void* record_event(int device, const void* stream) = 0;
+  // ...whether the stream has passed it (without waiting), waiting for it, and disposing of it.
+  virtual bool event_done(void* event) = 0;
+  virtual void wait_event(void* event) = 0;
+  virtual void destroy_event(void* event) noexcept = 0;
+};
+
+class CachingAllocator {
+ public:
+  using StreamKey = const void*;  // the cudaStream_t an allocation is made for
+
+  static constexpr size_t kSmallGranule = 512;
+  static constexpr size_t kLargeThreshold = size_t(1) << 20;  // 1 MiB
+  static constexpr size_t kLargeGranule = size_t(2) << 20;    // 2 MiB
+
+  explicit CachingAllocator(MemoryBackend& backend) : backend_(backend) {}
+  // Gives the cached blocks back; blocks still in use are left to the backend.
+  ~CachingAllocator();
+  CachingAllocator(const CachingAllocator&) = delete;
+  CachingAllocator& operator=(const CachingAllocator&) = delete;
+
+  // The block size a request of `bytes` gets (at least one granule, also for 0 bytes).
+  static size_t round_size(size_t bytes);
+
+  // A block of at least `bytes` on `device`, for use on `stream`. Throws Error when out of memory.
+  void* allocate(int device, StreamKey stream, size_t bytes);
+  // Returns a block from allocate() to the cache of the stream it was allocated for (once the other
+  // streams recorded for it have passed this point).
+  void free(void* ptr) noexcept;
+  // Notes that the live block containing `ptr` is also used by work on `stream`. Returns false when
+  // no live block contains `ptr`.
+  bool record_stream(const void* ptr, StreamKey stream);
+
+  CudaMemoryStats stats(int device) const;
+  void reset_peak(int device);  // peak_allocated = allocated
+  void empty_cache();           // gives every cached block of every device back to the backend
+  void empty_cache(int device);
+
+ private:
+  struct Block {
+    int device = 0;
+    StreamKey stream = nullptr;
+    size_t size = 0;
+    std::vector<StreamKey> other_streams;  // from record_stream
+  };
+  // A freed block waiting for the other streams that used it (one event each).
+  struct Pending {
+    void* ptr = nullptr;
+    Block block;
+    std::vector<void*> events;
+  };
+  using Pool = std::multimap<size_t, void*>;  // cached blocks by size: lower_bound is best fit
+
+  void cache_locked(void* ptr, const Block& block);
+  void collect_pending_locked(int device, bool wait);  // caches pending blocks whose events passed
+  void release_cached_locked(int device);              // device -1: all devices
+  CudaMemoryStats& stats_locked(int device);
+  [[noreturn]] void fail_out_of_memory_locked(int device, size_t bytes);
+
+  MemoryBackend& backend_;
+  mutable std::mutex mutex_;
+  std::map<std::pair<int, StreamKey>, Pool> cached_;  // free blocks per (device, stream)
+  std::map<void*, Block> live_;  // blocks handed out, by address (ordered: record_stream finds interiors)
+  std::vector<Pending> pending_;
+  std::vector<CudaMemoryStats> stats_;  // per device
+};
+
+// "1.50 GiB", "512.00 KiB", "100 bytes" — for memory messages.
+std::string format_bytes(size_t bytes);
+
+}  // namespace brigade::cuda

@@ -1,0 +1,133 @@
+#include "command.h"
+
+#include <exception>
+#include <iomanip>
+#include <ostream>
+#include <sstream>
+
+#include "options.h"
+#include "pipeline/grid.h"
+#include "pipeline/schedule.h"
+#include "pipeline/simulator.h"
+#include "pipeline/timeline.h"
+
+namespace brigade::simulate_cli {
+
+namespace {
+
+using namespace brigade::pipeline;
+
+std::string fixed4(double v) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(4) << v;
+  return os.str();
+}
+
+std::string list(const std::vector<int>& values) {
+  std::string out;
+  for (int v : values) {
+    if (!out.empty()) out += ' ';
+    out += std::to_string(v);
+  }
+  return out;
+}
+
+// What the papers predict, for comparison with what the simulator measured. Only for the cases the
+// formulas cover: every rank doing the same work and messages taking no time.
+std::string textbook(const SimulateOptions& o, int P, int M, int V) {
+  if (o.cost_comm != 0) return "";
+  if (o.schedule == "naive") return "(P-1)/P = " + fixed4((P - 1.0) / P);
+  if (o.schedule == "gpipe" || o.schedule == "1f1b") {
+    return "(P-1)/(M+P-1) = " + fixed4((P - 1.0) / (M + P - 1)) + ", bubble/compute (P-1)/M = " + fixed4((P - 1.0) / M);
+  }
+  if (o.schedule == "interleaved") {
+    return "(P-1)/(V*M+P-1) = " + fixed4((P - 1.0) / (V * M + P - 1)) +
+           ", bubble/compute (P-1)/(V*M) = " + fixed4((P - 1.0) / (V * M));
+  }
+  if (o.schedule == "zb-h1" && o.cost_f == o.cost_b && o.cost_b == o.cost_w && M >= P) {
+    return "(P-1)/(3M+P-1) = " + fixed4((P - 1.0) / (3 * M + P - 1)) + " with F = I = W and M >= P";
+  }
+  return "";
+}
+
+std::string bytes_text(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 5) {
+    bytes /= 1024;
+    ++u;
+  }
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(u == 0 ? 0 : 1) << bytes << " " << units[u];
+  return os.str();
+}
+
+int run(const SimulateOptions& o, std::ostream& out, std::ostream& err) {
+  const int P = o.stages, M = o.microbatches, V = o.chunks_or_default();
+  Schedule schedule;
+  try {
+    schedule = make_schedule(parse_schedule_kind(o.schedule), P, M, V);
+  } catch (const Error& e) {  // a configuration the schedule cannot run: a command-line problem
+    err << "brigade simulate: " << e.what() << "\n";
+    return 2;
+  }
+  Costs costs;
+  costs.forward = o.cost_f;
+  costs.backward = o.cost_b;
+  costs.weight = o.cost_w;
+  costs.communication = o.cost_comm;
+  const SimulationResult r = simulate(schedule, costs, o.activation_bytes);
+
+  out << "schedule: " << o.schedule << ", " << P << " rank" << (P == 1 ? "" : "s") << ", " << M << " micro-batch"
+      << (M == 1 ? "" : "es") << ", " << V << " chunk" << (V == 1 ? "" : "s") << " per rank (" << schedule.stages()
+      << " stage" << (schedule.stages() == 1 ? "" : "s") << ")\n";
+  out << "costs: F=" << o.cost_f;
+  if (schedule.split_backward()) {
+    out << " I=" << o.cost_b << " W=" << o.cost_w;
+  } else {
+    out << " B=" << costs.full_backward() << " (input " << o.cost_b << " + weight " << o.cost_w << ")";
+  }
+  out << ", communication " << o.cost_comm << "\n";
+  double busy = 0;
+  for (double b : r.busy) busy += b;
+  out << "makespan: " << r.makespan << " time units, busy " << busy / P << " per rank\n";
+  out << "bubble fraction: " << fixed4(r.bubble_fraction) << "\n";
+  out << "bubble/compute: " << fixed4(r.bubble_ratio) << "\n";
+  if (const std::string t = textbook(o, P, M, V); !t.empty()) out << "textbook: " << t << "\n";
+  out << "peak stashed activations per stage: " << list(r.peak_activations) << "\n";
+  if (V > 1) out << "peak stashed activations per rank: " << list(r.peak_activations_per_rank) << "\n";
+  out << "messages: " << r.messages() << " (" << r.activation_messages << " activations, " << r.gradient_messages
+      << " gradients)";
+  if (o.activation_bytes > 0) out << ", " << bytes_text(double(r.bytes));
+  out << "\n\n" << timeline_text(schedule, r, o.width);
+  if (o.grid) out << "\n" << action_grid(schedule);
+  if (!o.svg.empty()) {
+    save_timeline_svg(o.svg, schedule, r);
+    out << "timeline written to " << o.svg << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+int simulate_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  ParsedSimulateArgs parsed;
+  try {
+    parsed = parse_simulate_args(args);
+  } catch (const UsageError& e) {
+    err << "brigade simulate: " << e.what() << "\n\n" << simulate_usage();
+    return 2;
+  }
+  if (parsed.help) {
+    out << simulate_usage();
+    return 0;
+  }
+  try {
+    return run(parsed.options, out, err);
+  } catch (const std::exception& e) {  // a schedule that fails the dry run, an unwritable SVG
+    err << "brigade simulate: error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace brigade::simulate_cli

@@ -1,0 +1,160 @@
+#include "options.h"
+
+#include <charconv>
+#include <cmath>
+#include <functional>
+#include <iomanip>
+#include <sstream>
+#include <utility>
+
+#include "core/error.h"
+#include "pipeline/schedule.h"
+
+namespace brigade::simulate_cli {
+
+namespace {
+
+[[noreturn]] void bad(const std::string& flag, const std::string& why) { throw UsageError(flag + ": " + why); }
+
+int64_t parse_int(const std::string& flag, const std::string& text, int64_t min, int64_t max) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size()) bad(flag, "expected a whole number, got '" + text + "'");
+  if (v < min || v > max) {
+    bad(flag, "must be between " + std::to_string(min) + " and " + std::to_string(max) + ", got " + text);
+  }
+  return v;
+}
+
+double parse_cost(const std::string& flag, const std::string& text) {
+  double v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(v)) {
+    bad(flag, "expected a number, got '" + text + "'");
+  }
+  if (v < 0) bad(flag, "must be non-negative, got " + text);
+  return v;
+}
+
+std::string show(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+struct Flag {
+  std::string name;   // "--stages"
+  std::string value;  // placeholder in the usage text; empty for a switch that takes no value
+  std::string help;
+  std::function<void(SimulateOptions&, const std::string&)> set;
+  std::function<std::string(const SimulateOptions&)> get;  // the default, for --help
+};
+
+// Sizes are capped well above anything readable; the schedule generator refuses what is too big.
+Flag int_flag(std::string name, std::string value, std::string help, int SimulateOptions::*field, int min, int max) {
+  return {name, std::move(value), std::move(help),
+          [name, field, min, max](SimulateOptions& o, const std::string& v) {
+            o.*field = int(parse_int(name, v, min, max));
+          },
+          [field](const SimulateOptions& o) { return std::to_string(o.*field); }};
+}
+
+Flag cost_flag(std::string name, std::string help, double SimulateOptions::*field) {
+  return {name, "X", std::move(help),
+          [name, field](SimulateOptions& o, const std::string& v) { o.*field = parse_cost(name, v); },
+          [field](const SimulateOptions& o) { return show(o.*field); }};
+}
+
+const std::vector<Flag>& flags() {
+  static const std::vector<Flag> table = {
+      {"--schedule", "NAME", "naive, gpipe, 1f1b, interleaved or zb-h1",
+       [](SimulateOptions& o, const std::string& v) {
+         try {
+           pipeline::parse_schedule_kind(v);
+         } catch (const Error&) {
+           bad("--schedule", "expected naive, gpipe, 1f1b, interleaved or zb-h1, got '" + v + "'");
+         }
+         o.schedule = v;
+       },
+       [](const SimulateOptions& o) { return o.schedule; }},
+      int_flag("--stages", "P", "pipeline ranks P (with V chunks each: P*V stages)", &SimulateOptions::stages, 1, 4096),
+      int_flag("--microbatches", "M", "micro-batches M per step", &SimulateOptions::microbatches, 1, 1 << 20),
+      {"--chunks", "V", "chunks per rank (interleaved only)",
+       [](SimulateOptions& o, const std::string& v) { o.chunks = int(parse_int("--chunks", v, 1, 64)); },
+       [](const SimulateOptions&) { return std::string("2 for interleaved, else 1"); }},
+      cost_flag("--cost-f", "time of a forward (one chunk)", &SimulateOptions::cost_f),
+      cost_flag("--cost-b", "time of a backward's input-gradient half (I); a whole B costs b + w",
+                &SimulateOptions::cost_b),
+      cost_flag("--cost-w", "time of a backward's weight-gradient half (W)", &SimulateOptions::cost_w),
+      cost_flag("--cost-comm", "time from a SEND until its message can be received", &SimulateOptions::cost_comm),
+      {"--activation-bytes", "N", "bytes of one activation message, to total the traffic",
+       [](SimulateOptions& o, const std::string& v) {
+         o.activation_bytes = parse_int("--activation-bytes", v, 0, int64_t(1) << 50);
+       },
+       [](const SimulateOptions& o) { return std::to_string(o.activation_bytes); }},
+      {"--svg", "FILE", "also draw the timeline as an SVG picture",
+       [](SimulateOptions& o, const std::string& v) {
+         if (v.empty()) bad("--svg", "expected a file name");
+         o.svg = v;
+       },
+       [](const SimulateOptions& o) { return o.svg.empty() ? std::string("none") : o.svg; }},
+      int_flag("--width", "N", "most characters of time in the terminal chart", &SimulateOptions::width, 10, 100000),
+      {"--grid", "", "also print the schedule itself: every rank's actions, step by step",
+       [](SimulateOptions& o, const std::string&) { o.grid = true; },
+       [](const SimulateOptions&) { return std::string("off"); }},
+  };
+  return table;
+}
+
+}  // namespace
+
+ParsedSimulateArgs parse_simulate_args(const std::vector<std::string>& args) {
+  ParsedSimulateArgs out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string arg = args[i];
+    if (arg == "--help" || arg == "-h") {
+      out.help = true;
+      continue;
+    }
+    if (arg.rfind("--", 0) != 0) throw UsageError("unexpected argument '" + arg + "'");
+    std::string value;
+    bool has_value = false;
+    if (size_t eq = arg.find('='); eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+      has_value = true;
+    }
+    const Flag* flag = nullptr;
+    for (const Flag& f : flags()) {
+      if (f.name == arg) flag = &f;
+    }
+    if (!flag) throw UsageError("unknown flag '" + arg + "'");
+    if (flag->value.empty()) {
+      if (has_value) bad(arg, "takes no value");
+    } else if (!has_value) {
+      if (i + 1 >= args.size()) bad(arg, "missing value (" + flag->value + ")");
+      value = args[++i];
+    }
+    flag->set(out.options, value);
+  }
+  return out;
+}
+
+std::string simulate_usage() {
+  std::ostringstream os;
+  os << "usage: brigade simulate [flags]\n\n"
+        "Dry-runs a pipeline-parallel schedule: P ranks, M micro-batches, V chunks per rank. Checks it\n"
+        "(every dependency, no deadlock), prints its bubble, stashed activations and messages, and draws\n"
+        "its timeline. Costs are in arbitrary time units.\n\n"
+        "example: brigade simulate --stages 4 --microbatches 16 --schedule zb-h1 --svg zb.svg\n\nflags:\n";
+  SimulateOptions defaults;
+  for (const Flag& f : flags()) {
+    std::string left = f.name + (f.value.empty() ? "" : " " + f.value);
+    os << "  " << std::left << std::setw(24) << left << f.help << " [" << f.get(defaults) << "]\n";
+  }
+  os << "  " << std::left << std::setw(24) << "-h, --help"
+     << "show this help\n";
+  return os.str();
+}
+
+}  // namespace brigade::simulate_cli

@@ -1,0 +1,45 @@
+// Settings of `brigade simulate` and the parser of its command line. Every flag lives in one table
+// (options.cpp) that both parses and prints --help.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace brigade::simulate_cli {
+
+struct SimulateOptions {
+  std::string schedule = "1f1b";
+  int stages = 4;        // P: pipeline ranks
+  int microbatches = 8;  // M
+  int chunks = 0;        // V per rank; 0: 2 for interleaved, 1 for the others
+  double cost_f = 1;     // F, per chunk
+  double cost_b = 1;     // the input-gradient half of a backward (I); B costs cost_b + cost_w
+  double cost_w = 1;     // the weight-gradient half (W)
+  double cost_comm = 0;  // message latency
+  int64_t activation_bytes = 0;
+  std::string svg;    // write the timeline here
+  int width = 200;    // most characters of time in the terminal chart
+  bool grid = false;  // also print the rank x step action grid
+
+  int chunks_or_default() const { return chunks > 0 ? chunks : schedule == "interleaved" ? 2 : 1; }
+};
+
+// A bad command line: the command prints the message and the usage, and exits with status 2.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct ParsedSimulateArgs {
+  SimulateOptions options;
+  bool help = false;
+};
+
+// Parses the arguments after `brigade simulate`. Accepts `--flag value` and `--flag=value`.
+ParsedSimulateArgs parse_simulate_args(const std::vector<std::string>& args);
+
+std::string simulate_usage();
+
+}  // namespace brigade::simulate_cli

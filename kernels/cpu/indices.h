@@ -1,0 +1,32 @@
+// Validating index tensors (embedding rows, cross-entropy targets, max's argmax positions).
+//
+// Ops index memory with these values, so every one is checked before any kernel uses it — once, in
+// the op layer, which turns the first bad one into an Error naming it. The scan is a kernel like any
+// other (with a CUDA twin in kernels/cuda/indices.h), because on a GPU the indices live in device
+// memory and only a summary should travel back to the host.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "core/tensor.h"
+
+namespace brigade {
+
+// What a scan found. `counted` is the number of indices not equal to ignore_index; `bad_position`
+// is the row-major position of the first index that is neither ignore_index nor in [0, limit)
+// (-1 when there is none), and `bad_value` that index.
+struct IndexScan {
+  int64_t counted = 0;
+  int64_t bad_position = -1;
+  int64_t bad_value = 0;
+};
+
+}  // namespace brigade
+
+namespace brigade::cpu {
+
+// indices: contiguous i64.
+void scan_indices(IndexScan& result, const Tensor& indices, int64_t limit, std::optional<int64_t> ignore_index);
+
+}  // namespace brigade::cpu

@@ -1,0 +1,115 @@
+// CUDA kernels: cross entropy over [N, C] logits, fused, without ever materialising the softmax.
+//
+// Forward, one warp per row (a block for rows longer than 1024 classes — a language model's vocab):
+// a single read of the row gives its log-sum-exp through the online (max, sum) pair, and the row's
+// loss is lse - logits[target]. Each row writes its lse (saved for backward) and its loss; a second
+// one-block kernel adds the losses in a fixed order, so the scalar is deterministic.
+//
+// Backward, the same row layout: grad = g * scale * (exp(logits - lse) - onehot(target)), the
+// softmax recomputed from the logits and the saved lse — one read of the logits, one write of the
+// gradient, no probabilities stored in between.
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cross_entropy.h"
+#include "kernels/cuda/online_softmax.cuh"
+
+namespace brigade::cuda {
+namespace {
+
+constexpr int kSumThreads = 1024;        // the one block that adds the row losses
+
+template <bool kWholeBlock, class T>
+__global__ void cross_entropy_rows_kernel(compute_t<T>* lse, compute_t<T>* row_loss, const T* logits,
+                                          const int64_t* targets, int64_t n, int64_t c, int64_t ignore_index) {
+  using C = compute_t<T>;
+  using Group = RowGroup<kWholeBlock>;
+  const int64_t r = Group::row();
+  if (r >= n) return;
+  const T* x = logits + r * c;
+  MaxSum<C> stats = empty_max_sum<C>();
+  for (int64_t j = Group::rank(); j < c; j += Group::size()) stats = push(stats, to_compute(x[j]));
+  stats = Group::reduce(stats, MergeMaxSum{}, empty_max_sum<C>());
+  if (Group::rank() == 0) {
+    const C row_lse = stats.max + dev_log(stats.sum);
+    const int64_t target = targets[r];
+    lse[r] = row_lse;
+    row_loss[r] = target == ignore_index ? C(0) : row_lse - to_compute(x[target]);
+  }
+}
+
+// loss = scale * sum of the row losses. Ignored rows contribute their 0.
+template <class T>
+__global__ void sum_losses_kernel(T* loss, const compute_t<T>* row_loss, int64_t n, double scale) {
+  using C = compute_t<T>;
+  C total = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) total += row_loss[i];
+  total = block_reduce(total, Sum{}, C(0));
+  if (threadIdx.x == 0) *loss = from_compute<T>(C(double(total) * scale));
+}
+
+template <bool kWholeBlock, class T>
+__global__ void cross_entropy_backward_kernel(T* grad, const T* logits, const int64_t* targets,
+                                              const compute_t<T>* lse, const T* grad_loss, int64_t n, int64_t c,
+                                              int64_t ignore_index, double scale) {
+  using C = compute_t<T>;
+  using Group = RowGroup<kWholeBlock>;
+  const int64_t r = Group::row();
+  if (r >= n) return;
+  T* g = grad + r * c;
+  const int64_t target = targets[r];
+  if (target == ignore_index) {
+    for (int64_t j = Group::rank(); j < c; j += Group::size()) g[j] = from_compute<T>(C(0));
+    return;
+  }
+  const T* x = logits + r * c;
+  const C s = C(double(to_compute(*grad_loss)) * scale), row_lse = lse[r];
+  for (int64_t j = Group::rank(); j < c; j += Group::size()) {
+    C v = s * dev_exp(to_compute(x[j]) - row_lse);
+    if (j == target) v -= s;  // as the CPU: s * p - s, not s * (p - 1)
+    g[j] = from_compute<T>(v);
+  }
+}
+
+}  // namespace
+
+void cross_entropy(const Tensor& loss, const Tensor& lse, const Tensor& logits, const Tensor& targets,
+                   int64_t ignore_index, double scale) {
+  const int64_t n = logits.size(0), c = logits.size(1);
+  const Device device = logits.device();
+  cudaStream_t stream = stream_for(logits);
+  visit_floating(logits.dtype(), "cross_entropy", [&](auto tag) {
+    using T = decltype(tag);
+    using C = compute_t<T>;
+    const Tensor losses = scratch(device, sizeof(C) * size_t(std::max<int64_t>(n, 1)));
+    C* row_loss = static_cast<C*>(losses.raw_data());
+    if (n > 0) {
+      launch_rows(n, c, [&](auto whole_block, dim3 grid, dim3 block) {
+        cross_entropy_rows_kernel<decltype(whole_block)::value><<<grid, block, 0, stream>>>(
+            static_cast<C*>(lse.raw_data()), row_loss, static_cast<const T*>(logits.raw_data()),
+            targets.data<int64_t>(), n, c, ignore_index);
+        BRIGADE_CUDA_CHECK_LAUNCH();
+      });
+    }
+    sum_losses_kernel<T><<<1, kSumThreads, 0, stream>>>(static_cast<T*>(loss.raw_data()), row_loss, n, scale);
+    BRIGADE_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void cross_entropy_backward(const Tensor& grad_logits, const Tensor& logits, const Tensor& targets, const Tensor& lse,
+                            const Tensor& grad_loss, int64_t ignore_index, double scale) {
+  const int64_t n = logits.size(0), c = logits.size(1);
+  if (n == 0 || c == 0) return;
+  cudaStream_t stream = stream_for(logits);
+  visit_floating(logits.dtype(), "cross_entropy_backward", [&](auto tag) {
+    using T = decltype(tag);
+    using C = compute_t<T>;
+    launch_rows(n, c, [&](auto whole_block, dim3 grid, dim3 block) {
+      cross_entropy_backward_kernel<decltype(whole_block)::value><<<grid, block, 0, stream>>>(
+          static_cast<T*>(grad_logits.raw_data()), static_cast<const T*>(logits.raw_data()), targets.data<int64_t>(),
+          static_cast<const C*>(lse.raw_data()), static_cast<const T*>(grad_loss.raw_data()), n, c, ignore_index,
+          scale);
+      BRIGADE_CUDA_CHECK_LAUNCH();
+    });
+  });
+}
+
+}  // namespace brigade::cuda

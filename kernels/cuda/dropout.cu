@@ -1,0 +1,34 @@
+// CUDA kernels: dropout with a counter-based mask. Thread i decides element i's fate from
+// (seed, offset + i) alone — no mask is stored, and backward recomputes the same one.
+#include "core/philox.h"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/dropout.h"
+
+namespace brigade::cuda {
+namespace {
+
+template <class T>
+__global__ void dropout_kernel(T* out, const T* x, int64_t n, double p, double keep_scale, uint64_t seed,
+                               uint64_t offset) {
+  using C = compute_t<T>;
+  const C scale = C(keep_scale);  // rounded to the compute type once, as the CPU's T(1 / (1 - p))
+  BRIGADE_GRID_STRIDE_LOOP(i, n, int64_t) {
+    const bool dropped = philox::uniform(seed, offset + uint64_t(i)) < p;
+    out[i] = from_compute<T>(dropped ? C(0) : to_compute(x[i]) * scale);
+  }
+}
+
+}  // namespace
+
+void dropout(const Tensor& out, const Tensor& x, double p, uint64_t seed, uint64_t offset) {
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  visit_floating(x.dtype(), "dropout", [&](auto tag) {
+    using T = decltype(tag);
+    dropout_kernel<T><<<grid_for(n, x.device()), kThreads, 0, stream_for(x)>>>(
+        static_cast<T*>(out.raw_data()), static_cast<const T*>(x.raw_data()), n, p, 1.0 / (1.0 - p), seed, offset);
+    BRIGADE_CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace brigade::cuda

@@ -1,0 +1,142 @@
+// CUDA kernels: embedding forward (a row gather) and backward (a deterministic scatter-add).
+//
+// Forward: one warp per looked-up row copies it in the widest unit that divides the row and both
+// addresses (16 bytes when it can) — a lookup only moves bytes.
+//
+// Backward: many positions can name the same row (a token repeated in a batch). Adding them with
+// float atomics would make the low bits depend on which thread got there first. Instead:
+//   1. sort the (index, position) pairs by index with CUB's radix sort — stable, so each row's
+//      positions stay in increasing order;
+//   2. find where each row's run of positions starts (a binary search per row);
+//   3. give every row of grad_weight to one block, which adds its run in order, column by column.
+// The sums therefore run in the CPU reference's order: f32 results match it bit for bit.
+#include <cub/device/device_radix_sort.cuh>
+
+#include <bit>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/embedding.h"
+
+namespace brigade::cuda {
+namespace {
+
+// ---- forward ----
+
+template <class Unit>
+__global__ void gather_rows_kernel(Unit* out, const Unit* weight, const int64_t* indices, int64_t n,
+                                   int64_t units_per_row) {
+  // blockDim = (32, kRowsPerBlock): a warp per position, grid-striding over positions.
+  for (int64_t i = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.y; i < n; i += int64_t(gridDim.x) * kRowsPerBlock) {
+    const Unit* src = weight + indices[i] * units_per_row;
+    Unit* dst = out + i * units_per_row;
+    for (int64_t k = threadIdx.x; k < units_per_row; k += kWarp) dst[k] = src[k];
+  }
+}
+
+template <class Unit>
+void gather_rows(const Tensor& out, const Tensor& weight, const Tensor& indices, int64_t row_bytes) {
+  const int64_t n = indices.numel();
+  const int64_t blocks = std::min<int64_t>(ceil_div(n, kRowsPerBlock), int64_t(sm_count(out.device())) * 16);
+  gather_rows_kernel<Unit><<<unsigned(blocks), dim3(kWarp, kRowsPerBlock), 0, stream_for(out)>>>(
+      static_cast<Unit*>(out.raw_data()), static_cast<const Unit*>(weight.raw_data()), indices.data<int64_t>(), n,
+      row_bytes / int64_t(sizeof(Unit)));
+  BRIGADE_CUDA_CHECK_LAUNCH();
+}
+
+// ---- backward ----
+
+__global__ void iota_kernel(int64_t* out, int64_t n) {
+  BRIGADE_GRID_STRIDE_LOOP(i, n, int64_t) out[i] = i;
+}
+
+// starts[v] = the first s with sorted[s] >= v, for v in [0, rows]: row v's positions are
+// sorted_positions[starts[v] .. starts[v + 1]).
+__global__ void run_starts_kernel(int64_t* starts, const int64_t* sorted, int64_t n, int64_t rows) {
+  BRIGADE_GRID_STRIDE_LOOP(v, rows + 1, int64_t) {
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      if (sorted[mid] < v) lo = mid + 1;
+      else hi = mid;
+    }
+    starts[v] = lo;
+  }
+}
+
+// One block per grid_weight row (grid-striding over rows); its threads take the columns, and each
+// adds the row's run of gradient rows in position order.
+template <class T>
+__global__ void sum_runs_kernel(T* grad_weight, const T* grad_y, const int64_t* starts, const int64_t* positions,
+                                int64_t rows, int64_t d) {
+  using C = compute_t<T>;
+  for (int64_t v = blockIdx.x; v < rows; v += gridDim.x) {
+    const int64_t begin = starts[v], end = starts[v + 1];
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+      C acc = 0;
+      for (int64_t s = begin; s < end; ++s) acc += to_compute(grad_y[positions[s] * d + j]);
+      grad_weight[v * d + j] = from_compute<T>(acc);
+    }
+  }
+}
+
+}  // namespace
+
+void embedding(const Tensor& out, const Tensor& weight, const Tensor& indices) {
+  const int64_t row_bytes = weight.size(1) * int64_t(weight.element_size());
+  if (indices.numel() == 0 || row_bytes == 0) return;
+  // The widest unit that divides the row and keeps both base addresses aligned.
+  const auto fits = [&](size_t unit) {
+    return row_bytes % int64_t(unit) == 0 && is_aligned(out.raw_data(), unit) && is_aligned(weight.raw_data(), unit);
+  };
+  if (fits(16)) return gather_rows<uint4>(out, weight, indices, row_bytes);
+  if (fits(8)) return gather_rows<uint2>(out, weight, indices, row_bytes);
+  if (fits(4)) return gather_rows<uint32_t>(out, weight, indices, row_bytes);
+  gather_rows<uint16_t>(out, weight, indices, row_bytes);  // every dtype is at least 2 bytes
+}
+
+void embedding_backward(const Tensor& grad_weight, const Tensor& grad_y, const Tensor& indices) {
+  const int64_t rows = grad_weight.size(0), d = grad_weight.size(1), n = indices.numel();
+  if (rows == 0 || d == 0) return;
+  const Device device = grad_weight.device();
+  cudaStream_t stream = stream_for(grad_weight);
+  if (n == 0) {  // nothing looked up: all zeros (the all-zero bit pattern in every float dtype)
+    BRIGADE_CUDA_CHECK(cudaMemsetAsync(grad_weight.raw_data(), 0, grad_weight.nbytes(), stream));
+    return;
+  }
+
+  // 1. Sort (index, position) pairs by index, only on the bits an index in [0, rows) can have.
+  const Tensor positions = empty({n}, DType::i64, device);
+  const Tensor sorted_indices = empty({n}, DType::i64, device);
+  const Tensor sorted_positions = empty({n}, DType::i64, device);
+  iota_kernel<<<grid_for(n, device), kThreads, 0, stream>>>(positions.data<int64_t>(), n);
+  BRIGADE_CUDA_CHECK_LAUNCH();
+  const int end_bit = std::max(1, int(std::bit_width(uint64_t(rows - 1))));
+  size_t temp_bytes = 0;
+  BRIGADE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, indices.data<int64_t>(),
+                                                     sorted_indices.data<int64_t>(), positions.data<int64_t>(),
+                                                     sorted_positions.data<int64_t>(), n, 0, end_bit, stream));
+  const Tensor temp = scratch(device, std::max<size_t>(temp_bytes, 1));
+  BRIGADE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.raw_data(), temp_bytes, indices.data<int64_t>(),
+                                                     sorted_indices.data<int64_t>(), positions.data<int64_t>(),
+                                                     sorted_positions.data<int64_t>(), n, 0, end_bit, stream));
+
+  // 2. Where each row's run starts.
+  const Tensor starts = empty({rows + 1}, DType::i64, device);
+  run_starts_kernel<<<grid_for(rows + 1, device), kThreads, 0, stream>>>(starts.data<int64_t>(),
+                                                                         sorted_indices.data<int64_t>(), n, rows);
+  BRIGADE_CUDA_CHECK_LAUNCH();
+
+  // 3. Each row adds its run, in position order.
+  visit_floating(grad_weight.dtype(), "embedding_backward", [&](auto tag) {
+    using T = decltype(tag);
+    const int threads = int(std::min<int64_t>(kThreads, ceil_div(d, kWarp) * kWarp));
+    const unsigned blocks = unsigned(std::min<int64_t>(rows, int64_t(sm_count(device)) * 32));
+    sum_runs_kernel<T><<<blocks, threads, 0, stream>>>(static_cast<T*>(grad_weight.raw_data()),
+                                                       static_cast<const T*>(grad_y.raw_data()),
+                                                       starts.data<int64_t>(), sorted_positions.data<int64_t>(),
+                                                       rows, d);
+    BRIGADE_CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace brigade::cuda

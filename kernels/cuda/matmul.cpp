@@ -1,0 +1,145 @@
+// cuda::matmul: from batched tensor views to GEMM problems (kernels/cuda/gemm.h), and to the backend.
+//
+// The op layer hands over out [batch..., m, n] (contiguous) and views a, b with the same batch dims,
+// any strides. Three things happen here:
+//   1. Operands a backend cannot read are copied: cuBLAS needs a unit stride in one matrix dim, the
+//      tensor-core kernel also 16-byte aligned lines. The copies keep broadcast batch dims broadcast
+//      (one matrix, not one per batch entry). The tiled kernel reads any strides and never copies.
+//   2. Batch dims are collapsed: neighbours merge when every tensor steps across them uniformly, so a
+//      contiguous [B, H, m, k] is one batch of B * H. Only dims that cannot merge (e.g. a permuted
+//      operand) are looped over on the host, one strided-batched launch per outer index.
+//   3. Each problem goes to its GEMM on the current stream.
+#include <algorithm>
+#include <vector>
+
+#include "core/cuda/check.h"
+#include "core/cuda/current.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/matmul.h"
+
+namespace brigade::cuda {
+namespace {
+
+// One batch dim as seen by the three tensors: its size and each tensor's stride along it.
+struct BatchDim {
+  int64_t size, out, a, b;
+};
+
+std::vector<BatchDim> collapse_batch_dims(const Tensor& out, const Tensor& a, const Tensor& b) {
+  std::vector<BatchDim> dims;
+  for (int64_t d = 0; d < out.dim() - 2; ++d) {
+    const BatchDim x{out.size(d), out.stride(d), a.stride(d), b.stride(d)};
+    if (x.size == 1) continue;  // its strides never matter
+    if (!dims.empty()) {
+      BatchDim& prev = dims.back();
+      auto uniform = [&](int64_t outer, int64_t inner) { return outer == inner * x.size; };
+      if (uniform(prev.out, x.out) && uniform(prev.a, x.a) && uniform(prev.b, x.b)) {
+        prev = {prev.size * x.size, x.out, x.a, x.b};
+        continue;
+      }
+    }
+    dims.push_back(x);
+  }
+  return dims;
+}
+
+// A copy of x [batch..., rows, cols] in row-major order with each row padded to a multiple of
+// `row_multiple` elements, seen with x's shape. Broadcast batch dims (stride 0) stay broadcast.
+Tensor packed_copy(const Tensor& x, int64_t row_multiple) {
+  Shape compact = x.shape();
+  for (int64_t d = 0; d < x.dim() - 2; ++d)
+    if (x.stride(d) == 0) compact[size_t(d)] = 1;
+  Shape padded = compact;
+  padded.back() = (padded.back() + row_multiple - 1) / row_multiple * row_multiple;
+  const Tensor storage = empty(padded, x.dtype(), x.device());
+  const Strides strides = storage.strides();
+  ops::copy_(make_view(storage, compact, strides, 0), make_view(x, compact, x.strides(), x.offset()));
+  Strides expanded = strides;
+  for (int64_t d = 0; d < x.dim() - 2; ++d)
+    if (x.stride(d) == 0) expanded[size_t(d)] = 0;
+  return make_view(storage, x.shape(), expanded, 0);
+}
+
+GemmOperand operand(const Tensor& x) { return {x.raw_data(), x.stride(-2), x.stride(-1), 0}; }
+
+bool tensor_core_reads(const Tensor& x) {
+  for (int64_t d = 0; d < x.dim() - 2; ++d)
+    if (x.size(d) > 1 && x.stride(d) % 8 != 0) return false;
+  return tensor_core_can_read(operand(x), x.size(-2), x.size(-1));
+}
+
+// x itself when `backend` can read it, else a copy it can.
+Tensor readable(const Tensor& x, ops::MatmulBackend backend) {
+  switch (backend) {
+    case ops::MatmulBackend::cublas:
+      return cublas_can_read(x.size(-2), x.size(-1), x.stride(-2), x.stride(-1)) ? x : packed_copy(x, 1);
+    case ops::MatmulBackend::tensor_core:
+      return tensor_core_reads(x) ? x : packed_copy(x, 8);  // 8 x 16 bits = 16 bytes
+    default:
+      return x;
+  }
+}
+
+void run(const GemmProblem& p, ops::MatmulBackend backend, cudaStream_t stream) {
+  switch (backend) {
+    case ops::MatmulBackend::tiled: return gemm_tiled(p, stream);
+    case ops::MatmulBackend::tensor_core: return gemm_tensor_core(p, stream);
+    default: return gemm_cublas(p, stream);
+  }
+}
+
+const char* at_bytes(const void* p, int64_t elements, size_t element_size) {
+  return static_cast<const char*>(p) + elements * int64_t(element_size);
+}
+
+}  // namespace
+
+void matmul(const Tensor& out, const Tensor& a, const Tensor& b) { matmul(out, a, b, ops::matmul_backend()); }
+
+void matmul(const Tensor& out, const Tensor& a, const Tensor& b, ops::MatmulBackend backend) {
+  if (out.numel() == 0) return;
+  cudaStream_t stream = stream_for(out);
+  const int64_t m = out.size(-2), n = out.size(-1), k = a.size(-1);
+  if (k == 0) {  // an empty sum: C = 0 (out is contiguous, and all-zero bits are 0.0 in every dtype)
+    BRIGADE_CUDA_CHECK(cudaMemsetAsync(out.raw_data(), 0, out.nbytes(), stream));
+    return;
+  }
+  if (backend == ops::MatmulBackend::automatic) backend = ops::MatmulBackend::cublas;
+  const Tensor A = readable(a, backend), B = readable(b, backend);
+
+  GemmProblem base;
+  base.m = m, base.n = n, base.k = k;
+  base.in = A.dtype(), base.out = out.dtype();
+  base.a = operand(A), base.b = operand(B);
+  base.c = {out.raw_data(), out.stride(-2), 0};
+
+  // The last collapsed batch dim is each launch's batch; the ones before it are looped over here.
+  std::vector<BatchDim> dims = collapse_batch_dims(out, A, B);
+  const BatchDim inner = dims.empty() ? BatchDim{1, 0, 0, 0} : dims.back();
+  if (!dims.empty()) dims.pop_back();
+  int64_t outer_count = 1;
+  for (const BatchDim& d : dims) outer_count *= d.size;
+
+  const size_t in_size = A.element_size(), out_size = out.element_size();
+  std::vector<int64_t> index(dims.size(), 0);
+  for (int64_t o = 0; o < outer_count; ++o) {
+    int64_t off_out = 0, off_a = 0, off_b = 0;
+    for (size_t d = 0; d < dims.size(); ++d)
+      off_out += index[d] * dims[d].out, off_a += index[d] * dims[d].a, off_b += index[d] * dims[d].b;
+    for (int64_t first = 0; first < inner.size; first += kMaxGemmBatch) {
+      GemmProblem p = base;
+      p.batch = std::min(kMaxGemmBatch, inner.size - first);
+      p.a.data = at_bytes(base.a.data, off_a + first * inner.a, in_size);
+      p.b.data = at_bytes(base.b.data, off_b + first * inner.b, in_size);
+      p.c.data = const_cast<char*>(at_bytes(base.c.data, off_out + first * inner.out, out_size));
+      p.a.batch_stride = inner.a, p.b.batch_stride = inner.b, p.c.batch_stride = inner.out;
+      run(p, backend, stream);
+    }
+    for (size_t d = dims.size(); d-- > 0;) {  // odometer step over the outer dims
+      if (++index[d] < dims[d].size) break;
+      index[d] = 0;
+    }
+  }
+}
+
+}  // namespace brigade::cuda

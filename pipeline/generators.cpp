@@ -1,0 +1,132 @@
+// The compute order of each schedule: everything that distinguishes one schedule from another.
+// (Messages are added afterwards by add_communication, in schedule.cpp.)
+#include <algorithm>
+#include <string>
+
+#include "core/error.h"
+#include "pipeline/schedule.h"
+
+namespace brigade::pipeline {
+
+namespace {
+
+// Each (micro-batch, stage) takes at most three compute actions (F, I, W), plus its messages; this
+// bound keeps a typo such as M=100000000 from allocating gigabytes.
+constexpr long long kMaxComputeActions = 10'000'000;
+
+Schedule empty_schedule(const char* name, int ranks, int microbatches, int chunks) {
+  BRIGADE_CHECK(ranks >= 1 && microbatches >= 1 && chunks >= 1, "pipeline schedule ", name,
+                ": needs at least one rank, micro-batch and chunk, got P=", ranks, ", M=", microbatches,
+                ", V=", chunks);
+  BRIGADE_CHECK(3.0 * ranks * microbatches * chunks <= double(kMaxComputeActions), "pipeline schedule ", name,
+                ": P=", ranks, ", M=", microbatches, ", V=", chunks, " is too large (more than ", kMaxComputeActions,
+                " actions)");
+  Schedule s;
+  s.name = name;
+  s.layout = Layout{ranks, chunks};
+  s.microbatches = microbatches;
+  s.actions.resize(size_t(ranks));
+  return s;
+}
+
+}  // namespace
+
+// Micro-batch m goes all the way down and back up before m + 1 starts: only one rank is ever busy.
+Schedule naive_order(int ranks, int microbatches) {
+  Schedule s = empty_schedule("naive", ranks, microbatches, 1);
+  for (auto& list : s.actions) {
+    for (int m = 0; m < microbatches; ++m) {
+      list.push_back(F(m));
+      list.push_back(B(m));
+    }
+  }
+  return s;
+}
+
+// GPipe: every forward, then every backward (in the same order, so the last stage can start the
+// backward of micro-batch 0 as soon as its last forward is done). Each stage stashes all M.
+Schedule gpipe_order(int ranks, int microbatches) {
+  Schedule s = empty_schedule("gpipe", ranks, microbatches, 1);
+  for (auto& list : s.actions) {
+    for (int m = 0; m < microbatches; ++m) list.push_back(F(m));
+    for (int m = 0; m < microbatches; ++m) list.push_back(B(m));
+  }
+  return s;
+}
+
+// 1F1B (PipeDream-Flush, Megatron's default): rank r runs P - r - 1 forwards to fill the pipe,
+// then alternates one forward and one backward, then drains the remaining backwards. Same bubble as
+// GPipe, but at most P - r micro-batches are stashed at once instead of M.
+Schedule one_f_one_b_order(int ranks, int microbatches) {
+  Schedule s = empty_schedule("1f1b", ranks, microbatches, 1);
+  for (int r = 0; r < ranks; ++r) {
+    auto& list = s.actions[size_t(r)];
+    const int warmup = std::min(ranks - r - 1, microbatches);
+    for (int m = 0; m < warmup; ++m) list.push_back(F(m));
+    for (int i = 0; i + warmup < microbatches; ++i) {
+      list.push_back(F(i + warmup));
+      list.push_back(B(i));
+    }
+    for (int m = std::max(microbatches - warmup, 0); m < microbatches; ++m) list.push_back(B(m));
+  }
+  return s;
+}
+
+// Interleaved 1F1B (Narayanan et al. 2021, Megatron-LM). Every rank walks the same sequence of
+// "virtual micro-batches": groups of P micro-batches through chunk 0, the same group through chunk 1,
+// ..., then the next group. The k-th forward is micro-batch (k / (P*V)) * P + k % P on chunk
+// (k / P) % V; the k-th backward is the same micro-batch on the chunks in reverse order. Warm-up is
+// longer than 1F1B's — 2(P - r - 1) + (V - 1)P forwards — because a micro-batch now passes every
+// rank V times before its first backward can start. The bubble shrinks V-fold, at the price of
+// V times as many messages.
+Schedule interleaved_order(int ranks, int microbatches, int chunks) {
+  Schedule s = empty_schedule("interleaved", ranks, microbatches, chunks);
+  BRIGADE_CHECK(chunks >= 2, "pipeline schedule interleaved: needs at least 2 chunks per rank, got V=", chunks,
+                " (P=", ranks, ", M=", microbatches, "); with one chunk it is 1f1b");
+  BRIGADE_CHECK(microbatches % ranks == 0,
+                "pipeline schedule interleaved: the number of micro-batches "
+                "must be a multiple of the number of ranks (Megatron's rule: micro-batches go round in groups of P), "
+                "got P=",
+                ranks, ", M=", microbatches, ", V=", chunks);
+  const int total = microbatches * chunks;
+  auto microbatch_of = [&](int k) { return (k / (ranks * chunks)) * ranks + k % ranks; };
+  auto forward = [&](int k) { return F(microbatch_of(k), (k / ranks) % chunks); };
+  auto backward = [&](int k) { return B(microbatch_of(k), chunks - 1 - (k / ranks) % chunks); };
+  for (int r = 0; r < ranks; ++r) {
+    auto& list = s.actions[size_t(r)];
+    const int warmup = std::min(2 * (ranks - r - 1) + (chunks - 1) * ranks, total);
+    for (int k = 0; k < warmup; ++k) list.push_back(forward(k));
+    for (int i = 0; i + warmup < total; ++i) {
+      list.push_back(forward(i + warmup));
+      list.push_back(backward(i));
+    }
+    for (int k = total - warmup; k < total; ++k) list.push_back(backward(k));
+  }
+  return s;
+}
+
+// ZB-H1 (Qi et al., "Zero Bubble Pipeline Parallelism", 2023): B split into I (input gradient: on the
+// critical path, the previous stage waits for it) and W (weight gradient: needed only by the optimizer
+// step). Rank r starts with P - r forwards (as many as 1F1B runs before its first backward), then
+// repeats I(k), W(k - r), F(k + P - r): it holds back its last r weight gradients and runs them at
+// the end, exactly where 1F1B's cool-down leaves it waiting for gradients. A micro-batch's stash
+// lives until its W, so every rank holds at most P micro-batches — rank 0's peak under 1F1B, i.e.
+// the same peak memory per GPU. The idle time per rank drops from 3(P-1) to P-1 time units
+// (F = I = W = 1, M >= P).
+Schedule zb_h1_order(int ranks, int microbatches) {
+  Schedule s = empty_schedule("zb-h1", ranks, microbatches, 1);
+  for (int r = 0; r < ranks; ++r) {
+    auto& list = s.actions[size_t(r)];
+    const int warmup = std::min(ranks - r, microbatches);
+    for (int m = 0; m < warmup; ++m) list.push_back(F(m));
+    for (int k = 0; k < microbatches; ++k) {
+      list.push_back(I(k));
+      if (k - r >= 0) list.push_back(W(k - r));
+      if (k + warmup < microbatches) list.push_back(F(k + warmup));
+    }
+    for (int m = std::max(microbatches - r, 0); m < microbatches; ++m) list.push_back(W(m));
+  }
+  return s;
+}
+
+}  // namespace brigade::pipeline

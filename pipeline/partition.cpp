@@ -1,0 +1,245 @@
+#include "pipeline/partition.h"
+
+#include <algorithm>
+#include <cmath>
+#include <iomanip>
+#include <limits>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace brigade::pipeline {
+
+double Partition::cost(int64_t stage) const {
+  double sum = 0;
+  for (int64_t i = begin(stage); i < end(stage); ++i) sum += layer_costs.at(size_t(i));
+  return sum;
+}
+
+double Partition::max_cost() const {
+  double worst = 0;
+  for (int64_t s = 0; s < stages(); ++s) worst = std::max(worst, cost(s));
+  return worst;
+}
+
+int64_t Partition::stage_of_layer(int64_t layer) const {
+  BRIGADE_CHECK(layer >= 0 && layer < layers(), "Partition::stage_of_layer: layer ", layer, " is out of range [0, ",
+                layers(), ")");
+  // The last stage whose range starts at or before the layer (skipping empty stages).
+  const auto it = std::upper_bound(bounds.begin(), bounds.end(), layer);
+  return int64_t(it - bounds.begin()) - 1;
+}
+
+std::vector<int64_t> balance(const std::vector<double>& costs, int64_t stages) {
+  const int64_t n = int64_t(costs.size());
+  BRIGADE_CHECK(n >= 1, "partition: there are no layers to split into ", stages, " stages");
+  BRIGADE_CHECK(stages >= 1 && stages <= (int64_t(1) << 20),
+                "partition: the number of stages must be in [1, 2^20], got ", stages);
+  for (int64_t i = 0; i < n; ++i) {
+    BRIGADE_CHECK(std::isfinite(costs[size_t(i)]) && costs[size_t(i)] >= 0, "partition: layer ", i, " has cost ",
+                  costs[size_t(i)], "; costs must be finite and non-negative");
+  }
+
+  std::vector<int64_t> bounds(size_t(stages) + 1, 0);
+  if (stages >= n) {  // one layer per stage; the spare stages come first and stay empty
+    for (int64_t s = 0; s <= stages; ++s) bounds[size_t(s)] = std::max<int64_t>(0, s - (stages - n));
+    return bounds;
+  }
+
+  std::vector<double> prefix(size_t(n) + 1, 0.0);
+  for (int64_t i = 0; i < n; ++i) prefix[size_t(i) + 1] = prefix[size_t(i)] + costs[size_t(i)];
+  auto sum = [&](int64_t j, int64_t i) { return prefix[size_t(i)] - prefix[size_t(j)]; };
+  const double inf = std::numeric_limits<double>::infinity();
+  auto at = [&](std::vector<double>& table, int64_t s, int64_t i) -> double& {
+    return table[size_t(s) * size_t(n + 1) + size_t(i)];
+  };
+
+  // Pass 1: worst[s][i] = the smallest possible maximum when the first i layers form s non-empty
+  // stages. Stage s (1-based) covers layers [j, i) for some j >= s - 1.
+  std::vector<double> worst(size_t(stages + 1) * size_t(n + 1), inf);
+  for (int64_t i = 1; i <= n; ++i) at(worst, 1, i) = sum(0, i);
+  for (int64_t s = 2; s <= stages; ++s) {
+    for (int64_t i = s; i <= n; ++i) {
+      double best = inf;
+      for (int64_t j = s - 1; j < i; ++j) best = std::min(best, std::max(at(worst, s - 1, j), sum(j, i)));
+      at(worst, s, i) = best;
+    }
+  }
+  const double limit = at(worst, stages, n);
+
+  // Pass 2: among splits whose every stage costs at most `limit`, the smallest sum of squares.
+  // (The stage sums are computed by the same expression as in pass 1, so the optimal split of pass 1
+  // passes the test exactly.) Ties go to the smallest j, i.e. the later stage takes more layers.
+  std::vector<double> squares(size_t(stages + 1) * size_t(n + 1), inf);
+  std::vector<int64_t> choice(size_t(stages + 1) * size_t(n + 1), -1);
+  for (int64_t i = 1; i <= n; ++i) {
+    if (sum(0, i) <= limit) at(squares, 1, i) = sum(0, i) * sum(0, i);
+    choice[size_t(n + 1) + size_t(i)] = 0;
+  }
+  for (int64_t s = 2; s <= stages; ++s) {
+    for (int64_t i = s; i <= n; ++i) {
+      double best = inf;
+      int64_t best_j = -1;
+      for (int64_t j = s - 1; j < i; ++j) {
+        const double c = sum(j, i);
+        if (c > limit || at(squares, s - 1, j) == inf) continue;
+        const double value = at(squares, s - 1, j) + c * c;
+        if (value < best - 1e-12 * std::max(1.0, std::abs(best == inf ? value : best))) {
+          best = value;
+          best_j = j;
+        }
+      }
+      at(squares, s, i) = best;
+      choice[size_t(s) * size_t(n + 1) + size_t(i)] = best_j;
+    }
+  }
+  bounds[size_t(stages)] = n;
+  for (int64_t s = stages; s >= 1; --s) {
+    const int64_t j = choice[size_t(s) * size_t(n + 1) + size_t(bounds[size_t(s)])];
+    BRIGADE_CHECK(j >= 0, "partition: internal error: no split found");  // unreachable: pass 1 found one
+    bounds[size_t(s) - 1] = j;
+  }
+  return bounds;
+}
+
+Partition partition_by_cost(const std::vector<double>& costs, int64_t stages, const std::string& cost_name) {
+  Partition p;
+  p.bounds = balance(costs, stages);
+  p.layer_costs = costs;
+  p.cost_name = cost_name;
+  return p;
+}
+
+Partition partition_uniform(int64_t num_layers, int64_t stages) {
+  BRIGADE_CHECK(num_layers >= 1, "partition_uniform: there are no layers to split into ", stages, " stages");
+  return partition_by_cost(std::vector<double>(size_t(num_layers), 1.0), stages, "layers");
+}
+
+Partition partition_by_parameters(const Layers& layers, int64_t stages) {
+  std::vector<double> costs;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    BRIGADE_CHECK(layers[i] != nullptr, "partition_by_parameters: layer ", i, " is null");
+    costs.push_back(double(layers[i]->parameter_count()));
+  }
+  return partition_by_cost(costs, stages, "parameters");
+}
+
+Partition partition_by_time(const Layers& layers, int64_t stages, const Tensor& sample_input) {
+  return partition_by_cost(profile_layers(layers, sample_input), stages, "seconds");
+}
+
+Layers stage_layers(const Layers& layers, const Partition& partition, int64_t stage) {
+  BRIGADE_CHECK(partition.layers() == int64_t(layers.size()), "stage_layers: the partition covers ", partition.layers(),
+                " layers, but ", layers.size(), " were given");
+  BRIGADE_CHECK(stage >= 0 && stage < partition.stages(), "stage_layers: stage ", stage, " is out of range [0, ",
+                partition.stages(), ")");
+  return Layers(layers.begin() + partition.begin(stage), layers.begin() + partition.end(stage));
+}
+
+namespace {
+
+std::string with_commas(int64_t v) {
+  std::string digits = std::to_string(v);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string bytes_text(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4) {
+    bytes /= 1024;
+    ++u;
+  }
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(u == 0 ? 0 : 1) << bytes << " " << units[u];
+  return os.str();
+}
+
+// Whole numbers (layer and parameter counts) with thousands separators, others to 4 digits.
+std::string cost_text(double v) {
+  if (v == std::floor(v) && std::abs(v) < 1e15) return with_commas(int64_t(v));
+  std::ostringstream os;
+  os << std::setprecision(4) << v;
+  return os.str();
+}
+
+// "GPTEmbedding, TransformerBlock x3, GPTHead"
+std::string layer_names(const Layers& layers, int64_t begin, int64_t end) {
+  std::string out;
+  for (int64_t i = begin; i < end;) {
+    const std::string name = layers[size_t(i)]->name();
+    int64_t j = i;
+    while (j < end && layers[size_t(j)]->name() == name) ++j;
+    if (!out.empty()) out += ", ";
+    out += name;
+    if (j - i > 1) out += " x" + std::to_string(j - i);
+    i = j;
+  }
+  return out.empty() ? "(empty: passes its input on)" : out;
+}
+
+}  // namespace
+
+std::string describe_partition(const Partition& partition, const Layers& layers, int64_t ranks) {
+  BRIGADE_CHECK(partition.layers() == int64_t(layers.size()), "describe_partition: the partition covers ",
+                partition.layers(), " layers, but ", layers.size(), " were given");
+  if (ranks <= 0) ranks = partition.stages();
+  double total = 0;
+  for (double c : partition.layer_costs) total += c;
+
+  struct Row {
+    std::string stage, rank, range, names, params, cost, memory;
+  };
+  std::vector<Row> rows = {
+      {"stage", "rank", "layers", "", "parameters", "cost (" + partition.cost_name + ")", "memory"}};
+  for (int64_t s = 0; s < partition.stages(); ++s) {
+    int64_t params = 0;
+    double bytes = 0;
+    for (int64_t i = partition.begin(s); i < partition.end(s); ++i) {
+      params += layers[size_t(i)]->parameter_count();
+      for (const Tensor& t : layers[size_t(i)]->parameters()) bytes += double(t.nbytes());
+      for (const Tensor& t : layers[size_t(i)]->buffers()) bytes += double(t.nbytes());
+    }
+    std::ostringstream cost;
+    cost << cost_text(partition.cost(s));
+    if (total > 0) cost << " (" << std::fixed << std::setprecision(1) << 100.0 * partition.cost(s) / total << "%)";
+    std::string range = partition.size(s) == 0 ? "-"
+                        : partition.size(s) == 1
+                            ? std::to_string(partition.begin(s))
+                            : std::to_string(partition.begin(s)) + "-" + std::to_string(partition.end(s) - 1);
+    rows.push_back({std::to_string(s), std::to_string(s % ranks), range,
+                    layer_names(layers, partition.begin(s), partition.end(s)), with_commas(params), cost.str(),
+                    bytes_text(bytes)});
+  }
+
+  std::vector<size_t> width(7, 0);
+  for (const Row& row : rows) {
+    const std::string* cells[] = {&row.stage, &row.rank, &row.range, &row.names, &row.params, &row.cost, &row.memory};
+    for (size_t c = 0; c < 7; ++c) width[c] = std::max(width[c], cells[c]->size());
+  }
+  std::ostringstream os;
+  for (const Row& row : rows) {
+    const std::string* cells[] = {&row.stage, &row.rank, &row.range, &row.names, &row.params, &row.cost, &row.memory};
+    std::string line;
+    for (size_t c = 0; c < 7; ++c) {
+      const std::string& text = *cells[c];
+      const std::string fill(width[c] - text.size(), ' ');
+      const bool left_aligned = c == 2 || c == 3;
+      line += left_aligned ? text + fill : fill + text;
+      line += c + 1 < 7 ? "  " : "";
+    }
+    line.erase(line.find_last_not_of(' ') + 1);
+    os << line << "\n";
+  }
+  os << "largest stage: " << cost_text(partition.max_cost()) << " " << partition.cost_name
+     << " (the pipeline runs at the pace of its slowest stage)\n"
+     << "memory: parameters and buffers; training adds gradients and optimizer state\n";
+  return os.str();
+}
+
+}  // namespace brigade::pipeline

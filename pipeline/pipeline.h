@@ -1,0 +1,15 @@
+// brigade::pipeline — pipeline parallelism, one include.
+//
+//   schedule.h   schedules as data: per rank, the ordered F/B/I/W and SEND/RECV actions
+//   simulator.h  the dry run: dependency and deadlock checks, bubble, stashed activations, messages
+//   timeline.h   drawing a simulated schedule (terminal text, SVG)
+//   grid.h       the rank x step table of a schedule
+//   partition.h  cutting a list of layers into balanced stages
+#pragma once
+
+#include "pipeline/action.h"
+#include "pipeline/grid.h"
+#include "pipeline/partition.h"
+#include "pipeline/schedule.h"
+#include "pipeline/simulator.h"
+#include "pipeline/timeline.h"

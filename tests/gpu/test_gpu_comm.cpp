@@ -1,0 +1,277 @@
+// comm/ on GPUs: NCCL (a rank sending to itself — the one transfer a single GPU can do — plus
+// several ranks per GPU where the library allows it, and several GPUs where there are some) and
+// the local backend's event hand-over. Run by tests/gpu_main.cpp, which skips without a GPU.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <iostream>
+#include <thread>
+
+#include "brigade.h"
+#include "comm/comm.h"
+#include "comm/thread_ranks.h"
+#include "core/stream.h"
+
+using namespace brigade;
+using comm::P2P;
+using comm::Shapes;
+using Catch::Contains;
+
+namespace {
+
+const Device kGpu = Device::cuda(0);
+
+Tensor host_random(const Shape& shape, uint64_t seed, DType dtype) {
+  Generator gen(seed);
+  return ops::to_dtype(randn(shape, DType::f64, Device::cpu(), &gen), dtype);
+}
+
+// Bitwise equality through the host.
+void require_same(const Tensor& got, const Tensor& expected) {
+  REQUIRE(got.shape() == expected.shape());
+  REQUIRE(got.dtype() == expected.dtype());
+  REQUIRE(got.to(Device::cpu()).to_vector() == expected.to(Device::cpu()).to_vector());
+}
+
+bool all_ok(const std::vector<std::string>& errors) {
+  for (size_t r = 0; r < errors.size(); ++r)
+    if (!errors[r].empty()) {
+      UNSCOPED_INFO("rank " << r << ": " << errors[r]);
+      return false;
+    }
+  return true;
+}
+
+// The same conversation every multi-rank test holds: point to point, collectives, a split.
+void converse(comm::Communicator& c, std::vector<Tensor>& results) {
+  int n = c.size(), next = (c.rank() + 1) % n, prev = (c.rank() + n - 1) % n;
+  Device d = c.device();
+  std::vector<P2P> ops = {P2P::send(full({64, 3}, c.rank(), DType::f32, d), next),
+                          P2P::recv(prev)};
+  c.exchange(ops);
+  Tensor sum = full({1000}, c.rank() + 1, DType::f32, d);
+  c.all_reduce(sum);
+  Tensor mean = full({10}, c.rank(), DType::bf16, d);
+  c.all_reduce(mean, comm::ReduceOp::average);
+  Tensor from_last = c.rank() == n - 1 ? full({5}, 42, DType::i64, d) : zeros({5}, DType::i64, d);
+  c.broadcast(from_last, n - 1);
+  c.barrier();
+  auto alone = c.split(c.rank());  // one group per rank
+  Tensor mine = full({2}, c.rank(), DType::f32, d);
+  alone->all_reduce(mine);
+  results = {ops[1].tensor, sum, mean, from_last, mine};
+}
+
+void check_conversation(const std::vector<std::vector<Tensor>>& results) {
+  int n = int(results.size());
+  for (int r = 0; r < n; ++r) {
+    const std::vector<Tensor>& got = results[size_t(r)];
+    require_same(got[0], full({64, 3}, (r + n - 1) % n, DType::f32));
+    require_same(got[1], full({1000}, n * (n + 1) / 2, DType::f32));
+    require_same(got[2], ops::to_dtype(full({10}, (n - 1) / 2.0, DType::f32), DType::bf16));
+    require_same(got[3], full({5}, 42, DType::i64));
+    require_same(got[4], full({2}, r, DType::f32));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("gpu comm: nccl sends to itself within one group", "[gpu][comm][nccl]") {
+  INFO("NCCL " << comm::nccl_version());
+  auto comms = comm::nccl_group({kGpu});
+  comm::Communicator& c = *comms[0];
+  REQUIRE(c.backend() == "nccl");
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16, DType::f64, DType::i32, DType::i64}) {
+    Tensor x = host_random({17, 33}, 3, dtype).to(kGpu);
+    int tag = int(dtype);
+    // First message on the channel: with a header. Second: data only (fixed shape).
+    for (int round = 0; round < 2; ++round) {
+      std::vector<P2P> ops = {P2P::send(x, 0, tag), P2P::recv(0, tag)};
+      c.exchange(ops);
+      REQUIRE(ops[1].tensor.device() == kGpu);
+      require_same(ops[1].tensor, x);
+    }
+  }
+  // Into an existing, non-contiguous destination.
+  Tensor x = host_random({8, 6}, 4, DType::f32).to(kGpu);
+  Tensor wide = zeros({8, 12}, DType::f32, kGpu);
+  Tensor view = wide.slice(1, 0, 12, 2);
+  std::vector<P2P> ops = {P2P::send(x, 0, 100), P2P::recv_into(view, 0, 100)};
+  c.exchange(ops);
+  require_same(view, x);
+  // Varying shapes: a header with every message.
+  for (int64_t rows = 1; rows <= 3; ++rows) {
+    Tensor y = full({rows, 4}, double(rows), DType::f32, kGpu);
+    std::vector<P2P> v = {P2P::send(y, 0, 200, Shapes::varying), P2P::recv(0, 200, Shapes::varying)};
+    c.exchange(v);
+    require_same(v[1].tensor, y);
+  }
+  // Empty tensors move nothing but still shake hands.
+  std::vector<P2P> empty_ops = {P2P::send(zeros({0, 5}, DType::f32, kGpu), 0, 300), P2P::recv(0, 300)};
+  c.exchange(empty_ops);
+  REQUIRE(empty_ops[1].tensor.shape() == Shape{0, 5});
+}
+
+TEST_CASE("gpu comm: nccl transfers are ordered after the caller's stream", "[gpu][comm][nccl]") {
+  auto comms = comm::nccl_group({kGpu});
+  Stream compute = Stream::create(kGpu);
+  StreamGuard guard(compute);
+  for (int i = 0; i < 5; ++i) {
+    // A kernel on the current stream produces x; the send is queued right behind it, no host sync.
+    Tensor big = full({1 << 22}, double(i), DType::f32, kGpu);
+    Tensor x = ops::scale_shift(big, 2.0, 1.0);
+    std::vector<P2P> ops = {P2P::send(x, 0, 0), P2P::recv(0, 0)};
+    comms[0]->exchange(ops);
+    // ...and a kernel queued after the receive sees the received data.
+    Tensor doubled = ops::scale_shift(ops[1].tensor, 2.0, 0.0);
+    require_same(doubled, full({1 << 22}, 2.0 * (2.0 * i + 1), DType::f32));
+  }
+}
+
+TEST_CASE("gpu comm: nccl collectives and split on one rank", "[gpu][comm][nccl]") {
+  auto comms = comm::nccl_group({kGpu});
+  comm::Communicator& c = *comms[0];
+  Tensor x = host_random({123}, 5, DType::f32).to(kGpu);
+  Tensor y = ops::clone(x);
+  c.all_reduce(y);
+  require_same(y, x);
+  c.all_reduce(y, comm::ReduceOp::average);
+  require_same(y, x);
+  c.broadcast(y, 0);
+  require_same(y, x);
+  c.barrier();
+  REQUIRE(c.split(-1) == nullptr);
+  auto child = c.split(7);
+  REQUIRE(child->size() == 1);
+  child->all_reduce(y);
+  require_same(y, x);
+}
+
+TEST_CASE("gpu comm: nccl through the rendezvous store", "[gpu][comm][nccl]") {
+  std::shared_ptr<comm::Store> store = comm::make_memory_store();
+  auto c = comm::nccl_communicator(store, 0, 1, kGpu);
+  Tensor x = full({4}, 3, DType::f32, kGpu);
+  std::vector<P2P> ops = {P2P::send(x, 0), P2P::recv(0)};
+  c->exchange(ops);
+  require_same(ops[1].tensor, x);
+  // connect() with the process environment of a single process: the same, via a memory store.
+  comm::ConnectOptions options;
+  options.device = kGpu;
+  auto joined = comm::connect(options);
+  REQUIRE(joined->backend() == "nccl");
+}
+
+TEST_CASE("gpu comm: nccl errors name the op; a hung receive is aborted at its deadline", "[gpu][comm][nccl]") {
+  using namespace std::chrono_literals;
+  SECTION("a header that never comes times out on the host") {
+    auto comms = comm::nccl_group({kGpu}, 500ms);
+    auto start = std::chrono::steady_clock::now();
+    // NCCL may also refuse a lone receive from itself outright; either way the call must end
+    // promptly with an error naming it.
+    REQUIRE_THROWS_WITH(comms[0]->recv(0, 9), Contains("comm recv from rank 0, tag 9 (rank 0 of 1, nccl)"));
+    REQUIRE(std::chrono::steady_clock::now() - start < 10s);
+    REQUIRE(comms[0]->aborted());
+    device_synchronize(kGpu);  // the aborted communicator left nothing running
+  }
+  SECTION("data that never comes: the watchdog aborts the communicator") {
+    auto comms = comm::nccl_group({kGpu}, 500ms);
+    Tensor x = ones({16}, DType::f32, kGpu);
+    std::vector<P2P> ops = {P2P::send(x, 0), P2P::recv(0)};
+    comms[0]->exchange(ops);  // establishes the fixed channel: later receives carry no header
+    try {
+      comms[0]->recv_into(zeros({16}, DType::f32, kGpu), 0);  // queued on the GPU; returns at once
+    } catch (const Error& e) {
+      WARN("NCCL refused a lone receive from itself at once: " << e.what());
+    }
+    auto start = std::chrono::steady_clock::now();
+    while (!comms[0]->aborted() && std::chrono::steady_clock::now() - start < 10s)
+      std::this_thread::sleep_for(10ms);
+    REQUIRE(comms[0]->aborted());
+    REQUIRE_THROWS_WITH(comms[0]->send(x, 0), Contains("aborted earlier"));
+    device_synchronize(kGpu);  // ncclCommAbort ended the waiting kernel
+  }
+  SECTION("mismatches and wrong devices") {
+    auto comms = comm::nccl_group({kGpu});
+    REQUIRE_THROWS_WITH(comms[0]->send(ones({2}), 0),
+                        Contains("the tensor is on cpu but this communicator moves cuda:0"));
+    std::vector<P2P> ops = {P2P::send(ones({2, 8}, DType::f32, kGpu), 0, 4),
+                            P2P::recv_into(zeros({2, 4}, DType::f32, kGpu), 0, 4)};
+    REQUIRE_THROWS_WITH(comms[0]->exchange(ops),
+                        Contains("rank 0 sent [2, 8] f32 but this receive expects [2, 4] f32"));
+  }
+}
+
+TEST_CASE("gpu comm: several ranks on one GPU (NCCL >= 2.30.3)", "[gpu][comm][nccl]") {
+  if (!comm::nccl_multi_rank_per_gpu()) {
+    WARN("NCCL " << comm::nccl_version() << " < 2.30.3: several ranks per GPU unsupported; checking the refusal");
+    REQUIRE_THROWS_WITH(comm::nccl_group({kGpu, kGpu}), Contains("need NCCL >= 2.30.3"));
+    return;
+  }
+  auto comms = comm::nccl_group({kGpu, kGpu, kGpu});
+  std::vector<std::vector<Tensor>> results(comms.size());
+  auto errors = test::run_ranks(comms, [&](comm::Communicator& c) { converse(c, results[size_t(c.rank())]); });
+  REQUIRE(all_ok(errors));
+  check_conversation(results);
+}
+
+TEST_CASE("gpu comm: one rank per GPU in one process", "[gpu][comm][nccl]") {
+  int gpus = cuda_device_count();
+  if (gpus < 2) {
+    WARN("one GPU: skipping the multi-GPU nccl group");
+    return;
+  }
+  std::vector<Device> devices;
+  for (int i = 0; i < gpus; ++i) devices.push_back(Device::cuda(i));
+  auto comms = comm::nccl_group(devices);
+  std::vector<std::vector<Tensor>> results(comms.size());
+  auto errors = test::run_ranks(comms, [&](comm::Communicator& c) { converse(c, results[size_t(c.rank())]); });
+  REQUIRE(all_ok(errors));
+  check_conversation(results);
+}
+
+TEST_CASE("gpu comm: the local backend hands GPU tensors over with an event", "[gpu][comm][local]") {
+  auto comms = comm::local_group(2, kGpu);
+  std::vector<Tensor> sent(2), received(2);
+  auto errors = test::run_ranks(comms, [&](comm::Communicator& c) {
+    // Each thread works on its own stream: the hand-over must order the receiver after the sender.
+    Stream mine = Stream::create(kGpu);
+    StreamGuard guard(mine);
+    if (c.rank() == 0) {
+      for (int i = 0; i < 4; ++i) {
+        Tensor big = full({1 << 22}, double(i), DType::f32, kGpu);
+        sent[0] = ops::scale_shift(ops::scale_shift(big, 3.0, 1.0), 1.0, 0.0);  // queued, not finished
+        c.send(sent[0], 1);
+      }
+    } else {
+      for (int i = 0; i < 4; ++i) {
+        Tensor got = c.recv(0);
+        Tensor back = ops::scale_shift(got, 1.0, 0.0);  // reads it on this thread's stream
+        Tensor host = back.to(Device::cpu());
+        if (host.to_vector()[size_t(1 << 21)] != 3.0 * i + 1) throw std::runtime_error("read before it was written");
+        received[1] = got;
+      }
+    }
+  });
+  REQUIRE(all_ok(errors));
+  REQUIRE(received[1].storage().same_as(sent[0].storage()));  // no copy on one GPU
+  std::vector<Tensor> sums(2);
+  errors = test::run_ranks(comms, [&](comm::Communicator& c) {
+    sums[size_t(c.rank())] = full({100}, c.rank() + 1, DType::bf16, kGpu);
+    c.all_reduce(sums[size_t(c.rank())]);
+  });
+  REQUIRE(all_ok(errors));
+  for (const Tensor& s : sums) require_same(s, full({100}, 3, DType::bf16));
+}
+
+TEST_CASE("gpu comm: the local backend between two GPUs copies", "[gpu][comm][local]") {
+  if (cuda_device_count() < 2) {
+    WARN("one GPU: skipping the cross-GPU hand-over");
+    return;
+  }
+  auto comms = comm::local_group({Device::cuda(0), Device::cuda(1)});
+  Tensor x = host_random({50}, 8, DType::f32).to(Device::cuda(0));
+  comms[0]->send(x, 1);
+  Tensor got = comms[1]->recv(0);
+  REQUIRE(got.device() == Device::cuda(1));
+  require_same(got, x);
+}

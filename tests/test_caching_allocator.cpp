@@ -1,0 +1,393 @@
+// The caching allocator's bookkeeping, on a fake backend (no GPU needed), and how the CUDA entry
+// points behave on a machine without a GPU.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "brigade.h"
+#include "core/cuda/caching_allocator.h"
+#include "core/stream.h"
+
+using namespace brigade;
+using brigade::cuda::CachingAllocator;
+
+namespace {
+
+constexpr size_t KiB = size_t(1) << 10, MiB = size_t(1) << 20, GiB = size_t(1) << 30;
+
+// Hands out fake addresses (never dereferenced) from a device of `capacity` bytes, and counts calls.
+class FakeBackend final : public cuda::MemoryBackend {
+ public:
+  explicit FakeBackend(size_t capacity = 64 * GiB) : capacity(capacity) {}
+
+  void* raw_alloc(int device, size_t bytes) override {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (in_use + bytes > capacity) {
+      ++failures;
+      return nullptr;
+    }
+    in_use += bytes;
+    ++allocs;
+    void* p = reinterpret_cast<void*>(next_address);
+    next_address += bytes + 4096;
+    live[p] = {device, bytes};
+    return p;
+  }
+
+  void raw_free(int device, void* ptr) noexcept override {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = live.find(ptr);
+    if (it == live.end() || it->second.first != device) {
+      ++bad_frees;
+      return;
+    }
+    in_use -= it->second.second;
+    live.erase(it);
+    ++frees;
+  }
+
+  std::pair<size_t, size_t> memory_info(int) override { return {capacity - in_use, capacity}; }
+
+  // Events are flags the test sets (finish_streams) or waits on (wait_event finishes one).
+  struct FakeEvent {
+    int device;
+    const void* stream;
+    bool done = false;
+  };
+  void* record_event(int device, const void* stream) override {
+    events.push_back(std::make_unique<FakeEvent>(FakeEvent{device, stream}));
+    return events.back().get();
+  }
+  bool event_done(void* event) override { return static_cast<FakeEvent*>(event)->done; }
+  void wait_event(void* event) override {
+    static_cast<FakeEvent*>(event)->done = true;
+    ++waits;
+  }
+  void destroy_event(void* event) noexcept override {
+    for (auto& e : events)
+      if (e.get() == event) e.reset();
+  }
+  void finish_stream(const void* stream) {
+    for (auto& e : events)
+      if (e && e->stream == stream) e->done = true;
+  }
+  size_t live_events() const {
+    return size_t(std::count_if(events.begin(), events.end(), [](auto& e) { return e != nullptr; }));
+  }
+
+  std::vector<std::unique_ptr<FakeEvent>> events;
+  int waits = 0;
+  std::mutex mutex;
+  size_t capacity;
+  size_t in_use = 0;
+  int allocs = 0, frees = 0, failures = 0, bad_frees = 0;
+  uintptr_t next_address = 0x100000;
+  std::map<void*, std::pair<int, size_t>> live;  // ptr -> (device, bytes)
+};
+
+// Two distinct stream keys (the allocator only compares them).
+int stream_a_tag, stream_b_tag;
+const void* const kStreamA = &stream_a_tag;
+const void* const kStreamB = &stream_b_tag;
+
+}  // namespace
+
+TEST_CASE("caching allocator: sizes round to 512 B below 1 MiB and to 2 MiB above", "[allocator]") {
+  REQUIRE(CachingAllocator::round_size(0) == 512);
+  REQUIRE(CachingAllocator::round_size(1) == 512);
+  REQUIRE(CachingAllocator::round_size(512) == 512);
+  REQUIRE(CachingAllocator::round_size(513) == 1024);
+  REQUIRE(CachingAllocator::round_size(MiB - 1) == MiB);
+  REQUIRE(CachingAllocator::round_size(MiB) == 2 * MiB);
+  REQUIRE(CachingAllocator::round_size(2 * MiB) == 2 * MiB);
+  REQUIRE(CachingAllocator::round_size(2 * MiB + 1) == 4 * MiB);
+  REQUIRE(CachingAllocator::round_size(size_t(-1)) == 0);  // no block can hold it
+}
+
+TEST_CASE("caching allocator: a freed block is reused on its own stream only", "[allocator]") {
+  FakeBackend backend;
+  CachingAllocator cache(backend);
+  void* a = cache.allocate(0, kStreamA, 1000);
+  cache.free(a);
+  REQUIRE(backend.frees == 0);  // cached, not given back
+
+  SECTION("same stream, same size: the same block, no new raw allocation") {
+    REQUIRE(cache.allocate(0, kStreamA, 1000) == a);
+    REQUIRE(backend.allocs == 1);
+  }
+  SECTION("same stream, a size that rounds the same: reused") {
+    REQUIRE(cache.allocate(0, kStreamA, 600) == a);  // both round to 1024
+    REQUIRE(backend.allocs == 1);
+  }
+  SECTION("another stream: a new block") {
+    void* b = cache.allocate(0, kStreamB, 1000);
+    REQUIRE(b != a);
+    REQUIRE(backend.allocs == 2);
+    // ...and the other stream's cached block is still there for stream A.
+    REQUIRE(cache.allocate(0, kStreamA, 1000) == a);
+  }
+  SECTION("another device: a new block") {
+    void* b = cache.allocate(1, kStreamA, 1000);
+    REQUIRE(b != a);
+    REQUIRE(backend.live[b].first == 1);
+  }
+}
+
+TEST_CASE("caching allocator: best fit, never more than 50% too big", "[allocator]") {
+  FakeBackend backend;
+  CachingAllocator cache(backend);
+  void* b1k = cache.allocate(0, kStreamA, 1024);
+  void* b2k = cache.allocate(0, kStreamA, 2048);
+  void* b4k = cache.allocate(0, kStreamA, 4096);
+  cache.free(b4k);
+  cache.free(b1k);
+  cache.free(b2k);
+  REQUIRE(backend.allocs == 3);
+
+  REQUIRE(cache.allocate(0, kStreamA, 1500) == b2k);  // 1536 -> the 2048 block (not 4096)
+  REQUIRE(cache.allocate(0, kStreamA, 3000) == b4k);  // 3072 -> 4096: 33% bigger, fine
+  REQUIRE(cache.allocate(0, kStreamA, 512) != b1k);   // 1024 would be 100% bigger: a new block
+  REQUIRE(backend.allocs == 4);
+  REQUIRE(cache.allocate(0, kStreamA, 1024) == b1k);
+}
+
+TEST_CASE("caching allocator: statistics", "[allocator]") {
+  FakeBackend backend;
+  CachingAllocator cache(backend);
+  REQUIRE(cache.stats(0).allocated == 0);
+  REQUIRE(cache.stats(7).reserved == 0);  // a device never used
+
+  void* a = cache.allocate(0, kStreamA, 100);      // 512
+  void* b = cache.allocate(0, kStreamA, 3 * MiB);  // 4 MiB
+  CudaMemoryStats s = cache.stats(0);
+  REQUIRE(s.allocated == 512 + 4 * MiB);
+  REQUIRE(s.reserved == 512 + 4 * MiB);
+  REQUIRE(s.peak_allocated == s.allocated);
+  REQUIRE(s.cuda_mallocs == 2);
+
+  cache.free(b);
+  s = cache.stats(0);
+  REQUIRE(s.allocated == 512);
+  REQUIRE(s.reserved == 512 + 4 * MiB);  // the freed block is still cached
+  REQUIRE(s.peak_allocated == 512 + 4 * MiB);
+
+  cache.reset_peak(0);
+  REQUIRE(cache.stats(0).peak_allocated == 512);
+
+  void* c = cache.allocate(0, kStreamA, 4 * MiB);  // reuses b's block
+  REQUIRE(c == b);
+  REQUIRE(cache.stats(0).cuda_mallocs == 2);
+  REQUIRE(cache.stats(0).peak_allocated == 512 + 4 * MiB);
+
+  cache.free(c);
+  cache.free(a);
+  REQUIRE(cache.stats(0).allocated == 0);
+  REQUIRE(backend.in_use == 512 + 4 * MiB);
+  cache.empty_cache();
+  REQUIRE(cache.stats(0).reserved == 0);
+  REQUIRE(backend.in_use == 0);
+  REQUIRE(backend.frees == 2);
+  REQUIRE(backend.bad_frees == 0);
+}
+
+TEST_CASE("caching allocator: empty_cache keeps blocks in use", "[allocator]") {
+  FakeBackend backend;
+  CachingAllocator cache(backend);
+  void* live = cache.allocate(0, kStreamA, 10 * KiB);
+  void* cached = cache.allocate(0, kStreamB, 10 * KiB);
+  void* other_device = cache.allocate(1, kStreamA, 10 * KiB);
+  cache.free(cached);
+  cache.free(other_device);
+
+  cache.empty_cache(1);  // only device 1's cache
+  REQUIRE(backend.live.count(other_device) == 0);
+  REQUIRE(backend.live.count(cached) == 1);
+
+  cache.empty_cache();
+  REQUIRE(backend.live.size() == 1);
+  REQUIRE(backend.live.count(live) == 1);
+  REQUIRE(cache.stats(0).reserved == 10 * KiB);
+  REQUIRE(cache.stats(0).allocated == 10 * KiB);
+  cache.free(live);
+}
+
+TEST_CASE("caching allocator: out of memory frees the cache, retries once, then explains", "[allocator]") {
+  FakeBackend backend(10 * MiB);
+  CachingAllocator cache(backend);
+  // Fill the device: 4 MiB live on stream A, 6 MiB cached on stream B.
+  void* live = cache.allocate(0, kStreamA, 4 * MiB);
+  void* cached = cache.allocate(0, kStreamB, 6 * MiB);
+  cache.free(cached);
+  REQUIRE(backend.in_use == 10 * MiB);
+
+  SECTION("the retry after emptying the cache succeeds") {
+    void* p = cache.allocate(0, kStreamA, 5 * MiB);  // 6 MiB: fits once the cached block is gone
+    REQUIRE(p != nullptr);
+    REQUIRE(backend.failures == 1);
+    REQUIRE(backend.frees == 1);
+    CudaMemoryStats s = cache.stats(0);
+    REQUIRE(s.allocated == 10 * MiB);
+    REQUIRE(s.reserved == 10 * MiB);
+    cache.free(p);
+  }
+  SECTION("when even that is not enough, the Error says how memory is used") {
+    REQUIRE_THROWS_WITH(cache.allocate(0, kStreamA, GiB),
+                        "out of memory on cuda:0: tried to allocate 1.00 GiB; 4.00 MiB allocated by tensors, "
+                        "4.00 MiB reserved, 6.00 MiB free of 10.00 MiB");
+    REQUIRE(backend.failures == 2);  // the first try, and the retry after emptying the cache
+    // The allocator is still consistent and usable.
+    REQUIRE(cache.stats(0).allocated == 4 * MiB);
+    void* p = cache.allocate(0, kStreamA, 1000);
+    cache.free(p);
+  }
+  SECTION("a size no block can hold fails without asking the backend") {
+    REQUIRE_THROWS_WITH(cache.allocate(0, kStreamA, size_t(-1)), Catch::Contains("out of memory on cuda:0"));
+    REQUIRE(backend.failures == 0);
+  }
+  cache.free(live);
+}
+
+TEST_CASE("caching allocator: a block used on another stream waits for it after the free", "[allocator]") {
+  FakeBackend backend;
+  CachingAllocator cache(backend);
+  void* p = cache.allocate(0, kStreamA, 4096);
+  REQUIRE(cache.record_stream(static_cast<char*>(p) + 100, kStreamB));  // an interior pointer is found
+  REQUIRE(cache.record_stream(p, kStreamA));  // its own stream: nothing to do
+  cache.free(p);
+  REQUIRE(backend.live_events() == 1);  // one event, on stream B
+  REQUIRE(cache.stats(0).allocated == 0);
+  REQUIRE(cache.stats(0).reserved == 4096);
+
+  SECTION("while stream B has not passed the free, the block is not reused") {
+    void* q = cache.allocate(0, kStreamA, 4096);
+    REQUIRE(q != p);
+    backend.finish_stream(kStreamB);
+    void* r = cache.allocate(0, kStreamA, 4096);  // collected on this allocation
+    REQUIRE(r == p);
+    REQUIRE(backend.live_events() == 0);
+    cache.free(q);
+    cache.free(r);
+  }
+  SECTION("empty_cache leaves it alone until then") {
+    cache.empty_cache();
+    REQUIRE(backend.live.count(p) == 1);
+    backend.finish_stream(kStreamB);
+    cache.empty_cache();
+    REQUIRE(backend.live.count(p) == 0);
+  }
+  SECTION("out of memory waits for it rather than failing") {
+    backend.capacity = backend.in_use;  // full: the only free memory is the pending block
+    void* q = cache.allocate(0, kStreamA, 4096);
+    REQUIRE(backend.waits == 1);
+    REQUIRE(q != nullptr);
+    cache.free(q);
+  }
+  SECTION("a live block is recorded once per stream; unknown pointers are refused") {
+    void* q = cache.allocate(0, kStreamA, 100);
+    REQUIRE(cache.record_stream(q, kStreamB));
+    REQUIRE(cache.record_stream(q, kStreamB));
+    int elsewhere = 0;
+    REQUIRE_FALSE(cache.record_stream(&elsewhere, kStreamB));
+    REQUIRE_FALSE(cache.record_stream(static_cast<char*>(q) + 512, kStreamB));  // one past the block
+    cache.free(q);
+    REQUIRE(backend.live_events() == 2);  // p's and q's
+  }
+}
+
+TEST_CASE("caching allocator: freeing an unknown pointer is ignored, not passed on", "[allocator]") {
+  FakeBackend backend;
+  CachingAllocator cache(backend);
+  int not_from_the_allocator = 0;
+  cache.free(&not_from_the_allocator);  // prints a warning
+  cache.free(nullptr);
+  cache.empty_cache();
+  REQUIRE(backend.frees == 0);
+  REQUIRE(backend.bad_frees == 0);
+}
+
+TEST_CASE("caching allocator: many threads allocating and freeing at once", "[allocator]") {
+  FakeBackend backend;
+  CachingAllocator cache(backend);
+  const int kThreads = 4, kRounds = 5000;
+  std::atomic<int> overlaps{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng{uint32_t(t)};
+      const void* stream = t % 2 ? kStreamA : kStreamB;
+      std::vector<void*> mine;
+      for (int i = 0; i < kRounds; ++i) {
+        if (mine.size() < 8 && rng() % 3 != 0) {
+          mine.push_back(cache.allocate(t % 2, stream, size_t(rng() % (3 * MiB))));
+        } else if (!mine.empty()) {
+          cache.free(mine.back());
+          mine.pop_back();
+        }
+      }
+      // No block is ever handed to two holders at once: every pointer held here is unique.
+      std::sort(mine.begin(), mine.end());
+      if (std::adjacent_find(mine.begin(), mine.end()) != mine.end()) ++overlaps;
+      for (void* p : mine) cache.free(p);
+    });
+  }
+  for (auto& th : threads) th.join();
+  REQUIRE(overlaps == 0);
+  for (int d = 0; d < 2; ++d) {
+    CudaMemoryStats s = cache.stats(d);
+    REQUIRE(s.allocated == 0);
+    size_t on_device = 0;
+    for (auto& [p, info] : backend.live)
+      if (info.first == d) on_device += info.second;
+    REQUIRE(s.reserved == on_device);
+  }
+  cache.empty_cache();
+  REQUIRE(backend.live.empty());
+  REQUIRE(backend.bad_frees == 0);
+}
+
+TEST_CASE("format_bytes picks a readable unit", "[allocator]") {
+  REQUIRE(cuda::format_bytes(100) == "100 bytes");
+  REQUIRE(cuda::format_bytes(1536) == "1.50 KiB");
+  REQUIRE(cuda::format_bytes(3 * MiB) == "3.00 MiB");
+  REQUIRE(cuda::format_bytes(size_t(1.5 * double(GiB))) == "1.50 GiB");
+}
+
+// ---- without a GPU ------------------------------------------------------------------------------
+
+TEST_CASE("without a GPU, CUDA entry points throw clear errors and the CPU keeps working", "[allocator][cuda]") {
+  if (cuda_device_count() > 0) {
+    SUCCEED("a GPU is present: tests/gpu/test_gpu_core.cpp covers this machine");
+    return;
+  }
+  const Device gpu = Device::cuda(0);
+  REQUIRE_THROWS_WITH(Stream::create(gpu), Catch::Contains("Stream::create") && Catch::Contains("not available"));
+  REQUIRE_THROWS_WITH(Event::create(gpu), Catch::Contains("Event::create") && Catch::Contains("not available"));
+  REQUIRE_THROWS_WITH(current_stream(gpu), Catch::Contains("not available"));
+  REQUIRE_THROWS_WITH(device_synchronize(gpu), Catch::Contains("not available"));
+  REQUIRE_THROWS_AS(Stream::default_for(gpu), Error);
+
+  Tensor x = tensor({1, 2, 3});
+  REQUIRE_THROWS_WITH(x.to(gpu), Catch::Contains("to: cannot copy a tensor to cuda:0"));
+  REQUIRE_THROWS_WITH(randn({2}, DType::f32, gpu), Catch::Contains("randn: cuda:0 is not available"));
+  REQUIRE_THROWS_AS(empty({2}, DType::f32, gpu), Error);
+
+  REQUIRE(cuda_memory_stats(gpu).allocated == 0);
+  REQUIRE(cuda_memory_stats(gpu).cuda_mallocs == 0);
+  reset_peak_memory(gpu);
+  cuda_empty_cache();
+
+  // Undefined handles are refused, not dereferenced.
+  Stream undefined;
+  REQUIRE_FALSE(undefined.defined());
+  REQUIRE_THROWS_AS(undefined.synchronize(), Error);
+
+  // ...and the CPU path never noticed.
+  REQUIRE((x * 2).to_vector() == std::vector<double>{2, 4, 6});
+}

@@ -1,0 +1,175 @@
+// Reading the launch environment (brigade launch, torchrun, Slurm) and the rendezvous stores.
+#include <map>
+#include <thread>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "comm/comm.h"
+#include "test_util.h"
+
+using namespace brigade;
+using Catch::Contains;
+
+namespace {
+
+comm::LaunchEnv read(const std::map<std::string, std::string>& vars) {
+  return comm::read_launch_env([&](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  });
+}
+
+auto ms(int n) { return std::chrono::milliseconds(n); }
+
+std::string fresh_dir() {
+  char pattern[] = "/tmp/brigade-test-store-XXXXXX";
+  REQUIRE(mkdtemp(pattern) != nullptr);
+  return pattern;
+}
+
+int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  socklen_t len = sizeof addr;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+}  // namespace
+
+TEST_CASE("launch env: nothing set is a single process", "[comm][env]") {
+  comm::LaunchEnv env = read({});
+  REQUIRE(env.rank == 0);
+  REQUIRE(env.world_size == 1);
+  REQUIRE(env.local_rank == 0);
+  REQUIRE(env.launcher == "none");
+  REQUIRE(env.store_dir.empty());
+  REQUIRE(env.master_addr.empty());
+}
+
+TEST_CASE("launch env: brigade launch and torchrun variables", "[comm][env]") {
+  comm::LaunchEnv env = read({{"RANK", "3"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"},
+                              {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"}});
+  REQUIRE(env.rank == 3);
+  REQUIRE(env.world_size == 8);
+  REQUIRE(env.local_rank == 1);
+  REQUIRE(env.local_world_size == 2);
+  REQUIRE(env.launcher == "torchrun");
+  REQUIRE(env.master_addr == "10.0.0.1");
+  REQUIRE(env.master_port == 29500);
+  REQUIRE(env.str() == "rank 3 of 8 (local rank 1 of 2, torchrun; store: 10.0.0.1:29500)");
+
+  env = read({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"BRIGADE_LAUNCH", "1"}, {"BRIGADE_COMM_STORE", "/tmp/s"}});
+  REQUIRE(env.launcher == "brigade launch");
+  REQUIRE(env.local_rank == 1);  // defaults to the rank: everything on one machine
+  REQUIRE(env.local_world_size == 2);
+  REQUIRE(env.store_dir == "/tmp/s");
+}
+
+TEST_CASE("launch env: Slurm variables", "[comm][env]") {
+  comm::LaunchEnv env = read({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"},
+                              {"SLURM_TASKS_PER_NODE", "4(x2)"}, {"SLURM_JOB_NODELIST", "gpu[07-08]"},
+                              {"SLURM_JOB_ID", "123456"}});
+  REQUIRE(env.rank == 5);
+  REQUIRE(env.world_size == 8);
+  REQUIRE(env.local_rank == 1);
+  REQUIRE(env.local_world_size == 4);
+  REQUIRE(env.launcher == "slurm");
+  REQUIRE(env.master_addr == "gpu07");
+  REQUIRE(env.master_port == 29500 + 456);
+  // An explicit MASTER_ADDR/PORT, or a shared store directory, wins over the derived ones.
+  env = read({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_NODELIST", "a,b"}, {"MASTER_ADDR", "head"},
+              {"MASTER_PORT", "4000"}});
+  REQUIRE(env.master_addr == "head");
+  REQUIRE(env.master_port == 4000);
+  env = read({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"BRIGADE_COMM_STORE", "/shared/run1"}});
+  REQUIRE(env.store_dir == "/shared/run1");
+  REQUIRE(env.master_addr.empty());
+  // torchrun inside an allocation: RANK/WORLD_SIZE win.
+  env = read({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"RANK", "2"}, {"WORLD_SIZE", "4"}});
+  REQUIRE(env.rank == 2);
+  REQUIRE(env.world_size == 4);
+}
+
+TEST_CASE("launch env: Slurm node lists", "[comm][env]") {
+  REQUIRE(comm::first_slurm_host("node01") == "node01");
+  REQUIRE(comm::first_slurm_host("node01,node02") == "node01");
+  REQUIRE(comm::first_slurm_host("gpu[07-09,12],cpu1") == "gpu07");
+  REQUIRE(comm::first_slurm_host("rack[3,5-7]-n") == "rack3-n");
+  REQUIRE_THROWS_WITH(comm::first_slurm_host("gpu[07"), Contains("malformed SLURM_JOB_NODELIST"));
+}
+
+TEST_CASE("launch env: malformed or contradictory variables name the variable", "[comm][env]") {
+  REQUIRE_THROWS_WITH(read({{"RANK", "x"}, {"WORLD_SIZE", "2"}}), Contains("RANK='x' is not an integer >= 0"));
+  REQUIRE_THROWS_WITH(read({{"RANK", "2"}, {"WORLD_SIZE", "2"}}), Contains("RANK=2 is not below WORLD_SIZE=2"));
+  REQUIRE_THROWS_WITH(read({{"RANK", "0"}}), Contains("RANK and WORLD_SIZE must be set together"));
+  REQUIRE_THROWS_WITH(read({{"WORLD_SIZE", "0"}, {"RANK", "0"}}), Contains("WORLD_SIZE='0' is not an integer >= 1"));
+  REQUIRE_THROWS_WITH(read({{"SLURM_PROCID", "4"}, {"SLURM_NTASKS", "4"}}),
+                      Contains("SLURM_PROCID=4 is not below SLURM_NTASKS=4"));
+  REQUIRE_THROWS_WITH(read({{"MASTER_ADDR", "h"}}), Contains("MASTER_ADDR and MASTER_PORT must be set together"));
+  REQUIRE_THROWS_WITH(read({{"MASTER_ADDR", "h"}, {"MASTER_PORT", "70000"}}), Contains("not a TCP port"));
+}
+
+TEST_CASE("store: a multi-process job without a rendezvous says what to set", "[comm][store]") {
+  comm::LaunchEnv env = read({{"RANK", "0"}, {"WORLD_SIZE", "2"}});
+  REQUIRE_THROWS_WITH(comm::open_store(env, comm::Deadline::after(ms(100))),
+                      Contains("no rendezvous") && Contains("BRIGADE_COMM_STORE") && Contains("MASTER_ADDR"));
+  REQUIRE(comm::open_store(read({}), comm::Deadline::after(ms(100)))->str() == "memory store");
+}
+
+TEST_CASE("store: file store", "[comm][store]") {
+  std::string dir = fresh_dir();
+  auto a = comm::make_file_store(dir), b = comm::make_file_store(dir);
+  std::string binary("id\0with\xff bytes", 14);
+  std::thread writer([&] {
+    std::this_thread::sleep_for(ms(50));
+    a->set("nccl/0/unique id", binary);
+  });
+  REQUIRE(b->get("nccl/0/unique id", comm::Deadline::after(std::chrono::seconds(10))) == binary);
+  writer.join();
+  REQUIRE_THROWS_WITH(b->set("nccl/0/unique id", "again"), Contains("already set"));
+  auto start = std::chrono::steady_clock::now();
+  REQUIRE_THROWS_AS(b->get("never", comm::Deadline::after(ms(100))), comm::TimeoutError);
+  REQUIRE(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
+  REQUIRE_THROWS_WITH(b->get("never", comm::Deadline::after(ms(50))),
+                      Contains("timed out after 0.05 s waiting for key 'never' in " + dir));
+  REQUIRE_THROWS_WITH(comm::make_file_store(dir + "/missing"), Contains("is not a writable directory"));
+  std::system(("rm -rf " + dir).c_str());
+}
+
+TEST_CASE("store: TCP store, served by rank 0", "[comm][store]") {
+  int port = free_port();
+  auto deadline = comm::Deadline::after(std::chrono::seconds(10));
+  // A client may start before the server: it retries until the server is up.
+  std::unique_ptr<comm::Store> client;
+  std::thread early([&] { client = comm::make_tcp_store("127.0.0.1", port, false, deadline); });
+  std::this_thread::sleep_for(ms(100));
+  auto server = comm::make_tcp_store("127.0.0.1", port, true, deadline);
+  early.join();
+  std::thread writer([&] {
+    std::this_thread::sleep_for(ms(50));
+    server->set("gloo/rank_1", std::string(300, 'x'));
+  });
+  REQUIRE(client->get("gloo/rank_1", deadline) == std::string(300, 'x'));
+  writer.join();
+  client->set("empty", "");
+  REQUIRE(server->get("empty", deadline).empty());
+  REQUIRE_THROWS_WITH(client->set("empty", "again"), Contains("already set"));
+  REQUIRE_THROWS_WITH(client->get("never", comm::Deadline::after(ms(100))),
+                      Contains("timed out after 0.1 s waiting for key 'never' in TCP store 127.0.0.1:" +
+                               std::to_string(port)));
+  // A second server on the same port is refused with the reason.
+  REQUIRE_THROWS_WITH(comm::make_tcp_store("127.0.0.1", port, true, deadline), Contains("cannot listen on port"));
+}
+
+TEST_CASE("store: connecting to a TCP store nobody serves times out", "[comm][store]") {
+  int port = free_port();
+  REQUIRE_THROWS_WITH(comm::make_tcp_store("127.0.0.1", port, false, comm::Deadline::after(ms(200))),
+                      Contains("timed out after 0.2 s connecting to TCP store 127.0.0.1:" + std::to_string(port)));
+}

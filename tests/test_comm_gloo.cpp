@@ -1,0 +1,184 @@
+// The gloo backend. First across real processes, started by `brigade launch` on loopback: each
+// scenario runs tests/comm/comm_worker, which checks its own results; here we check exit statuses,
+// the ranks' (prefixed) messages, and that failures end in bounded time. Then ranks as threads of
+// this process, where Catch can look at the tensors directly.
+#include <catch2/catch.hpp>
+
+#include <thread>
+
+#include "brigade.h"
+#include "comm/comm.h"
+#include "comm/run_command.h"
+#include "comm/thread_ranks.h"
+
+using namespace brigade;
+using Catch::Contains;
+using comm::P2P;
+
+namespace {
+
+test::CommandResult launch(const std::string& flags, const std::string& scenario) {
+  return test::run_command(std::string(BRIGADE_CLI) + " launch " + flags + " -- " + COMM_WORKER + " " + scenario);
+}
+
+}  // namespace
+
+TEST_CASE("gloo: a ring of grouped sends and receives", "[comm][gloo]") {
+  test::CommandResult r = launch("-n 4 --timeout 20", "ring");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  REQUIRE(test::count(r.output, "] ring ok") == 4);
+  // The same over the TCP store instead of a store directory.
+  r = launch("-n 3 --store tcp --timeout 20", "ring");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  REQUIRE(test::count(r.output, "] ring ok") == 3);
+}
+
+TEST_CASE("gloo: a 4-stage pipeline exchanges activations and gradients", "[comm][gloo]") {
+  test::CommandResult r = launch("-n 4 --timeout 20", "pipeline");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  REQUIRE(test::count(r.output, "] pipeline ok") == 4);
+}
+
+TEST_CASE("gloo: all-reduce, broadcast, barrier and split match a reference", "[comm][gloo]") {
+  test::CommandResult r = launch("-n 4 --timeout 20", "collectives");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  REQUIRE(test::count(r.output, "] collectives ok") == 4);
+}
+
+TEST_CASE("gloo: a shape mismatch names both sides, the peer and the tag", "[comm][gloo]") {
+  test::CommandResult r = launch("-n 2 --timeout 20 --grace 30", "mismatch");
+  INFO(r.output);
+  REQUIRE(r.status == 1);
+  REQUIRE_THAT(r.output, Contains("[rank 1] error: comm recv from rank 0, tag 4 (rank 1 of 2, gloo): "
+                                  "rank 0 sent [2, 8] f32 but this receive expects [2, 4] f32"));
+}
+
+TEST_CASE("gloo: when a rank dies mid-exchange the others fail within the timeout", "[comm][gloo]") {
+  // The survivors ignore SIGTERM here, so their own errors show; a long grace lets them report.
+  test::CommandResult r = launch("-n 4 --timeout 5 --grace 30", "dies");
+  INFO(r.output);
+  REQUIRE(r.status == 3);  // rank 2's status
+  REQUIRE_THAT(r.output, Contains("brigade launch: rank 2 exited with status 3"));
+  for (int rank : {0, 1, 3})
+    REQUIRE_THAT(r.output, Contains("[rank " + std::to_string(rank) + "] error: comm "));
+  // Rank 3 waited on rank 2 directly: its error names that peer and the tag.
+  REQUIRE_THAT(r.output, Contains("[rank 3] error: comm recv from rank 2, tag 1 (rank 3 of 4, gloo)"));
+  REQUIRE(r.seconds < 20);
+}
+
+TEST_CASE("gloo: a rank that stops answering makes the others time out", "[comm][gloo]") {
+  test::CommandResult r = launch("-n 3 --timeout 1 --grace 1", "hangs");
+  INFO(r.output);
+  REQUIRE(r.status == 1);
+  REQUIRE_THAT(r.output, Contains("error: comm ") && Contains("timed out after 1 s") && Contains("aborted"));
+  REQUIRE(r.seconds < 15);
+}
+
+// ---- in one process: gloo ranks as threads, meeting through a store in memory ----
+
+namespace {
+
+std::vector<std::unique_ptr<comm::Communicator>> gloo_threads(int n, std::chrono::milliseconds timeout) {
+  std::shared_ptr<comm::Store> store = comm::make_memory_store();
+  auto comms = std::vector<std::unique_ptr<comm::Communicator>>(size_t(n));
+  std::vector<std::thread> threads;
+  comm::GlooOptions options;
+  options.timeout = timeout;
+  for (int r = 0; r < n; ++r)  // connecting blocks until every rank is there: one thread each
+    threads.emplace_back([&, r] { comms[size_t(r)] = comm::gloo_communicator(store, r, n, options); });
+  for (auto& t : threads) t.join();
+  return comms;
+}
+
+}  // namespace
+
+TEST_CASE("gloo: ranks as threads of one process", "[comm][gloo]") {
+  auto comms = gloo_threads(3, std::chrono::seconds(20));
+  std::vector<Tensor> got(3), varying(3), sums(3), halves(3), bcast(3), self(3);
+  std::vector<int> sub_sizes(3);
+  auto errors = test::run_ranks(comms, [&](comm::Communicator& c) {
+    size_t r = size_t(c.rank());
+    int next = (c.rank() + 1) % 3, prev = (c.rank() + 2) % 3;
+    std::vector<P2P> ops = {P2P::send(full({5, 7}, c.rank(), DType::f64), next, 3), P2P::recv(prev, 3)};
+    c.exchange(ops);
+    got[r] = ops[1].tensor;
+    for (int64_t n = 1; n <= 3; ++n) {
+      std::vector<P2P> v = {P2P::send(zeros({n}, DType::i32), next, 4, comm::Shapes::varying),
+                            P2P::recv(prev, 4, comm::Shapes::varying)};
+      c.exchange(v);
+      varying[r] = v[1].tensor;
+    }
+    std::vector<P2P> to_self = {P2P::send(full({2}, 9), c.rank(), 5), P2P::recv(c.rank(), 5)};
+    c.exchange(to_self);
+    self[r] = to_self[1].tensor;
+    sums[r] = full({1000}, c.rank() + 1, DType::f32);
+    c.all_reduce(sums[r]);
+    halves[r] = full({10}, c.rank(), DType::bf16);
+    c.all_reduce(halves[r], comm::ReduceOp::average);
+    bcast[r] = c.rank() == 1 ? arange(0, 6, 1, DType::i64) : zeros({6}, DType::i64);
+    c.broadcast(bcast[r], 1);
+    c.barrier();
+    auto sub = c.split(c.rank() == 0 ? -1 : 0);
+    sub_sizes[r] = sub ? sub->size() : 0;
+    if (sub) sub->barrier();
+  });
+  for (size_t r = 0; r < 3; ++r) {
+    INFO("rank " << r << ": " << errors[r]);
+    REQUIRE(errors[r].empty());
+    REQUIRE(got[r].to_vector() == full({5, 7}, double((r + 2) % 3), DType::f64).to_vector());
+    REQUIRE(varying[r].shape() == Shape{3});
+    REQUIRE(self[r].to_vector() == std::vector<double>{9, 9});
+    REQUIRE(sums[r].to_vector() == full({1000}, 6, DType::f32).to_vector());
+    REQUIRE(halves[r].to_vector() == full({10}, 1, DType::bf16).to_vector());
+    REQUIRE(bcast[r].to_vector() == std::vector<double>{0, 1, 2, 3, 4, 5});
+    REQUIRE(sub_sizes[r] == (r == 0 ? 0 : 2));
+  }
+}
+
+TEST_CASE("gloo: a group of one still runs every verb", "[comm][gloo]") {
+  auto comms = gloo_threads(1, std::chrono::seconds(10));
+  comm::Communicator& c = *comms[0];
+  Tensor x = full({4}, 2);
+  c.all_reduce(x);
+  c.all_reduce(x, comm::ReduceOp::average);
+  c.broadcast(x, 0);
+  c.barrier();
+  REQUIRE(x.to_vector() == std::vector<double>{2, 2, 2, 2});
+  c.send(x, 0);
+  REQUIRE(c.recv(0).to_vector() == x.to_vector());
+  REQUIRE_THROWS_WITH(c.recv(0, 1), Contains("nothing was sent to itself on this tag"));
+}
+
+TEST_CASE("gloo: a receive with no sender times out and aborts", "[comm][gloo]") {
+  auto comms = gloo_threads(2, std::chrono::milliseconds(300));
+  auto start = std::chrono::steady_clock::now();
+  REQUIRE_THROWS_AS(comms[1]->recv(0, 6), comm::TimeoutError);
+  REQUIRE(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
+  REQUIRE(comms[1]->aborted());
+  REQUIRE_THROWS_WITH(comms[1]->recv(0, 6), Contains("comm recv from rank 0, tag 6 (rank 1 of 2, gloo)") &&
+                                                Contains("aborted earlier") && Contains("timed out after 0.3 s"));
+  // Rank 1 closed its sockets: rank 0's next call with it fails at once instead of timing out.
+  comms[0]->set_timeout(std::chrono::seconds(30));
+  start = std::chrono::steady_clock::now();
+  REQUIRE_THROWS_WITH(comms[0]->recv(1, 0), Contains("comm recv from rank 1, tag 0 (rank 0 of 2, gloo)"));
+  REQUIRE(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+}
+
+TEST_CASE("gloo: a dtype mismatch names both sides; the receiver's abort reaches the sender", "[comm][gloo]") {
+  auto comms = gloo_threads(2, std::chrono::seconds(20));
+  auto errors = test::run_ranks(comms, [&](comm::Communicator& c) {
+    if (c.rank() == 0) {
+      c.send(zeros({3, 4}, DType::bf16), 1, 8);
+      c.send(zeros({3, 4}, DType::bf16), 1, 8);  // the receiver has aborted by now, or will
+    } else {
+      c.recv_into(zeros({3, 4}, DType::f32), 0, 8);
+    }
+  });
+  REQUIRE_THAT(errors[1], Contains("comm recv from rank 0, tag 8 (rank 1 of 2, gloo): "
+                                   "rank 0 sent [3, 4] bf16 but this receive expects [3, 4] f32"));
+  REQUIRE_THAT(errors[0], Contains("comm send to rank 1, tag 8 (rank 0 of 2, gloo)"));
+}

@@ -1,0 +1,250 @@
+// Partitioning layers into pipeline stages: the balanced split against brute force, uniform and
+// parameter-count splits, empty stages, no layer ever dropped, profiling (no timing is asserted),
+// and the printed table.
+#include <functional>
+#include <limits>
+
+#include "nn/gpt.h"
+#include "pipeline/partition.h"
+#include "test_util.h"
+
+using namespace brigade;
+using namespace brigade::pipeline;
+
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// Every contiguous split of n layers into S non-empty stages (S <= n), as bound vectors.
+void all_splits(int64_t n, int64_t S, std::vector<int64_t>& bounds, std::vector<std::vector<int64_t>>& out) {
+  const int64_t s = int64_t(bounds.size()) - 1;  // stages placed so far
+  if (s == S - 1) {
+    bounds.push_back(n);
+    out.push_back(bounds);
+    bounds.pop_back();
+    return;
+  }
+  for (int64_t next = bounds.back() + 1; next <= n - (S - 1 - s); ++next) {
+    bounds.push_back(next);
+    all_splits(n, S, bounds, out);
+    bounds.pop_back();
+  }
+}
+
+struct Score {
+  double max = 0;
+  double squares = 0;
+};
+
+Score score(const std::vector<double>& costs, const std::vector<int64_t>& bounds) {
+  Score sc;
+  for (size_t s = 0; s + 1 < bounds.size(); ++s) {
+    double c = 0;
+    for (int64_t i = bounds[s]; i < bounds[s + 1]; ++i) c += costs[size_t(i)];
+    sc.max = std::max(sc.max, c);
+    sc.squares += c * c;
+  }
+  return sc;
+}
+
+// Brute force: the smallest maximum; among those the smallest sum of squares; among those the one
+// whose bounds, read from the last stage backwards, are smallest (later stages take more layers).
+std::vector<int64_t> brute_force(const std::vector<double>& costs, int64_t S) {
+  std::vector<std::vector<int64_t>> splits;
+  std::vector<int64_t> start = {0};
+  all_splits(int64_t(costs.size()), S, start, splits);
+  std::vector<int64_t> best;
+  Score best_score{std::numeric_limits<double>::infinity(), 0};
+  for (const auto& b : splits) {
+    const Score sc = score(costs, b);
+    bool better = sc.max < best_score.max || (sc.max == best_score.max && sc.squares < best_score.squares);
+    if (!better && sc.max == best_score.max && sc.squares == best_score.squares) {
+      better = std::lexicographical_compare(b.rbegin(), b.rend(), best.rbegin(), best.rend());
+    }
+    if (better) {
+      best = b;
+      best_score = sc;
+    }
+  }
+  return best;
+}
+
+void require_covers_every_layer(const std::vector<int64_t>& bounds, int64_t n, int64_t S) {
+  REQUIRE(bounds.size() == size_t(S) + 1);
+  REQUIRE(bounds.front() == 0);
+  REQUIRE(bounds.back() == n);
+  for (size_t s = 0; s + 1 < bounds.size(); ++s) {
+    REQUIRE(bounds[s] <= bounds[s + 1]);
+    if (S <= n) REQUIRE(bounds[s] < bounds[s + 1]);  // no empty stage while there are layers enough
+  }
+}
+
+nn::GPTConfig tiny_gpt() {
+  nn::GPTConfig c;
+  c.vocab_size = 11;
+  c.block_size = 8;
+  c.n_layer = 3;
+  c.n_head = 2;
+  c.n_embd = 16;
+  c.seed = 7;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("partition: balance() matches brute force on every small case", "[pipeline]") {
+  Generator gen(3);
+  for (int64_t n = 1; n <= 9; ++n) {
+    for (int64_t S = 1; S <= n; ++S) {
+      for (int trial = 0; trial < 12; ++trial) {
+        // Small integer costs: many ties, and sums that are exact in floating point.
+        std::vector<double> costs;
+        for (double u : uniform({n}, 0, 6, DType::f64, Device::cpu(), &gen).to_vector()) costs.push_back(std::floor(u));
+        if (trial == 0) costs.assign(size_t(n), 1.0);  // all alike
+        INFO("n=" << n << " S=" << S << " trial " << trial);
+        const std::vector<int64_t> got = balance(costs, S);
+        require_covers_every_layer(got, n, S);
+        const std::vector<int64_t> expected = brute_force(costs, S);
+        CHECK(score(costs, got).max == score(costs, expected).max);
+        CHECK(score(costs, got).squares == score(costs, expected).squares);
+        CHECK(got == expected);
+      }
+    }
+  }
+  // Real-valued costs: the bottleneck still matches brute force.
+  for (int trial = 0; trial < 50; ++trial) {
+    std::vector<double> costs = uniform({8}, 0, 1, DType::f64, Device::cpu(), &gen).to_vector();
+    const int64_t S = 1 + trial % 8;
+    INFO("trial " << trial);
+    CHECK(score(costs, balance(costs, S)).max == Approx(score(costs, brute_force(costs, S)).max).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("partition: uniform by layer count, the larger stages last", "[pipeline]") {
+  const Partition p = partition_uniform(10, 4);
+  CHECK(p.bounds == std::vector<int64_t>{0, 2, 4, 7, 10});
+  CHECK(p.cost_name == "layers");
+  CHECK(p.max_cost() == 3);
+  for (int64_t n = 1; n <= 40; ++n) {
+    for (int64_t S = 1; S <= n; ++S) {
+      const Partition u = partition_uniform(n, S);
+      require_covers_every_layer(u.bounds, n, S);
+      for (int64_t s = 0; s < S; ++s) {
+        CHECK(u.size(s) >= n / S);
+        CHECK(u.size(s) <= (n + S - 1) / S);
+        if (s > 0) CHECK(u.size(s) >= u.size(s - 1));
+      }
+    }
+  }
+}
+
+TEST_CASE("partition: more stages than layers leaves the first stages empty and drops nothing", "[pipeline]") {
+  const Partition p = partition_uniform(3, 5);
+  CHECK(p.bounds == std::vector<int64_t>{0, 0, 0, 1, 2, 3});
+  CHECK(p.size(0) == 0);
+  CHECK(p.size(1) == 0);
+  for (int64_t layer = 0; layer < 3; ++layer) CHECK(p.stage_of_layer(layer) == layer + 2);
+  const Partition c = partition_by_cost({5, 1, 7}, 8);
+  require_covers_every_layer(c.bounds, 3, 8);
+  CHECK(c.max_cost() == 7);
+  CHECK(error_of([&] { p.stage_of_layer(3); }).find("layer 3 is out of range [0, 3)") != std::string::npos);
+}
+
+TEST_CASE("partition: a balanced split of uneven costs", "[pipeline]") {
+  // One heavy layer in the middle gets a stage to itself.
+  const Partition p = partition_by_cost({1, 1, 1, 9, 1, 1, 1}, 3, "ms");
+  CHECK(p.bounds == std::vector<int64_t>{0, 3, 4, 7});
+  CHECK(p.max_cost() == 9);
+  CHECK(p.cost(0) == 3);
+  // Zero-cost layers are fine and never dropped.
+  const Partition z = partition_by_cost({0, 0, 0, 0}, 2);
+  require_covers_every_layer(z.bounds, 4, 2);
+  CHECK(error_of([] { balance({1, -1}, 2); }).find("layer 1 has cost -1") != std::string::npos);
+  CHECK(error_of([] { balance({1, NAN}, 2); }).find("finite and non-negative") != std::string::npos);
+  CHECK(error_of([] { balance({1, 2}, 0); }).find("must be in [1, 2^20], got 0") != std::string::npos);
+  CHECK(error_of([] { balance({}, 2); }).find("no layers") != std::string::npos);
+}
+
+TEST_CASE("partition: a GPT by parameter count, chained stage by stage, printed as a table", "[pipeline]") {
+  nn::GPT gpt(tiny_gpt());
+  const Layers layers = gpt.layers();  // embed, 3 blocks, head
+  REQUIRE(layers.size() == 5);
+  const Partition p = partition_by_parameters(layers, 3);
+  require_covers_every_layer(p.bounds, 5, 3);
+  CHECK(p.cost_name == "parameters");
+  std::vector<double> params;
+  for (const auto& l : layers) params.push_back(double(l->parameter_count()));
+  CHECK(p.layer_costs == params);
+  CHECK(p.bounds == brute_force(params, 3));
+
+  // Running the stages one after another is the model's forward.
+  Tensor idx = tensor({1, 2, 3, 4, 5, 6, 7, 8}, DType::i64).reshape({1, 8});
+  Tensor x = idx;
+  for (int64_t s = 0; s < p.stages(); ++s) {
+    for (const auto& layer : stage_layers(layers, p, s)) x = layer->forward(x);
+  }
+  test::require_close(x, gpt.forward(idx).to_vector(), 0, 0);
+
+  // Two ranks: stages 0, 2 on rank 0 and stage 1 on rank 1.
+  const std::string table = describe_partition(p, layers, 2);
+  INFO(table);
+  CHECK(table.rfind("stage  rank  layers", 0) == 0);
+  CHECK(table.find("parameters  cost (parameters)") != std::string::npos);
+  CHECK(table.find("memory\n") != std::string::npos);
+  CHECK(table.find("GPTEmbedding") != std::string::npos);
+  CHECK(table.find("GPTHead") != std::string::npos);
+  CHECK(table.find("largest stage: ") != std::string::npos);
+  std::istringstream lines(table);
+  std::string header, row0, row1, row2;
+  std::getline(lines, header);
+  std::getline(lines, row0);
+  std::getline(lines, row1);
+  std::getline(lines, row2);
+  CHECK(row0.rfind("    0     0  ", 0) == 0);
+  // Stage 0 holds the embedding (wte 11 x 16, wpe 8 x 16) and a block: f32 parameters, 4 bytes each.
+  const int64_t stage0 = layers[0]->parameter_count() + layers[1]->parameter_count();
+  CHECK(p.bounds[1] == 2);
+  CHECK(row0.find(std::to_string(stage0 / 1000) + "," + std::to_string(stage0 % 1000)) != std::string::npos);
+  CHECK(row0.find(std::to_string(stage0 * 4 / 1024) + ".0 KiB") != std::string::npos);
+  CHECK(row1.rfind("    1     1  ", 0) == 0);
+  CHECK(row2.rfind("    2     0  ", 0) == 0);
+
+  const Partition all_blocks = partition_uniform(5, 1);
+  const std::string one_stage = describe_partition(all_blocks, layers);
+  CHECK(one_stage.find("    0     0  0-4     GPTEmbedding, TransformerBlock x3, GPTHead") != std::string::npos);
+  CHECK(one_stage.find(" 5 (100.0%)  ") != std::string::npos);  // cost (layers): all 5
+  CHECK(describe_partition(partition_uniform(5, 7), layers).find("(empty: passes its input on)") != std::string::npos);
+  CHECK(error_of([&] { describe_partition(partition_uniform(4, 2), layers); }).find("covers 4 layers, but 5") !=
+        std::string::npos);
+  CHECK(error_of([&] { stage_layers(layers, p, 3); }).find("stage 3 is out of range") != std::string::npos);
+}
+
+TEST_CASE("partition: by measured time — one cost per layer, no gradients left behind", "[pipeline]") {
+  nn::GPT gpt(tiny_gpt());
+  const Layers layers = gpt.layers();
+  Tensor idx = tensor({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0, 1, 2, 3, 4, 5}, DType::i64).reshape({2, 8});
+  // What the times are is the machine's business; that there is one finite time per layer is ours.
+  const std::vector<double> seconds = profile_layers(layers, idx);
+  REQUIRE(seconds.size() == layers.size());
+  for (double s : seconds) {
+    CHECK(std::isfinite(s));
+    CHECK(s >= 0);
+  }
+  for (const Tensor& w : gpt.parameters()) CHECK(!w.grad().defined());
+  const Partition p = partition_by_time(layers, 2, idx);
+  require_covers_every_layer(p.bounds, 5, 2);
+  CHECK(p.cost_name == "seconds");
+  CHECK(error_of([&] { profile_layers({}, idx); }).find("no layers") != std::string::npos);
+  CHECK(error_of([&] { profile_layers(layers, Tensor()); }).find("undefined") != std::string::npos);
+  // A layer that cannot take the input says which one failed.
+  const Layers reversed(layers.rbegin(), layers.rend());
+  CHECK(error_of([&] { profile_layers(reversed, idx); }).find("profile_layers: layer 0 (GPTHead) failed on input") !=
+        std::string::npos);
+}

@@ -1,0 +1,574 @@
+// Pipeline schedules as data and the dry-run simulator: every schedule over a grid of (P, M, V) runs
+// without deadlock or dependency violation and does each piece of work exactly once; the textbook
+// bubbles and activation peaks come out exactly; broken schedules are caught and the printed grid
+// marks the culprit; the terminal chart, the SVG and `brigade simulate`.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <string>
+#include <tuple>
+
+#include "core/error.h"
+#include "examples/simulate/command.h"
+#include "pipeline/grid.h"
+#include "pipeline/schedule.h"
+#include "pipeline/simulator.h"
+#include "pipeline/timeline.h"
+
+using namespace brigade;
+using namespace brigade::pipeline;
+
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// Runs `schedule` expecting the simulator to reject it; returns the error.
+ScheduleError rejection(const Schedule& schedule, const Costs& costs = {}) {
+  try {
+    simulate(schedule, costs);
+  } catch (const ScheduleError& e) {
+    return e;
+  }
+  FAIL("the simulator accepted a broken schedule");
+  throw;  // unreachable
+}
+
+// The grid line of step `step` in a ScheduleError's message ("   7   B0   !F1 ...").
+std::string grid_line(const std::string& message, int step) {
+  std::istringstream lines(message);
+  const std::string number = std::to_string(step);
+  for (std::string line; std::getline(lines, line);) {
+    const size_t first = line.find_first_not_of(' ');
+    if (first != std::string::npos && line.compare(first, number.size() + 2, number + "  ") == 0) return line;
+  }
+  return "(no line for step " + number + ")";
+}
+
+Costs unit_fb() {  // F = B = 1: W folded into B costs nothing extra
+  Costs c;
+  c.weight = 0;
+  return c;
+}
+
+// Which (kind, micro-batch, stage) each rank computes, counted straight from the action lists.
+std::map<std::tuple<ActionKind, int, int>, int> compute_counts(const Schedule& s) {
+  std::map<std::tuple<ActionKind, int, int>, int> counts;
+  for (int r = 0; r < s.ranks(); ++r) {
+    for (const Action& a : s.actions[size_t(r)]) {
+      if (is_compute(a.kind)) ++counts[{a.kind, a.microbatch, s.layout.stage(r, a.chunk)}];
+    }
+  }
+  return counts;
+}
+
+}  // namespace
+
+TEST_CASE("schedule: every schedule runs every accepted (P, M, V) up to 8 x 32 x 4, each piece of work once",
+          "[pipeline]") {
+  int accepted = 0;
+  for (ScheduleKind kind : all_schedule_kinds()) {
+    for (int P = 1; P <= 8; ++P) {
+      for (int M = 1; M <= 32; ++M) {
+        for (int V = 1; V <= 4; ++V) {
+          Schedule s;
+          try {
+            s = make_schedule(kind, P, M, V);
+          } catch (const Error& e) {
+            // Refusals are exactly the documented ones, and the message names the configuration.
+            const bool expected = kind == ScheduleKind::interleaved ? (V == 1 || M % P != 0) : V > 1;
+            INFO(schedule_name(kind) << " P=" << P << " M=" << M << " V=" << V << ": " << e.what());
+            REQUIRE(expected);
+            REQUIRE(std::string(e.what()).find("V=" + std::to_string(V)) != std::string::npos);
+            REQUIRE(std::string(e.what()).find("P=" + std::to_string(P)) != std::string::npos);
+            REQUIRE(std::string(e.what()).find("M=" + std::to_string(M)) != std::string::npos);
+            continue;
+          }
+          ++accepted;
+          INFO(schedule_name(kind) << " P=" << P << " M=" << M << " V=" << V);
+          REQUIRE(s.ranks() == P);
+          REQUIRE(s.chunks() == V);
+          // Exactly one F, and one B or one I + one W, per micro-batch per global stage.
+          const auto counts = compute_counts(s);
+          const bool split = kind == ScheduleKind::zb_h1;
+          for (int stage = 0; stage < P * V; ++stage) {
+            for (int m = 0; m < M; ++m) {
+              auto count = [&](ActionKind k) {
+                auto it = counts.find({k, m, stage});
+                return it == counts.end() ? 0 : it->second;
+              };
+              REQUIRE(count(ActionKind::forward) == 1);
+              REQUIRE(count(ActionKind::backward) == (split ? 0 : 1));
+              REQUIRE(count(ActionKind::backward_input) == (split ? 1 : 0));
+              REQUIRE(count(ActionKind::backward_weight) == (split ? 1 : 0));
+            }
+          }
+          // The dry run finds no deadlock and no violation, with any costs.
+          for (const Costs& c : {Costs{}, unit_fb(), Costs{2, 1, 3, 0.5}}) {
+            SimulationResult r;
+            REQUIRE_NOTHROW(r = simulate(s, c));
+            REQUIRE(r.bubble_fraction >= -1e-12);
+            REQUIRE(r.bubble_fraction < 1);
+            REQUIRE(r.timeline.size() == size_t(P));
+            for (int rank = 0; rank < P; ++rank)
+              REQUIRE(r.timeline[size_t(rank)].size() == s.actions[size_t(rank)].size());
+          }
+        }
+      }
+    }
+  }
+  REQUIRE(accepted > 1000);
+}
+
+TEST_CASE("schedule: refused configurations say why, naming P, M and V", "[pipeline]") {
+  auto msg = [](ScheduleKind k, int P, int M, int V) { return error_of([&] { make_schedule(k, P, M, V); }); };
+  CHECK(msg(ScheduleKind::interleaved, 4, 6, 2).find("multiple") != std::string::npos);
+  CHECK(msg(ScheduleKind::interleaved, 4, 6, 2).find("P=4, M=6, V=2") != std::string::npos);
+  CHECK(msg(ScheduleKind::interleaved, 4, 8, 1).find("at least 2 chunks") != std::string::npos);
+  CHECK(msg(ScheduleKind::one_f_one_b, 4, 8, 2).find("one chunk per rank, got V=2") != std::string::npos);
+  CHECK(msg(ScheduleKind::gpipe, 0, 8, 1).find("P=0, M=8, V=1") != std::string::npos);
+  CHECK(msg(ScheduleKind::zb_h1, 4, 0, 1).find("P=4, M=0, V=1") != std::string::npos);
+  CHECK(msg(ScheduleKind::naive, 1 << 20, 1 << 20, 1).find("too large") != std::string::npos);
+  CHECK(error_of([] { parse_schedule_kind("2f2b"); }).find("unknown schedule '2f2b'") != std::string::npos);
+  for (ScheduleKind k : all_schedule_kinds()) CHECK(parse_schedule_kind(schedule_name(k)) == k);
+}
+
+TEST_CASE("schedule: the orders themselves, for a small case", "[pipeline]") {
+  auto names = [](const Schedule& s, int r) {
+    std::string out;
+    for (const Action& a : s.actions[size_t(r)]) {
+      if (!out.empty()) out += ' ';
+      out += short_name(a, r, s.layout);
+    }
+    return out;
+  };
+  // 1F1B, P=3, M=4: rank r warms up with P - r - 1 forwards.
+  const Schedule s = one_f_one_b_order(3, 4);
+  CHECK(names(s, 0) == "F0 F1 F2 B0 F3 B1 B2 B3");
+  CHECK(names(s, 1) == "F0 F1 B0 F2 B1 F3 B2 B3");
+  CHECK(names(s, 2) == "F0 B0 F1 B1 F2 B2 F3 B3");
+  // With messages: a RECV right before the consumer, a SEND right after the producer.
+  const Schedule c = make_schedule(ScheduleKind::one_f_one_b, 2, 2);
+  CHECK(names(c, 0) == "F0 sendA0>1 F1 sendA1>1 recvG0<1 B0 recvG1<1 B1");
+  CHECK(names(c, 1) == "recvA0<0 F0 B0 sendG0>0 recvA1<0 F1 B1 sendG1>0");
+  // ZB-H1, P=2, M=3: rank r holds back its last r weight gradients.
+  const Schedule z = zb_h1_order(2, 3);
+  CHECK(names(z, 0) == "F0 F1 I0 W0 F2 I1 W1 I2 W2");
+  CHECK(names(z, 1) == "F0 I0 F1 I1 W0 F2 I2 W1 W2");
+  // GPipe and naive.
+  CHECK(names(gpipe_order(2, 3), 1) == "F0 F1 F2 B0 B1 B2");
+  CHECK(names(naive_order(2, 2), 0) == "F0 B0 F1 B1");
+  // One rank holding every stage hands tensors over without messages.
+  const Schedule one = make_schedule(ScheduleKind::interleaved, 1, 2, 3);
+  CHECK(names(one, 0) == "F0.0 F0.1 F0.2 B0.2 F1.0 B0.1 F1.1 B0.0 F1.2 B1.2 B1.1 B1.0");
+  CHECK(simulate(one).messages() == 0);
+  CHECK(error_of([&] { add_communication(c); }).find("already has messages") != std::string::npos);
+}
+
+TEST_CASE("simulate: gpipe and 1f1b with unit costs have bubble (P-1)/(M+P-1), naive (P-1)/P", "[pipeline]") {
+  for (int P = 1; P <= 8; ++P) {
+    for (int M = 1; M <= 32; ++M) {
+      INFO("P=" << P << " M=" << M);
+      for (const Costs& c : {unit_fb(), Costs{}}) {  // F = B = 1, and B = 1 + W = 1 (same shape, scaled)
+        const double textbook = (P - 1.0) / (M + P - 1);
+        CHECK(simulate(make_schedule(ScheduleKind::gpipe, P, M), c).bubble_fraction == Approx(textbook).margin(1e-12));
+        const SimulationResult r = simulate(make_schedule(ScheduleKind::one_f_one_b, P, M), c);
+        CHECK(r.bubble_fraction == Approx(textbook).margin(1e-12));
+        CHECK(r.bubble_ratio == Approx((P - 1.0) / M).margin(1e-12));
+        CHECK(simulate(make_schedule(ScheduleKind::naive, P, M), c).bubble_fraction ==
+              Approx((P - 1.0) / P).margin(1e-12));
+      }
+    }
+  }
+  // The CLI's example: P=4, M=16 -> 3/19 = 0.1579; makespan (M+P-1)(F+B) = 38.
+  const SimulationResult r = simulate(make_schedule(ScheduleKind::one_f_one_b, 4, 16), unit_fb());
+  CHECK(r.makespan == 38);
+  CHECK(r.bubble_fraction == Approx(3.0 / 19).margin(1e-15));
+}
+
+TEST_CASE("simulate: interleaved with F = B = 1 has bubble (P-1)/(V*M+P-1), checked by hand for P=2 M=4 V=2",
+          "[pipeline]") {
+  // Stages 0 and 2 live on rank 0, 1 and 3 on rank 1; every action takes 1 unit. Rank 0 runs
+  //   F0.0 F1.0 F0.1 F1.1 F2.0 B0.1 F3.0 B1.1 F2.1 B0.0 F3.1 B1.0 B2.1 B3.1 B2.0 B3.0
+  // back to back from t=0, except that B2.1 waits for rank 1's B2.1 (t = 12..13) and B3.1 for rank
+  // 1's B3.1 (t = 14..15): 2 idle units. Rank 1 starts at t=1 (it needs F0.0 from rank 0) and ends
+  // at 17 (B3.0 at 16..17): 2 idle units. Makespan 18; busy 16 per rank; bubble 4/36 = 1/9 =
+  // (P-1)/(V*M+P-1).
+  const Schedule s = make_schedule(ScheduleKind::interleaved, 2, 4, 2);
+  const SimulationResult r = simulate(s, unit_fb());
+  CHECK(r.makespan == 18);
+  CHECK(r.busy == std::vector<double>{16, 16});
+  CHECK(r.bubble_fraction == Approx(1.0 / 9).margin(1e-15));
+  const std::string chart = timeline_text(s, r);
+  CHECK(chart.find("rank 0  FFFFFBFBFBFB.B.BBB\n"
+                   "        010120312031 2 323\n"
+                   "        001101011010 1 100\n"
+                   "rank 1  .FFFBFBFBFBFBFBBB.\n"
+                   "         0100112031223323\n"
+                   "         0011110000111100\n") != std::string::npos);
+  // Rank 0 stashes 5 micro-batch-chunks at its peak: 4 warm-up forwards and one more.
+  CHECK(r.peak_activations_per_rank == std::vector<int>{5, 3});
+  CHECK(r.peak_activations == std::vector<int>{4, 3, 2, 1});
+
+  for (int P = 1; P <= 8; ++P) {
+    for (int V = 2; V <= 4; ++V) {
+      for (int M = P; M <= 32; M += P) {
+        INFO("P=" << P << " M=" << M << " V=" << V);
+        const SimulationResult ri = simulate(make_schedule(ScheduleKind::interleaved, P, M, V), unit_fb());
+        CHECK(ri.bubble_fraction == Approx((P - 1.0) / (V * M + P - 1)).margin(1e-12));
+      }
+    }
+  }
+}
+
+TEST_CASE("simulate: zb-h1 with F = I = W = 1 has a third of 1f1b's idle time, at 1f1b's peak memory", "[pipeline]") {
+  for (int P = 2; P <= 8; ++P) {
+    for (int M = P; M <= 32; ++M) {
+      INFO("P=" << P << " M=" << M);
+      const SimulationResult zb = simulate(make_schedule(ScheduleKind::zb_h1, P, M));
+      const SimulationResult ofob = simulate(make_schedule(ScheduleKind::one_f_one_b, P, M));
+      // Each rank computes 3M units either way; 1F1B idles 3(P-1) per rank, ZB-H1 P-1.
+      const double zb_idle = P * zb.makespan - 3.0 * M * P;
+      const double ofob_idle = P * ofob.makespan - 3.0 * M * P;
+      CHECK(ofob_idle == Approx(3.0 * (P - 1) * P));
+      CHECK(zb_idle == Approx(ofob_idle / 3));
+      CHECK(zb.bubble_fraction == Approx((P - 1.0) / (3 * M + P - 1)).margin(1e-12));
+      CHECK(zb.bubble_fraction < 0.5 * ofob.bubble_fraction);
+      // Stashes live until W, so every rank may hold P micro-batches — rank 0's peak under 1F1B.
+      CHECK(*std::max_element(zb.peak_activations.begin(), zb.peak_activations.end()) ==
+            *std::max_element(ofob.peak_activations.begin(), ofob.peak_activations.end()));
+    }
+  }
+}
+
+TEST_CASE("simulate: peak stashed activations — gpipe M, 1f1b min(M, P - s), naive 1", "[pipeline]") {
+  for (int P = 1; P <= 8; ++P) {
+    for (int M = 1; M <= 32; ++M) {
+      INFO("P=" << P << " M=" << M);
+      const SimulationResult g = simulate(make_schedule(ScheduleKind::gpipe, P, M));
+      const SimulationResult o = simulate(make_schedule(ScheduleKind::one_f_one_b, P, M));
+      const SimulationResult n = simulate(make_schedule(ScheduleKind::naive, P, M));
+      for (int s = 0; s < P; ++s) {
+        CHECK(g.peak_activations[size_t(s)] == M);
+        CHECK(o.peak_activations[size_t(s)] == std::min(M, P - s));
+        CHECK(n.peak_activations[size_t(s)] == 1);
+      }
+      CHECK(o.peak_activations_per_rank == o.peak_activations);
+    }
+  }
+}
+
+TEST_CASE("simulate: messages, bytes and communication time", "[pipeline]") {
+  // Every micro-batch crosses each of the S - 1 stage boundaries twice (activation, gradient).
+  const SimulationResult r = simulate(make_schedule(ScheduleKind::one_f_one_b, 4, 16), Costs{}, 1000);
+  CHECK(r.activation_messages == 3 * 16);
+  CHECK(r.gradient_messages == 3 * 16);
+  CHECK(r.bytes == 96 * 1000);
+  const SimulationResult ri = simulate(make_schedule(ScheduleKind::interleaved, 4, 8, 3));
+  CHECK(ri.messages() == 2 * (4 * 3 - 1) * 8);
+  CHECK(ri.bytes == 0);
+  CHECK(simulate(make_schedule(ScheduleKind::gpipe, 1, 4)).messages() == 0);
+
+  // GPipe P=2, M=1, messages take 0.5: F [0,1) on rank 0; F [1.5,2.5) and B [2.5,4.5) on rank 1;
+  // B [5,7) on rank 0.
+  Costs slow;
+  slow.communication = 0.5;
+  const Schedule s = make_schedule(ScheduleKind::gpipe, 2, 1);
+  const SimulationResult t = simulate(s, slow);
+  CHECK(t.makespan == 7);
+  const auto& rank1 = t.timeline[1];  // recvA0 F0 B0 sendG0
+  CHECK(rank1[0].start == 0);
+  CHECK(rank1[0].end == 1.5);  // waited for the message
+  CHECK(rank1[1].start == 1.5);
+  CHECK(rank1[2].end == 4.5);
+  CHECK(t.timeline[0].back().start == 5);
+}
+
+TEST_CASE("simulate: bad costs and malformed schedules are errors", "[pipeline]") {
+  const Schedule s = make_schedule(ScheduleKind::one_f_one_b, 2, 2);
+  CHECK(error_of([&] { simulate(s, Costs{-1, 1, 1, 0}); }).find("finite and non-negative") != std::string::npos);
+  CHECK(error_of([&] { simulate(s, Costs{1, NAN, 1, 0}); }).find("finite and non-negative") != std::string::npos);
+  CHECK(error_of([&] { simulate(s, Costs{}, -5); }).find("activation size") != std::string::npos);
+  Schedule wrong = s;
+  wrong.actions.pop_back();
+  CHECK(error_of([&] { simulate(wrong); }).find("action lists for 1 ranks, but its layout has P=2") !=
+        std::string::npos);
+  Schedule chunk = s;
+  chunk.actions[0][0].chunk = 1;
+  CHECK(rejection(chunk).problem.find("chunk 1 does not exist (V=1)") != std::string::npos);
+  Schedule mb = s;
+  mb.actions[0][0].microbatch = 7;
+  CHECK(rejection(mb).problem.find("micro-batch 7 does not exist (M=2)") != std::string::npos);
+}
+
+TEST_CASE("simulate: a broken schedule is caught and the grid marks the offending action", "[pipeline]") {
+  const Schedule good = make_schedule(ScheduleKind::one_f_one_b, 3, 3);
+  REQUIRE_NOTHROW(simulate(good));
+
+  SECTION("two actions swapped: B before its F") {
+    Schedule s = good;  // the last rank runs recvA0 F0 B0 ...; swap F0 and B0
+    std::swap(s.actions[2][1], s.actions[2][2]);
+    const ScheduleError e = rejection(s);
+    CHECK(e.rank == 2);
+    CHECK(e.step == 1);
+    CHECK(e.problem.find("B before its F") != std::string::npos);
+    CHECK(std::string(e.what()).find("fails at rank 2, step 1, B(micro-batch 0)") != std::string::npos);
+    CHECK(grid_line(e.what(), 1).find("!B0") != std::string::npos);
+    // The other ranks show where they had got to.
+    CHECK(std::string(e.what()).find("*recvG0<1") != std::string::npos);
+  }
+  SECTION("a send dropped: the RECV waits for a message nobody will send") {
+    Schedule s = good;
+    // Rank 1's last action sends the gradient of micro-batch 2 back to rank 0.
+    REQUIRE(s.actions[1].back() == (Action{ActionKind::send_gradient, 2, 0}));
+    s.actions[1].pop_back();
+    const ScheduleError e = rejection(s);
+    CHECK(e.rank == 0);
+    CHECK(e.problem.find("RECV without a matching SEND: rank 1 never sends") != std::string::npos);
+    const int step = int(good.actions[0].size()) - 2;  // rank 0's recvG2<1
+    CHECK(e.step == step);
+    CHECK(grid_line(e.what(), step).find("!recvG2<1") != std::string::npos);
+  }
+  SECTION("an early send dropped: the next message is the wrong one") {
+    Schedule s = good;
+    REQUIRE(s.actions[0][1] == (Action{ActionKind::send_activation, 0, 0}));
+    s.actions[0].erase(s.actions[0].begin() + 1);
+    const ScheduleError e = rejection(s);
+    CHECK(e.rank == 1);
+    CHECK(e.step == 0);
+    CHECK(e.problem.find("message mismatch: expects the activation of micro-batch 0 from stage 0, but the next one "
+                         "rank 0 sent is micro-batch 1") != std::string::npos);
+    // Both ends are marked: the RECV, and the SEND whose message arrived instead.
+    CHECK(grid_line(e.what(), 0).find("!recvA0<0") != std::string::npos);
+    CHECK(grid_line(e.what(), 2).find("!sendA1>1") != std::string::npos);
+  }
+  SECTION("a receive dropped: F runs without its input") {
+    Schedule s = good;
+    s.actions[1].erase(s.actions[1].begin());
+    const ScheduleError e = rejection(s);
+    CHECK(e.rank == 1);
+    CHECK(e.step == 0);
+    CHECK(e.problem.find("no RECV before it received it") != std::string::npos);
+  }
+  SECTION("a cycle of waiting") {
+    Schedule s = make_schedule(ScheduleKind::gpipe, 2, 2);
+    // Rank 0 waits for a gradient before sending the activation the gradient depends on.
+    REQUIRE(s.actions[0][1] == (Action{ActionKind::send_activation, 0, 0}));
+    REQUIRE(s.actions[0][4] == (Action{ActionKind::recv_gradient, 0, 0}));
+    std::swap(s.actions[0][1], s.actions[0][4]);
+    const ScheduleError e = rejection(s);
+    CHECK(e.problem.find("deadlock: rank 0 (step 1: RECV gradient") != std::string::npos);
+    CHECK(e.problem.find("which waits for rank 1 (step 0: RECV activation") != std::string::npos);
+    CHECK(grid_line(e.what(), 1).find("!recvG0<1") != std::string::npos);
+    CHECK(grid_line(e.what(), 0).find("!recvA0<0") != std::string::npos);
+  }
+  SECTION("W before its I, and a W after a full B") {
+    Schedule s = make_schedule(ScheduleKind::zb_h1, 2, 2);
+    Schedule w = s;  // rank 0: F0 sendA0 F1 sendA1 recvG0 I0 W0 ...; swap I0 and W0
+    REQUIRE(w.actions[0][5] == I(0));
+    std::swap(w.actions[0][5], w.actions[0][6]);
+    CHECK(rejection(w).problem.find("W before its I") != std::string::npos);
+    Schedule b = good;
+    b.actions[2].insert(b.actions[2].begin() + 3, W(0));  // after recvA0 F0 B0
+    CHECK(rejection(b).problem.find("W after a full B") != std::string::npos);
+  }
+  SECTION("work missing or done twice") {
+    Schedule missing = good;
+    missing.actions[2].erase(missing.actions[2].begin() + 2);  // the last rank's B0, and its send
+    missing.actions[2].erase(missing.actions[2].begin() + 2);
+    missing.actions[1].erase(
+        std::find(missing.actions[1].begin(), missing.actions[1].end(), Action{ActionKind::recv_gradient, 0, 0}));
+    // Rank 1's B0 now runs without the gradient: caught where it happens.
+    CHECK(rejection(missing).problem.find("needs the gradient of micro-batch 0") != std::string::npos);
+
+    Schedule no_backward = make_schedule(ScheduleKind::gpipe, 1, 2);  // one rank: F0 F1 B0 B1
+    no_backward.actions[0].pop_back();
+    const ScheduleError e = rejection(no_backward);
+    CHECK(e.problem.find("stage 0 (rank 0) never runs B (or I) for micro-batch 1") != std::string::npos);
+    CHECK(e.step == 3);  // after the last action
+    CHECK(grid_line(e.what(), 3).find("!(end)") != std::string::npos);
+
+    Schedule twice = make_schedule(ScheduleKind::gpipe, 1, 2);
+    twice.actions[0].insert(twice.actions[0].begin() + 1, F(0));
+    CHECK(rejection(twice).problem.find("runs a second time") != std::string::npos);
+  }
+  SECTION("a message sent twice") {
+    Schedule extra = make_schedule(ScheduleKind::gpipe, 2, 1);
+    extra.actions[0].insert(extra.actions[0].begin() + 2, {ActionKind::send_activation, 0, 0});
+    const ScheduleError e = rejection(extra);
+    CHECK(e.problem.find("sends the same activation twice") != std::string::npos);
+    CHECK(e.step == 2);
+  }
+  SECTION("sends and receives that leave the pipeline or stay on the rank") {
+    Schedule s = make_schedule(ScheduleKind::gpipe, 2, 1);
+    s.actions[1].push_back({ActionKind::send_activation, 0, 0});  // the last stage has no next stage
+    CHECK(rejection(s).problem.find("no next stage to send to") != std::string::npos);
+    Schedule local = make_schedule(ScheduleKind::interleaved, 1, 1, 2);
+    local.actions[0].insert(local.actions[0].begin() + 1, {ActionKind::send_activation, 0, 0});
+    CHECK(rejection(local).problem.find("sends to its own rank") != std::string::npos);
+  }
+}
+
+TEST_CASE("grid: one column per rank, one line per step, marks in front of cells", "[pipeline]") {
+  const Schedule s = make_schedule(ScheduleKind::gpipe, 2, 1);
+  CHECK(action_grid(s) ==
+        "step   rank 0     rank 1\n"
+        "   0   F0         recvA0<0\n"
+        "   1   sendA0>1   F0\n"
+        "   2   recvG0<1   B0\n"
+        "   3   B0         sendG0>0\n");
+  CHECK(action_grid(s, {{1, 2, '!'}, {0, 4, '*'}}) ==
+        "step   rank 0     rank 1\n"
+        "   0   F0         recvA0<0\n"
+        "   1   sendA0>1   F0\n"
+        "   2   recvG0<1  !B0\n"
+        "   3   B0         sendG0>0\n"
+        "   4  *(end)\n");
+}
+
+TEST_CASE("timeline: the terminal chart", "[pipeline]") {
+  const Schedule s = make_schedule(ScheduleKind::gpipe, 2, 2);
+  const SimulationResult r = simulate(s, unit_fb());
+  CHECK(timeline_text(s, r) ==
+        "        0\n"
+        "        |\n"
+        "rank 0  FF..BB\n"
+        "        01  01\n"
+        "rank 1  .FFBB.\n"
+        "         0101\n"
+        "one character = 1 time unit; F forward, B backward, I input gradient, W weight gradient, . idle;\n"
+        "below each rank: the micro-batch (0-9, a-z, A-Z)\n");
+  // A B of cost 2 takes two characters; I and W are told apart.
+  const Schedule z = make_schedule(ScheduleKind::zb_h1, 2, 2);
+  const std::string zt = timeline_text(z, simulate(z));
+  CHECK(zt.find("rank 0  FF.IWIW\n") != std::string::npos);
+  CHECK(zt.find("rank 1  .FIFIWW\n") != std::string::npos);
+  // Too long for the width: coarser characters, and the chart says so.
+  const Schedule big = make_schedule(ScheduleKind::gpipe, 2, 100);
+  const std::string bt = timeline_text(big, simulate(big), 50);
+  CHECK(bt.find("one character = 6.06 time units") != std::string::npos);
+  CHECK(microbatch_symbol(9) == '9');
+  CHECK(microbatch_symbol(10) == 'a');
+  CHECK(microbatch_symbol(36) == 'A');
+  CHECK(microbatch_symbol(62) == '0');
+}
+
+TEST_CASE("timeline: the SVG, written atomically", "[pipeline]") {
+  const Schedule s = make_schedule(ScheduleKind::interleaved, 2, 2, 2);
+  const SimulationResult r = simulate(s);
+  const std::string svg = timeline_svg(s, r);
+  CHECK(svg.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0) == 0);
+  CHECK(svg.find("</svg>\n") == svg.size() - 7);
+  // One block per compute action, each with a tooltip; a row per rank; bubbles hatched; a legend.
+  size_t blocks = 0;
+  for (size_t at = svg.find("<title>"); at != std::string::npos; at = svg.find("<title>", at + 1)) ++blocks;
+  CHECK(blocks == 2 * 2 * 2 * 2);  // M x S x (F, B)
+  CHECK(svg.find(">rank 1</text>") != std::string::npos);
+  CHECK(svg.find("fill=\"url(#idle)\"") != std::string::npos);
+  CHECK(svg.find("W weight gradient") != std::string::npos);
+  CHECK(svg.find(">time</text>") != std::string::npos);
+  CHECK(svg.find("F1.1") != std::string::npos);  // blocks wide enough are labelled
+
+  const auto dir = std::filesystem::temp_directory_path() / "brigade_test_pipeline_svg";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "timeline.svg").string();
+  {
+    std::ofstream old(path);
+    old << "old contents";
+  }
+  save_timeline_svg(path, s, r);
+  std::ifstream in(path);
+  std::stringstream read;
+  read << in.rdbuf();
+  CHECK(read.str() == svg);
+  CHECK(std::distance(std::filesystem::directory_iterator(dir), std::filesystem::directory_iterator{}) == 1);
+  CHECK(error_of([&] {
+          save_timeline_svg((dir / "missing" / "x.svg").string(), s, r);
+        }).find("save_timeline_svg: cannot create") != std::string::npos);
+  CHECK(std::distance(std::filesystem::directory_iterator(dir), std::filesystem::directory_iterator{}) == 1);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("brigade simulate: the report, the chart, the SVG and the errors", "[pipeline][cli]") {
+  auto run = [](const std::vector<std::string>& args, std::string* err_text = nullptr) {
+    std::ostringstream out, err;
+    const int status = brigade::simulate_cli::simulate_command(args, out, err);
+    if (err_text) *err_text = err.str();
+    return std::make_pair(status, out.str());
+  };
+  for (const char* schedule : {"gpipe", "1f1b"}) {
+    const auto [status, text] = run({"--stages", "4", "--microbatches", "16", "--schedule", schedule});
+    CHECK(status == 0);
+    CHECK(text.find("\nbubble fraction: 0.1579\n") != std::string::npos);
+    CHECK(text.find("\nbubble/compute: 0.1875\n") != std::string::npos);
+    CHECK(text.find("textbook: (P-1)/(M+P-1) = 0.1579") != std::string::npos);
+    CHECK(text.find("rank 3  ") != std::string::npos);
+  }
+  {
+    const auto [status, text] = run({"--stages=4", "--microbatches=16"});
+    CHECK(status == 0);
+    CHECK(text.find("peak stashed activations per stage: 4 3 2 1\n") != std::string::npos);
+    CHECK(text.find("messages: 96 (48 activations, 48 gradients)\n") != std::string::npos);
+    CHECK(text.find("costs: F=1 B=2 (input 1 + weight 1), communication 0\n") != std::string::npos);
+  }
+  {
+    const auto [status, text] = run({"--schedule", "zb-h1", "--stages", "4", "--microbatches", "8", "--cost-b", "1",
+                                     "--activation-bytes", "1048576", "--grid"});
+    CHECK(status == 0);
+    CHECK(text.find("bubble fraction: 0.1111\n") != std::string::npos);
+    CHECK(text.find("costs: F=1 I=1 W=1") != std::string::npos);
+    CHECK(text.find("messages: 48 (24 activations, 24 gradients), 48.0 MiB\n") != std::string::npos);
+    CHECK(text.find("step   rank 0") != std::string::npos);  // --grid
+  }
+  {
+    const auto [status, text] = run({"--schedule", "interleaved", "--stages", "4", "--microbatches", "8"});
+    CHECK(status == 0);
+    CHECK(text.find("4 ranks, 8 micro-batches, 2 chunks per rank (8 stages)") != std::string::npos);
+    CHECK(text.find("peak stashed activations per rank: ") != std::string::npos);
+  }
+  {
+    const auto dir = std::filesystem::temp_directory_path() / "brigade_test_simulate_cli";
+    std::filesystem::create_directories(dir);
+    const std::string path = (dir / "t.svg").string();
+    const auto [status, text] = run({"--svg", path});
+    CHECK(status == 0);
+    CHECK(text.find("timeline written to " + path) != std::string::npos);
+    CHECK(std::filesystem::file_size(path) > 1000);
+    std::string err;
+    CHECK(run({"--svg", (dir / "no" / "such" / "dir.svg").string()}, &err).first == 1);
+    CHECK(err.find("brigade simulate: error: save_timeline_svg: cannot create") != std::string::npos);
+    std::filesystem::remove_all(dir);
+  }
+  std::string err;
+  CHECK(run({"--help"}).first == 0);
+  CHECK(run({"--help"}).second.find("--cost-w X") != std::string::npos);
+  CHECK(run({"--schedule", "2f2b"}, &err).first == 2);
+  CHECK(err.find("--schedule: expected naive, gpipe, 1f1b, interleaved or zb-h1, got '2f2b'") != std::string::npos);
+  CHECK(err.find("usage: brigade simulate") != std::string::npos);
+  CHECK(run({"--stages", "0"}, &err).first == 2);
+  CHECK(err.find("--stages: must be between 1 and 4096, got 0") != std::string::npos);
+  CHECK(run({"--cost-f", "-1"}, &err).first == 2);
+  CHECK(err.find("--cost-f: must be non-negative") != std::string::npos);
+  CHECK(run({"--microbatches"}, &err).first == 2);
+  CHECK(err.find("--microbatches: missing value (M)") != std::string::npos);
+  CHECK(run({"--grid=yes"}, &err).first == 2);
+  CHECK(err.find("--grid: takes no value") != std::string::npos);
+  CHECK(run({"--frobnicate"}, &err).first == 2);
+  CHECK(err.find("unknown flag '--frobnicate'") != std::string::npos);
+  CHECK(run({"--schedule", "interleaved", "--stages", "4", "--microbatches", "6"}, &err).first == 2);
+  CHECK(err.find("P=4, M=6, V=2") != std::string::npos);
+  CHECK(run({"--schedule", "gpipe", "--chunks", "2"}, &err).first == 2);
+  CHECK(err.find("interleaved is the schedule for V > 1") != std::string::npos);
+}
