@@ -2,7 +2,6 @@
 
 #include <charconv>
 #include <cmath>
-#include <functional>
 #include <iomanip>
 #include <sstream>
 #include <utility>
@@ -42,13 +41,7 @@ std::string show(double v) {
   return os.str();
 }
 
-struct Flag {
-  std::string name;   // "--stages"
-  std::string value;  // placeholder in the usage text; empty for a switch that takes no value
-  std::string help;
-  std::function<void(SimulateOptions&, const std::string&)> set;
-  std::function<std::string(const SimulateOptions&)> get;  // the default, for --help
-};
+using Flag = cli::Flag<SimulateOptions>;
 
 // Sizes are capped well above anything readable; the schedule generator refuses what is too big.
 Flag int_flag(std::string name, std::string value, std::string help, int SimulateOptions::*field, int min, int max) {
@@ -110,33 +103,7 @@ const std::vector<Flag>& flags() {
 
 ParsedSimulateArgs parse_simulate_args(const std::vector<std::string>& args) {
   ParsedSimulateArgs out;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string arg = args[i];
-    if (arg == "--help" || arg == "-h") {
-      out.help = true;
-      continue;
-    }
-    if (arg.rfind("--", 0) != 0) throw UsageError("unexpected argument '" + arg + "'");
-    std::string value;
-    bool has_value = false;
-    if (size_t eq = arg.find('='); eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-      has_value = true;
-    }
-    const Flag* flag = nullptr;
-    for (const Flag& f : flags()) {
-      if (f.name == arg) flag = &f;
-    }
-    if (!flag) throw UsageError("unknown flag '" + arg + "'");
-    if (flag->value.empty()) {
-      if (has_value) bad(arg, "takes no value");
-    } else if (!has_value) {
-      if (i + 1 >= args.size()) bad(arg, "missing value (" + flag->value + ")");
-      value = args[++i];
-    }
-    flag->set(out.options, value);
-  }
+  cli::parse_flags(args, flags(), out.options, out.help);
   return out;
 }
 

@@ -3,9 +3,10 @@
 #pragma once
 
 #include <cstdint>
-#include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "examples/cli/flags.h"
 
 namespace brigade::simulate_cli {
 
@@ -26,11 +27,9 @@ struct SimulateOptions {
   int chunks_or_default() const { return chunks > 0 ? chunks : schedule == "interleaved" ? 2 : 1; }
 };
 
-// A bad command line: the command prints the message and the usage, and exits with status 2.
-class UsageError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+// A bad command line (examples/cli/flags.h): the message names the flag; the command prints it
+// and the usage, and exits with status 2.
+using UsageError = cli::UsageError;
 
 struct ParsedSimulateArgs {
   SimulateOptions options;

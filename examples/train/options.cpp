@@ -2,7 +2,6 @@
 
 #include <charconv>
 #include <cmath>
-#include <functional>
 #include <iomanip>
 #include <sstream>
 
@@ -36,14 +35,7 @@ std::string show(double v) {
   return os.str();
 }
 
-// One row of the flag table: how to read the value into TrainOptions and how to show the default.
-struct Flag {
-  std::string name;   // "--steps"
-  std::string value;  // placeholder in the usage text, e.g. "N"
-  std::string help;
-  std::function<void(TrainOptions&, const std::string&)> set;
-  std::function<std::string(const TrainOptions&)> get;  // the default, for --help
-};
+using Flag = cli::Flag<TrainOptions>;
 
 Flag int_flag(std::string name, std::string help, int64_t TrainOptions::*field, int64_t min) {
   return {name, "N", std::move(help),
@@ -111,31 +103,7 @@ void check_combination(const TrainOptions& o) {
 
 ParsedTrainArgs parse_train_args(const std::vector<std::string>& args) {
   ParsedTrainArgs out;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string arg = args[i];
-    if (arg == "--help" || arg == "-h") {
-      out.help = true;
-      continue;
-    }
-    if (arg.rfind("--", 0) != 0) throw UsageError("unexpected argument '" + arg + "'");
-    std::string value;
-    bool has_value = false;
-    if (size_t eq = arg.find('='); eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-      has_value = true;
-    }
-    const Flag* flag = nullptr;
-    for (const Flag& f : flags()) {
-      if (f.name == arg) flag = &f;
-    }
-    if (!flag) throw UsageError("unknown flag '" + arg + "'");
-    if (!has_value) {
-      if (i + 1 >= args.size()) bad(arg, "missing value (" + flag->value + ")");
-      value = args[++i];
-    }
-    flag->set(out.options, value);
-  }
+  cli::parse_flags(args, flags(), out.options, out.help);
   check_combination(out.options);
   return out;
 }

@@ -5,9 +5,10 @@
 #pragma once
 
 #include <cstdint>
-#include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "examples/cli/flags.h"
 
 namespace brigade::train {
 
@@ -38,11 +39,9 @@ struct TrainOptions {
   static constexpr double min_lr_ratio = 0.1;
 };
 
-// A bad command line: main prints the message and the usage, and exits with status 2.
-class UsageError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+// A bad command line (examples/cli/flags.h): the message names the flag; the command prints it
+// and the usage, and exits with status 2.
+using UsageError = cli::UsageError;
 
 struct ParsedTrainArgs {
   TrainOptions options;

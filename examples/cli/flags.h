@@ -1,0 +1,68 @@
+// The flag table and the command-line loop shared by `brigade train` and `brigade simulate`.
+//
+// Both commands describe their flags as one table (name, placeholder, help, how to set, how to
+// show the default) that both parses and prints --help. This header holds the table row and the
+// loop that walks the arguments, so the two commands can't drift apart in how they read
+// `--flag value`, `--flag=value`, switches and -h/--help, or in the messages they give.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace brigade::cli {
+
+// A bad command line: the command prints the message and the usage, and exits with status 2.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// One row of a command's flag table: how to read the value into Options and how to show the default.
+template <class Options>
+struct Flag {
+  std::string name;   // "--steps"
+  std::string value;  // placeholder in the usage text, e.g. "N"; empty for a switch that takes no value
+  std::string help;
+  std::function<void(Options&, const std::string&)> set;
+  std::function<std::string(const Options&)> get;  // the default, for --help
+};
+
+// Applies `args` to `options` through `flags`. Accepts `--flag value` and `--flag=value`; a flag
+// whose placeholder is empty is a switch and takes no value. Sets `help` for -h/--help (and keeps
+// going, so a bad flag is still reported). Throws UsageError naming the flag.
+template <class Options>
+void parse_flags(const std::vector<std::string>& args, const std::vector<Flag<Options>>& flags, Options& options,
+                 bool& help) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string arg = args[i];
+    if (arg == "--help" || arg == "-h") {
+      help = true;
+      continue;
+    }
+    if (arg.rfind("--", 0) != 0) throw UsageError("unexpected argument '" + arg + "'");
+    std::string value;
+    bool has_value = false;
+    if (size_t eq = arg.find('='); eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+      has_value = true;
+    }
+    const Flag<Options>* flag = nullptr;
+    for (const Flag<Options>& f : flags) {
+      if (f.name == arg) flag = &f;
+    }
+    if (!flag) throw UsageError("unknown flag '" + arg + "'");
+    if (flag->value.empty()) {
+      if (has_value) throw UsageError(arg + ": takes no value");
+    } else if (!has_value) {
+      if (i + 1 >= args.size()) throw UsageError(arg + ": missing value (" + flag->value + ")");
+      value = args[++i];
+    }
+    flag->set(options, value);
+  }
+}
+
+}  // namespace brigade::cli
