@@ -432,7 +432,9 @@ std::unique_ptr<Communicator> nccl_communicator(std::shared_ptr<Store> store, in
   cuda::DeviceGuard guard(device.index);
   ncclConfig_t config = nonblocking_config();
   ncclComm_t comm = nullptr;
-  settle(comm, ncclCommInitRankConfig(&comm, size, id, rank, &config), deadline, w);
+  // Two statements: `comm` must be read after the call has written it (argument order is unspecified).
+  ncclResult_t started = ncclCommInitRankConfig(&comm, size, id, rank, &config);
+  settle(comm, started, deadline, w);
   return std::make_unique<NcclCommunicator>(comm, rank, size, device, timeout);
 }
 

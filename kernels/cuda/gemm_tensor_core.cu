@@ -303,8 +303,8 @@ void launch(const GemmProblem& p, cudaStream_t stream) {
   c.pair_stores = (p.m == 1 || p.c.row_stride % 2 == 0) && p.c.batch_stride % 2 == 0 &&
                   reinterpret_cast<uintptr_t>(p.c.data) % (2 * sizeof(Out)) == 0;
   const int64_t tiles_m = (p.m + kTile - 1) / kTile, tiles_n = (p.n + kTile - 1) / kTile;
-  BRIGADE_CHECK(tiles_m * tiles_n <= INT_MAX && p.k <= INT_MAX, "matmul (tensor_core): problem [", p.m, ", ", p.k,
-                "] @ [", p.k, ", ", p.n, "] is too large for one launch");
+  BRIGADE_CHECK(p.m <= INT_MAX && p.n <= INT_MAX && p.k <= INT_MAX && tiles_m * tiles_n <= INT_MAX && p.batch <= 65535, "matmul (tensor_core): problem [", p.m, ", ", p.k,
+                "] @ [", p.k, ", ", p.n, "] (batch ", p.batch, ") is too large for one launch");
   const dim3 grid(unsigned(tiles_m * tiles_n), 1, unsigned(p.batch));
   gemm_tensor_core_kernel<In, Out, AK, BK>
       <<<grid, kBlockThreads, 0, stream>>>(int(p.m), int(p.n), int(p.k), a, bt, c, int(tiles_m), int(tiles_n));

@@ -221,8 +221,8 @@ void launch(const GemmProblem& p, cudaStream_t stream) {
   c.vector_stores = (p.m == 1 || p.c.row_stride % 4 == 0) && p.c.batch_stride % 4 == 0 &&
                     is_aligned(p.c.data, 4 * sizeof(Out));
   const int64_t tiles_m = (p.m + kTile - 1) / kTile, tiles_n = (p.n + kTile - 1) / kTile;
-  BRIGADE_CHECK(tiles_m * tiles_n <= INT_MAX && p.k <= INT_MAX, "matmul (tiled): problem [", p.m, ", ", p.k, "] @ [",
-                p.k, ", ", p.n, "] is too large for one launch");
+  BRIGADE_CHECK(p.m <= INT_MAX && p.n <= INT_MAX && p.k <= INT_MAX && tiles_m * tiles_n <= INT_MAX && p.batch <= 65535, "matmul (tiled): problem [", p.m, ", ", p.k, "] @ [",
+                p.k, ", ", p.n, "] (batch ", p.batch, ") is too large for one launch");
   const dim3 grid(unsigned(tiles_m * tiles_n), 1, unsigned(p.batch));
   gemm_tiled_kernel<In, Out><<<grid, kBlockThreads, 0, stream>>>(int(p.m), int(p.n), int(p.k), a, bt, c, int(tiles_m),
                                                              int(tiles_n));
