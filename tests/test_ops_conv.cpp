@@ -7,6 +7,7 @@
 #include "test_util.h"
 
 using namespace brigade;
+using test::require_gradcheck;
 
 namespace {
 
@@ -124,11 +125,6 @@ std::vector<double> ref_avg_pool2d_grad(const PoolCase& k, const std::vector<dou
   return gx;
 }
 
-void require_gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f, const std::vector<Tensor>& inputs) {
-  GradcheckResult r = gradcheck(f, inputs);
-  INFO(r.message);
-  REQUIRE(r.ok);
-}
 
 }  // namespace
 

@@ -4,6 +4,9 @@
 #include "test_util.h"
 
 using namespace brigade;
+using test::require_gradcheck;
+using test::strided_leaf;
+using test::round_to;
 using ops::BinaryOp;
 using ops::UnaryOp;
 
@@ -130,22 +133,8 @@ Tensor relayout(const Tensor& t, int layout) {
   return t;
 }
 
-Tensor strided_leaf(const Tensor& t) {
-  Tensor x = test::strided(t);
-  x.requires_grad_(true);
-  return x;
-}
 
-void require_gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f, const std::vector<Tensor>& inputs) {
-  GradcheckResult r = gradcheck(f, inputs);
-  INFO(r.message);
-  REQUIRE(r.ok);
-}
 
-// An f32 value rounded to bf16/f16 by the types' own constructors, back as double.
-double round_to(DType dtype, float v) {
-  return dtype == DType::bf16 ? double(float(bf16(v))) : double(float(f16(v)));
-}
 
 const std::vector<UnaryOp> kUnaryOps = {UnaryOp::neg,  UnaryOp::exp,  UnaryOp::log,  UnaryOp::sqrt, UnaryOp::rsqrt,
                                         UnaryOp::tanh, UnaryOp::relu, UnaryOp::gelu, UnaryOp::silu, UnaryOp::sigmoid};

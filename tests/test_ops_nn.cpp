@@ -9,17 +9,13 @@
 #include "test_util.h"
 
 using namespace brigade;
+using test::require_gradcheck;
 using test::leaf;
 using test::random;
 using test::require_close;
 
 namespace {
 
-void require_gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f, const std::vector<Tensor>& inputs) {
-  GradcheckResult r = gradcheck(f, inputs);
-  INFO(r.message);
-  REQUIRE(r.ok);
-}
 
 // Gradients of `inputs` (leaves) from one recorded call of f, with upstream gradient `grad_out`:
 // either one whole backward, or backward_input for inputs[0] followed by backward_weight.

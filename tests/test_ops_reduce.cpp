@@ -4,6 +4,9 @@
 #include "test_util.h"
 
 using namespace brigade;
+using test::require_gradcheck;
+using test::strided_leaf;
+using test::round_to;
 
 namespace {
 
@@ -106,23 +109,8 @@ Tensor with_layout(const Tensor& t, Layout layout) {
   return t;
 }
 
-// A leaf for gradcheck whose storage is not contiguous.
-Tensor strided_leaf(const Tensor& t) {
-  Tensor x = test::strided(t);
-  x.requires_grad_(true);
-  return x;
-}
 
-void require_gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f, const std::vector<Tensor>& inputs) {
-  GradcheckResult r = gradcheck(f, inputs);
-  INFO(r.message);
-  REQUIRE(r.ok);
-}
 
-// bf16/f16 rounding of an f32 value, through the types' own constructors.
-double round_to(DType dtype, float v) {
-  return dtype == DType::bf16 ? double(float(bf16(v))) : double(float(f16(v)));
-}
 
 }  // namespace
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -50,6 +51,26 @@ inline Tensor leaf(const Tensor& t) {
   Tensor out = ops::clone(t);
   out.requires_grad_(true);
   return out;
+}
+
+// A leaf whose storage is not contiguous (gradcheck then perturbs it through its strides).
+inline Tensor strided_leaf(const Tensor& t) {
+  Tensor x = strided(t);
+  x.requires_grad_(true);
+  return x;
+}
+
+// gradcheck as a test assertion, with its message on failure.
+inline void require_gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f,
+                              const std::vector<Tensor>& inputs) {
+  GradcheckResult r = gradcheck(f, inputs);
+  INFO(r.message);
+  REQUIRE(r.ok);
+}
+
+// An f32 value rounded to bf16/f16 by the types' own constructors, back as double.
+inline double round_to(DType dtype, float v) {
+  return dtype == DType::bf16 ? double(float(bf16(v))) : double(float(f16(v)));
 }
 
 // Checks got == expected elementwise within atol + rtol * |expected|; reports the first mismatch.
