@@ -2,7 +2,8 @@
 //
 //   brigade train ...     train the default GPT on a generated task (examples/train/)
 //   brigade simulate ...  dry-run a pipeline schedule: bubble, memory, timeline (examples/simulate/)
-//   brigade bench ...     benchmarks: kernels against this GPU's ceilings (bench/), communication (bench_comm/)
+//   brigade bench ...     benchmarks: kernels against this GPU's ceilings (bench/), communication (bench_comm/),
+//                         pipeline schedules run for real (bench_pipeline/)
 //   brigade launch ...    start N ranks of a program on this machine (examples/launch/)
 #include <iostream>
 #include <string>
@@ -10,6 +11,7 @@
 
 #include "bench/kernels_command.h"
 #include "bench_comm/bench_comm.h"
+#include "bench_pipeline/command.h"
 #include "launch/command.h"
 #include "simulate/command.h"
 #include "train/command.h"
@@ -34,7 +36,9 @@ int run_bench(const std::vector<std::string>& args) {
       "usage: brigade bench <benchmark> [flags]\n\n"
       "benchmarks:\n"
       "  kernels   every kernel against this GPU's copy bandwidth and cuBLAS/cuDNN (--json FILE, --quick)\n"
-      "  comm      point-to-point bandwidth and latency per communication backend (--quick)\n";
+      "  comm      point-to-point bandwidth and latency per communication backend (--quick)\n"
+      "  pipeline  every pipeline schedule run on a GPT: bubble vs the simulator, speed-up, exposed comm\n"
+      "            (--json FILE, --trace-dir DIR, --quick; --help for the rest)\n";
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     (args.empty() ? std::cerr : std::cout) << usage;
     return args.empty() ? 2 : 0;
@@ -42,6 +46,7 @@ int run_bench(const std::vector<std::string>& args) {
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   if (args[0] == "kernels") return brigade::bench::kernels_command(rest, std::cout, std::cerr);
   if (args[0] == "comm") return brigade::bench_comm::bench_comm_command(rest, std::cout, std::cerr);
+  if (args[0] == "pipeline") return brigade::bench_pipeline::bench_pipeline_command(rest, std::cout, std::cerr);
   std::cerr << "brigade bench: unknown benchmark '" << args[0] << "'\n\n" << usage;
   return 2;
 }

@@ -82,9 +82,17 @@ Tensor GPT::loss(const Tensor& idx, const Tensor& targets) {
   BRIGADE_CHECK(targets.defined() && targets.shape() == idx.shape(), "GPT::loss: targets shape ",
                 targets.defined() ? shape_str(targets.shape()) : std::string("(undefined)"),
                 " differs from idx shape ", shape_str(idx.shape()));
-  Tensor logits = forward(idx);
-  const int64_t rows = idx.numel();
-  return cross_entropy(logits.reshape({rows, config_.vocab_size}), targets.reshape({rows}), -1);
+  return language_model_loss(forward(idx), targets);
+}
+
+Tensor language_model_loss(const Tensor& logits, const Tensor& targets) {
+  BRIGADE_CHECK(logits.defined() && targets.defined() && logits.dim() == 3 && targets.dim() == 2 &&
+                    logits.shape()[0] == targets.shape()[0] && logits.shape()[1] == targets.shape()[1],
+                "language_model_loss: expected logits [B, T, V] and targets [B, T], got ",
+                logits.defined() ? shape_str(logits.shape()) : std::string("(undefined)"), " and ",
+                targets.defined() ? shape_str(targets.shape()) : std::string("(undefined)"));
+  const int64_t rows = targets.numel();
+  return cross_entropy(logits.reshape({rows, logits.shape()[2]}), targets.reshape({rows}), -1);
 }
 
 Tensor GPT::generate(const Tensor& idx, int64_t max_new_tokens) {

@@ -99,4 +99,9 @@ class GPT : public Module {
   GPTConfig config_;
 };
 
+// The loss GPT::loss applies to its logits: mean cross-entropy of logits [B, T, V] against targets
+// [B, T], targets equal to -1 ignored. A pipeline's last stage (which runs the head) uses it as its
+// loss function, so pipelined and one-device training compute the same numbers.
+Tensor language_model_loss(const Tensor& logits, const Tensor& targets);
+
 }  // namespace brigade::nn

@@ -5,6 +5,8 @@
 //   timeline.h   drawing a simulated schedule (terminal text, SVG)
 //   grid.h       the rank x step table of a schedule
 //   partition.h  cutting a list of layers into balanced stages
+//   exchange.h   a rank's list as blocking steps; the check that they cannot deadlock
+//   trace.h      a measured step: bubble, Chrome trace JSON, drawn against the simulation
 #pragma once
 
 #include "pipeline/action.h"
@@ -13,3 +15,5 @@
 #include "pipeline/schedule.h"
 #include "pipeline/simulator.h"
 #include "pipeline/timeline.h"
+#include "pipeline/exchange.h"
+#include "pipeline/trace.h"

@@ -1,18 +1,13 @@
 // The SVG picture of a simulated schedule (see timeline.h): plain SVG 1.1, no scripts, no fonts
-// beyond the generic sans-serif, so any browser or image viewer shows it.
-#include <unistd.h>
-
-#include <atomic>
-#include <cerrno>
+// beyond the generic sans-serif, so any browser or image viewer shows it. Drawn from the pieces in
+// timeline_svg_panel.h, which the measured-against-simulated picture (trace.h) stacks differently.
 #include <cmath>
-#include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <iomanip>
 #include <sstream>
 
-#include "core/error.h"
+#include "pipeline/atomic_file.h"
 #include "pipeline/timeline.h"
+#include "pipeline/timeline_svg_panel.h"
 
 namespace brigade::pipeline {
 
@@ -23,12 +18,16 @@ constexpr double kTop = 50;   // room for the title
 constexpr double kPlotWidth = 1000;
 constexpr double kRowHeight = 28;
 constexpr double kRowGap = 6;
+constexpr int kSwatchesPerLine = 20;
 
 std::string fmt(double v) {
   std::ostringstream os;
   os << std::fixed << std::setprecision(1) << v;
   return os.str();
 }
+
+// Text baselines sit on whole units (every top in the layout is one), printed without decimals.
+std::string whole(double v) { return std::to_string(std::lround(v)); }
 
 std::string number(double v) {
   std::ostringstream os;
@@ -89,34 +88,48 @@ double tick_step(double span, int target) {
 
 }  // namespace
 
-std::string timeline_svg(const Schedule& schedule, const SimulationResult& result) {
-  const int ranks = int(result.timeline.size());
-  const double makespan = result.makespan > 0 ? result.makespan : 1;
-  const double scale = kPlotWidth / makespan;
-  const double plot_bottom = kTop + ranks * (kRowHeight + kRowGap);
-  const int M = schedule.microbatches;
-  const int swatches_per_line = 20;
-  const double legend_top = plot_bottom + 50;
-  const double height = legend_top + 40 + 22 * ((M + swatches_per_line - 1) / swatches_per_line) + 10;
-  const double width = kLeft + kPlotWidth + 30;
+namespace svg {
 
-  std::ostringstream os;
+double document_width() { return kLeft + kPlotWidth + 30; }
+
+// Title and subtitle above the rows; under them the axis ticks, their numbers and the word "time".
+double panel_height(int ranks) { return kTop + ranks * (kRowHeight + kRowGap) + 50; }
+
+double legend_height(int microbatches) {
+  return 40 + 22 * ((microbatches + kSwatchesPerLine - 1) / kSwatchesPerLine) + 10;
+}
+
+void begin_document(std::ostream& os, double height) {
+  const double width = document_width();
   os << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << fmt(width) << "\" height=\"" << fmt(height)
      << "\" viewBox=\"0 0 " << fmt(width) << " " << fmt(height) << "\" font-family=\"sans-serif\" font-size=\"11\">\n"
      << "<defs><pattern id=\"idle\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
         "patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#f4f4f4\"/>"
         "<line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#d0d0d0\" stroke-width=\"2\"/></pattern></defs>\n"
      << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+}
 
-  os << "<text x=\"" << fmt(kLeft) << "\" y=\"22\" font-size=\"15\" font-weight=\"bold\">" << escape(schedule.name)
-     << ": P=" << schedule.ranks() << " ranks, M=" << M << " micro-batches, V=" << schedule.chunks() << " chunk"
-     << (schedule.chunks() == 1 ? "" : "s") << " per rank</text>\n"
-     << "<text x=\"" << fmt(kLeft) << "\" y=\"40\">bubble fraction " << std::fixed << std::setprecision(4)
-     << result.bubble_fraction << std::defaultfloat << ", makespan " << number(result.makespan)
-     << " time units (hatched: idle)</text>\n";
+std::string bubble_subtitle(const SimulationResult& result, const std::string& unit) {
+  std::ostringstream os;
+  os << "bubble fraction " << std::fixed << std::setprecision(4) << result.bubble_fraction << std::defaultfloat
+     << ", makespan " << number(result.makespan) << unit << " (hatched: idle)";
+  return os.str();
+}
+
+void draw_panel(std::ostream& os, const Schedule& schedule, const SimulationResult& result, const std::string& title,
+                const std::string& subtitle, double top) {
+  const int ranks = int(result.timeline.size());
+  const double makespan = result.makespan > 0 ? result.makespan : 1;
+  const double scale = kPlotWidth / makespan;
+  const double rows_top = top + kTop;
+  const double plot_bottom = rows_top + ranks * (kRowHeight + kRowGap);
+
+  os << "<text x=\"" << fmt(kLeft) << "\" y=\"" << whole(top + 22) << "\" font-size=\"15\" font-weight=\"bold\">"
+     << escape(title) << "</text>\n"
+     << "<text x=\"" << fmt(kLeft) << "\" y=\"" << whole(top + 40) << "\">" << escape(subtitle) << "</text>\n";
 
   for (int r = 0; r < ranks; ++r) {
-    const double y = kTop + r * (kRowHeight + kRowGap);
+    const double y = rows_top + r * (kRowHeight + kRowGap);
     os << "<text x=\"" << fmt(kLeft - 10) << "\" y=\"" << fmt(y + kRowHeight / 2 + 4) << "\" text-anchor=\"end\">rank "
        << r << "</text>\n"
        << "<rect x=\"" << fmt(kLeft) << "\" y=\"" << fmt(y) << "\" width=\"" << fmt(kPlotWidth) << "\" height=\""
@@ -158,56 +171,55 @@ std::string timeline_svg(const Schedule& schedule, const SimulationResult& resul
   }
   os << "<text x=\"" << fmt(kLeft + kPlotWidth / 2) << "\" y=\"" << fmt(plot_bottom + 34)
      << "\" text-anchor=\"middle\">time</text>\n";
+}
 
-  // Legend: the kinds (shades of one grey hue), then one swatch per micro-batch.
+// The kinds (shades of one grey hue), the idle hatch, then one swatch per micro-batch.
+void draw_legend(std::ostream& os, int microbatches, double top) {
   double x = kLeft;
   const ActionKind kinds[] = {ActionKind::forward, ActionKind::backward, ActionKind::backward_input,
                               ActionKind::backward_weight};
   const char* names[] = {"F forward", "B backward", "I input gradient", "W weight gradient"};
   for (int k = 0; k < 4; ++k) {
-    os << "<rect x=\"" << fmt(x) << "\" y=\"" << fmt(legend_top) << "\" width=\"14\" height=\"14\" fill=\"hsl(210,0%,"
-       << lightness(kinds[k]) << "%)\"/><text x=\"" << fmt(x + 20) << "\" y=\"" << fmt(legend_top + 11) << "\">"
-       << names[k] << "</text>\n";
+    os << "<rect x=\"" << fmt(x) << "\" y=\"" << fmt(top) << "\" width=\"14\" height=\"14\" fill=\"hsl(210,0%,"
+       << lightness(kinds[k]) << "%)\"/><text x=\"" << fmt(x + 20) << "\" y=\"" << fmt(top + 11) << "\">" << names[k]
+       << "</text>\n";
     x += 150;
   }
-  os << "<rect x=\"" << fmt(x) << "\" y=\"" << fmt(legend_top)
+  os << "<rect x=\"" << fmt(x) << "\" y=\"" << fmt(top)
      << "\" width=\"14\" height=\"14\" fill=\"url(#idle)\" "
         "stroke=\"#ccc\"/><text x=\""
-     << fmt(x + 20) << "\" y=\"" << fmt(legend_top + 11) << "\">idle</text>\n";
-  os << "<text x=\"" << fmt(kLeft) << "\" y=\"" << fmt(legend_top + 34) << "\">micro-batches:</text>\n";
-  for (int m = 0; m < M; ++m) {
-    const double sx = kLeft + 95 + (m % swatches_per_line) * 45;
-    const double sy = legend_top + 24 + 22 * (m / swatches_per_line);
+     << fmt(x + 20) << "\" y=\"" << fmt(top + 11) << "\">idle</text>\n";
+  os << "<text x=\"" << fmt(kLeft) << "\" y=\"" << fmt(top + 34) << "\">micro-batches:</text>\n";
+  for (int m = 0; m < microbatches; ++m) {
+    const double sx = kLeft + 95 + (m % kSwatchesPerLine) * 45;
+    const double sy = top + 24 + 22 * (m / kSwatchesPerLine);
     os << "<rect x=\"" << fmt(sx) << "\" y=\"" << fmt(sy) << "\" width=\"14\" height=\"14\" fill=\""
        << fill(m, ActionKind::backward) << "\"/><text x=\"" << fmt(sx + 18) << "\" y=\"" << fmt(sy + 11) << "\">" << m
        << "</text>\n";
   }
-  os << "</svg>\n";
+}
+
+void end_document(std::ostream& os) { os << "</svg>\n"; }
+
+}  // namespace svg
+
+std::string timeline_svg(const Schedule& schedule, const SimulationResult& result) {
+  const int ranks = int(result.timeline.size());
+  const int M = schedule.microbatches;
+  std::ostringstream title;
+  title << schedule.name << ": P=" << schedule.ranks() << " ranks, M=" << M << " micro-batches, V="
+        << schedule.chunks() << " chunk" << (schedule.chunks() == 1 ? "" : "s") << " per rank";
+
+  std::ostringstream os;
+  svg::begin_document(os, svg::panel_height(ranks) + svg::legend_height(M));
+  svg::draw_panel(os, schedule, result, title.str(), svg::bubble_subtitle(result, " time units"), 0);
+  svg::draw_legend(os, M, svg::panel_height(ranks));
+  svg::end_document(os);
   return os.str();
 }
 
 void save_timeline_svg(const std::string& path, const Schedule& schedule, const SimulationResult& result) {
-  const std::string svg = timeline_svg(schedule, result);
-  // The temporary name is unique per process and call, and sits next to the target so that the
-  // rename stays on one file system (where it is atomic).
-  static std::atomic<unsigned> counter{0};
-  const std::string temp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    BRIGADE_CHECK(out.good(), "save_timeline_svg: cannot create '", temp, "': ", std::strerror(errno));
-    out << svg;
-    out.flush();
-    if (!out.good()) {
-      out.close();
-      std::remove(temp.c_str());
-      fail("save_timeline_svg: cannot write '", temp, "'");
-    }
-  }
-  if (std::rename(temp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    std::remove(temp.c_str());
-    fail("save_timeline_svg: cannot rename '", temp, "' to '", path, "': ", why);
-  }
+  write_file_atomically(path, timeline_svg(schedule, result), "save_timeline_svg");
 }
 
 }  // namespace brigade::pipeline

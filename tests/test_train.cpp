@@ -135,10 +135,13 @@ TEST_CASE("train options: flags parse in both spellings and defaults hold", "[tr
   ParsedTrainArgs parsed = parse_train_args({});
   REQUIRE(!parsed.help);
   REQUIRE(parsed.options.steps == TrainOptions{}.steps);
-  REQUIRE(parsed.options.device == "cpu");
+  REQUIRE(parsed.options.device == "auto");
+  REQUIRE(parsed.options.stages == 4);
+  REQUIRE(parsed.options.schedule == "1f1b");
+  REQUIRE(parsed.options.microbatches == 8);
 
   parsed = parse_train_args({"--steps", "12", "--lr=0.01", "--layers", "3", "--heads=2", "--embd", "48", "--digits",
-                             "5", "--seed", "9", "--batch", "7", "--save", "x.safetensors", "--save-every=4",
+                             "5", "--seed", "9", "--batch", "7", "--stages", "0", "--save", "x.safetensors", "--save-every=4",
                              "--resume", "y.safetensors", "--threads", "1", "--log-every", "3", "--device",
                              "cuda:1", "--clip", "0", "--weight-decay", "0", "--warmup", "0", "--eval", "10"});
   const TrainOptions& o = parsed.options;
@@ -176,7 +179,7 @@ TEST_CASE("train options: bad command lines are refused with the flag and the re
   REQUIRE(error_of({"--lr", "fast"}) == "--lr: expected a number, got 'fast'");
   REQUIRE(error_of({"--lr", "inf"}) == "--lr: expected a number, got 'inf'");
   REQUIRE(error_of({"--clip", "-1"}) == "--clip: must be non-negative, got -1");
-  REQUIRE(error_of({"--device", "tpu"}) == "--device: expected cpu or cuda, got 'tpu'");
+  REQUIRE(error_of({"--device", "tpu"}) == "--device: expected auto, cpu or cuda, got 'tpu'");
   REQUIRE(error_of({"--heads", "3", "--embd", "64"}) == "--heads: 3 heads do not divide --embd 64");
   REQUIRE(error_of({"--digits", "65"}) == "--digits: at most 64 (sequences of 128 tokens), got 65");
   REQUIRE(error_of({"--save-every", "5"}) == "--save-every: needs --save PATH");
@@ -330,10 +333,10 @@ TEST_CASE("training: resume refuses a checkpoint of another configuration", "[tr
 }
 
 TEST_CASE("train command: a short run prints progress, saves, and reports loss drop and accuracy", "[train]") {
-  TempPath ckpt("command.safetensors");
+  TempPath ckpt("command.safetensors"), trace("command-trace.json"), svg("command-timeline.svg");
   std::vector<std::string> args = {"--steps", "20", "--layers", "1", "--heads", "2", "--embd", "32", "--digits",
                                    "4", "--warmup", "5", "--log-every", "10", "--eval", "50", "--save", ckpt.path,
-                                   "--save-every", "15", "--threads", "1"};
+                                   "--save-every", "15", "--threads", "1", "--trace", trace.path, "--svg", svg.path};
   std::ostringstream out, err;
   REQUIRE(train_command(args, out, err) == 0);
   INFO(out.str());
@@ -348,6 +351,31 @@ TEST_CASE("train command: a short run prints progress, saves, and reports loss d
   REQUIRE_THAT(text, Catch::Contains("over the last 10 steps"));
   REQUIRE_THAT(text, Catch::Contains("held-out accuracy (50 unseen sequences, greedy decoding)"));
   REQUIRE(std::filesystem::exists(ckpt.path));
+  // Through the default pipeline: 4 stages on threads, the last step traced and drawn.
+  REQUIRE_THAT(text, Catch::Contains("pipeline: 4 stages on 4 ranks (threads), schedule 1f1b, 8 micro-batches of 4"));
+  REQUIRE_THAT(text, Catch::Contains("bubble (last step): measured"));
+  REQUIRE(std::filesystem::file_size(trace.path) > 100);
+  REQUIRE(std::filesystem::file_size(svg.path) > 100);
+
+  // The checkpoint gathered from the 4 stages is a whole model: the one-device trainer resumes it
+  // and computes the same held-out accuracy.
+  {
+    TrainOptions o;
+    o.steps = 20;
+    o.layers = 1;
+    o.heads = 2;
+    o.embd = 32;
+    o.digits = 4;
+    o.warmup = 5;
+    o.resume = ckpt.path;
+    Trainer single(o);
+    REQUIRE(single.step() == 20);
+    Accuracy acc = single.evaluate(50);
+    char expected[120];
+    std::snprintf(expected, sizeof expected, "held-out accuracy (50 unseen sequences, greedy decoding): %.1f%% sorted",
+                  100.0 * acc.sequences);
+    REQUIRE_THAT(text, Catch::Contains(expected));
+  }
 
   // Resuming the finished run has nothing left to do, but still evaluates.
   args.insert(args.end(), {"--resume", ckpt.path});

@@ -59,9 +59,10 @@ Flag text_flag(std::string name, std::string value, std::string help, std::strin
 
 const std::vector<Flag>& flags() {
   static const std::vector<Flag> table = {
-      {"--device", "DEV", "cpu or cuda (the CUDA backend is not in this build yet)",
+      {"--device", "DEV", "auto, cpu or cuda (cuda: every stage on its own stream of the GPU)",
        [](TrainOptions& o, const std::string& v) {
-         if (v != "cpu" && v != "cuda" && v.rfind("cuda:", 0) != 0) bad("--device", "expected cpu or cuda, got '" + v + "'");
+         if (v != "auto" && v != "cpu" && v != "cuda" && v.rfind("cuda:", 0) != 0)
+           bad("--device", "expected auto, cpu or cuda, got '" + v + "'");
          o.device = v;
        },
        [](const TrainOptions& o) { return o.device; }},
@@ -81,6 +82,23 @@ const std::vector<Flag>& flags() {
       int_flag("--heads", "attention heads (must divide --embd)", &TrainOptions::heads, 1),
       int_flag("--embd", "embedding width", &TrainOptions::embd, 1),
       int_flag("--digits", "digits per sequence to sort (sequence length 2*digits)", &TrainOptions::digits, 1),
+      int_flag("--stages", "pipeline stages (ranks); 0: no pipeline, one device", &TrainOptions::stages, 0),
+      {"--schedule", "NAME", "naive, gpipe, 1f1b, interleaved or zb-h1",
+       [](TrainOptions& o, const std::string& v) {
+         if (v != "naive" && v != "gpipe" && v != "1f1b" && v != "interleaved" && v != "zb-h1")
+           bad("--schedule", "expected naive, gpipe, 1f1b, interleaved or zb-h1, got '" + v + "'");
+         o.schedule = v;
+       },
+       [](const TrainOptions& o) { return o.schedule; }},
+      int_flag("--microbatches", "micro-batches per step (must divide --batch)", &TrainOptions::microbatches, 1),
+      int_flag("--chunks", "model chunks per rank (interleaved: 2 or more)", &TrainOptions::chunks, 1),
+      int_flag("--replicas", "data-parallel pipelines (threads; under launch: world size / stages)",
+               &TrainOptions::replicas, 1),
+      {"--recompute", "", "recompute each stage's forward in its backward (less memory)",
+       [](TrainOptions& o, const std::string&) { o.recompute = true; },
+       [](const TrainOptions& o) { return o.recompute ? std::string("on") : std::string("off"); }},
+      text_flag("--trace", "PATH", "Chrome trace (Perfetto) of the last step; 'none': off", &TrainOptions::trace),
+      text_flag("--svg", "PATH", "timeline of the last step, simulated vs measured; 'none': off", &TrainOptions::svg),
       int_flag("--log-every", "steps between progress lines", &TrainOptions::log_every, 1),
       int_flag("--eval", "held-out sequences for the final accuracy", &TrainOptions::eval_examples, 1),
       text_flag("--save", "PATH", "write a checkpoint here at the end", &TrainOptions::save),
@@ -97,6 +115,16 @@ void check_combination(const TrainOptions& o) {
   }
   if (o.digits > 64) bad("--digits", "at most 64 (sequences of 128 tokens), got " + std::to_string(o.digits));
   if (o.save_every > 0 && o.save.empty()) bad("--save-every", "needs --save PATH");
+  if (o.stages > 0) {
+    const int64_t per_replica = o.batch / o.replicas;
+    if (o.batch % o.replicas != 0 || per_replica % o.microbatches != 0)
+      bad("--microbatches", "a batch of " + std::to_string(o.batch) + " sequences does not split into " +
+                                std::to_string(o.replicas) + " replica(s) x " + std::to_string(o.microbatches) +
+                                " equal micro-batches; make --batch a multiple of --replicas x --microbatches");
+    if (o.schedule == "interleaved" && o.chunks < 2) bad("--chunks", "interleaved needs at least 2 chunks per rank");
+    if (o.schedule != "interleaved" && o.chunks != 1)
+      bad("--chunks", "only the interleaved schedule holds more than one chunk per rank");
+  }
 }
 
 }  // namespace

@@ -14,7 +14,7 @@ namespace brigade::train {
 
 struct TrainOptions {
   // Run
-  std::string device = "cpu";
+  std::string device = "auto";  // cuda when this build has CUDA and a GPU is visible, else cpu
   int64_t steps = 1000;
   uint64_t seed = 1;
   int threads = 0;  // 0: brigade's default (hardware threads or BRIGADE_NUM_THREADS)
@@ -29,6 +29,17 @@ struct TrainOptions {
   int64_t heads = 4;
   int64_t embd = 64;
   int64_t digits = 12;
+  // Pipeline (pipeline/): the model cut into `stages` stages, each a rank — a thread of this process,
+  // or a process of `brigade launch -n N` (then N = stages * replicas). 0 stages: no pipeline at
+  // all, the plain one-device loop.
+  int64_t stages = 4;
+  std::string schedule = "1f1b";
+  int64_t microbatches = 8;
+  int64_t chunks = 1;    // per rank (interleaved takes 2 or more)
+  int64_t replicas = 1;  // data-parallel copies of the pipeline (threads; launched: from the world size)
+  bool recompute = false;
+  std::string trace = "brigade-trace.json";    // Chrome trace of the last step ("" or none: off)
+  std::string svg = "brigade-timeline.svg";    // simulated vs measured timeline of the last step
   // Reporting and checkpoints
   int64_t log_every = 100;
   int64_t eval_examples = 500;

@@ -9,14 +9,25 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <functional>
 #include <numeric>
+#include <optional>
+#include <thread>
+#include <fstream>
 #include <ostream>
+#include <set>
 
 #include "autograd/tape.h"
 #include "core/error.h"
+#include "core/factory.h"
 #include "core/parallel.h"
 #include "nn/checkpoint.h"
 #include "optim/clip_grad.h"
+#include "pipeline/gpt_stages.h"
+#include "comm/comm.h"
+#include "core/stream.h"
+#include "pipeline/simulator.h"
+#include "pipeline/trace.h"
 #include "progress.h"
 
 namespace brigade::train {
@@ -69,40 +80,86 @@ nn::GPTConfig gpt_config(const TrainOptions& o, const SortTask& task) {
 }
 
 // GPT-2's recipe: weight decay on the matrices (embeddings, projections) only; decaying biases and
-// norm gains towards zero just fights the normalisation.
-std::vector<optim::ParamGroup> param_groups(const nn::GPT& model) {
+// norm gains towards zero just fights the normalisation. `mine` picks this rank's parameters.
+std::vector<optim::ParamGroup> param_groups(const nn::GPT& model, const std::function<bool(const Tensor&)>& mine) {
   optim::ParamGroup decayed, not_decayed;
   not_decayed.weight_decay = 0.0;
-  for (auto& [name, p] : model.named_parameters()) (p.dim() >= 2 ? decayed : not_decayed).params.emplace_back(name, p);
+  for (auto& [name, p] : model.named_parameters())
+    if (mine(p)) (p.dim() >= 2 ? decayed : not_decayed).params.emplace_back(name, p);
   return {decayed, not_decayed};
 }
 
-void check_device(const std::string& device) {
-  if (device == "cpu") return;
+Device resolve_device(const std::string& device) {
 #ifdef BRIGADE_HAVE_CUDA
   const bool built_with_cuda = true;
 #else
   const bool built_with_cuda = false;
 #endif
+  if (device == "cpu") return Device::cpu();
+  if (device == "auto") return built_with_cuda && cuda_available() ? Device::cuda(0) : Device::cpu();
   if (!built_with_cuda) {
     fail("--device ", device, ": this build has no CUDA backend (nvcc was not found, or it was configured with "
          "-Dcuda=disabled); use --device cpu");
   }
   if (!cuda_available()) fail("--device ", device, ": no CUDA device is visible on this machine; use --device cpu");
-  fail("--device ", device, ": the CUDA kernels are not part of this build yet (they arrive with the CUDA backend); "
-       "use --device cpu");
+  return Device::parse(device);
 }
+
+// Messages of the checkpoint gather travel on tags far above the executor's (pipeline/executor.cpp).
+constexpr int kGatherTag = 1 << 24;
+
+// A list of names as an i32 tensor of characters, '\n'-separated (the transports move tensors only).
+Tensor encode_names(const std::vector<std::string>& names) {
+  std::string text;
+  for (const std::string& n : names) text += n + '\n';
+  Tensor t = zeros({int64_t(text.size())}, DType::i32);
+  for (size_t i = 0; i < text.size(); ++i) t.data<int32_t>()[i] = int32_t(static_cast<unsigned char>(text[i]));
+  return t;
+}
+
+std::vector<std::string> decode_names(const Tensor& t) {
+  Tensor host = t.to(Device::cpu()).contiguous();
+  std::vector<std::string> names(1);
+  for (int64_t i = 0; i < host.numel(); ++i) {
+    const char c = char(host.data<int32_t>()[i]);
+    if (c == '\n') names.emplace_back();
+    else names.back() += c;
+  }
+  names.pop_back();  // after the last '\n'
+  return names;
+}
+
+// A copy on the host that training will not modify.
+Tensor snapshot(const Tensor& t) { return t.device().is_cpu() ? t.clone() : t.to(Device::cpu()); }
 
 }  // namespace
 
-Trainer::Trainer(const TrainOptions& options)
-    : options_(options), task_(options.digits), first_loss_(std::numeric_limits<double>::quiet_NaN()) {
-  check_device(options_.device);
-  model_ = std::make_shared<nn::GPT>(gpt_config(options_, task_));
+Trainer::Trainer(const TrainOptions& options, const pipeline::PipelineGroups* groups)
+    : options_(options),
+      task_(options.digits),
+      groups_(groups),
+      first_loss_(std::numeric_limits<double>::quiet_NaN()) {
+  nn::GPTConfig config = gpt_config(options_, task_);
+  config.device = resolve_device(options_.device);
+  model_ = std::make_shared<nn::GPT>(config);
+  if (groups_ != nullptr) {
+    const int P = groups_->pipeline->size();
+    pipeline::Schedule schedule = pipeline::make_schedule(pipeline::parse_schedule_kind(options_.schedule), P,
+                                                          int(options_.microbatches), int(options_.chunks));
+    partition_ = pipeline::partition_uniform(int64_t(model_->layers().size()), schedule.stages());
+    pipeline::GptStages mine = pipeline::gpt_stages(*model_, partition_, schedule.layout, groups_->pipeline->rank());
+    pipeline::PipelineOptions po;
+    po.recompute = options_.recompute;
+    po.ties = mine.ties;
+    pipe_ = std::make_unique<pipeline::Pipeline>(*groups_, schedule, mine.chunks, mine.loss, po);
+  }
   optim::AdamWOptions adamw;
   adamw.lr = options_.lr;
   adamw.weight_decay = options_.weight_decay;
-  optimizer_ = std::make_unique<optim::AdamW>(param_groups(*model_), adamw);
+  std::vector<optim::ParamGroup> groups_of_mine = param_groups(*model_, [this](const Tensor& p) { return owns(p); });
+  // A stage may hold no parameters at all (more stages than layers): it has nothing to update.
+  if (!groups_of_mine[0].params.empty() || !groups_of_mine[1].params.empty())
+    optimizer_ = std::make_unique<optim::AdamW>(std::move(groups_of_mine), adamw);
   schedule_.base_lr = options_.lr;
   schedule_.min_lr = options_.lr * TrainOptions::min_lr_ratio;
   schedule_.total_steps = options_.steps;
@@ -110,37 +167,116 @@ Trainer::Trainer(const TrainOptions& options)
   if (!options_.resume.empty()) resume(options_.resume);
 }
 
+Trainer::~Trainer() = default;
+
+bool Trainer::owns(const Tensor& parameter) const {
+  if (!pipe_) return true;
+  for (const Tensor& p : pipe_->parameters())
+    if (p.same_as(parameter)) return true;
+  return false;
+}
+
+bool Trainer::is_leader() const {
+  return groups_ == nullptr || (groups_->replica == 0 && groups_->pipeline->rank() == 0);
+}
+
+void Trainer::set_trace(bool on) {
+  if (pipe_) pipe_->set_trace(on);
+}
+
+const pipeline::Trace& Trainer::last_trace() const {
+  BRIGADE_CHECK(pipe_ != nullptr, "brigade train: no pipeline, so no trace");
+  return pipe_->last_trace();
+}
+
+const pipeline::Schedule& Trainer::schedule() const {
+  BRIGADE_CHECK(pipe_ != nullptr, "brigade train: no pipeline, so no schedule");
+  return pipe_->schedule();
+}
+
 double Trainer::train_step() {
   const int64_t B = options_.batch;
-  SortTask::Batch batch = task_.batch(options_.seed, Split::train, uint64_t(step_ * B), B);
-
-  Tape tape;
-  Tensor loss;
-  {
-    TapeGuard recording(tape);
-    loss = model_->loss(batch.inputs, batch.targets);
+  const Device device = model_->config().device;
+  double value = 0;
+  if (pipe_) {
+    // Replica k trains on its share of the step's batch; the micro-batches split that share.
+    const int64_t share = B / pipe_->replicas();
+    SortTask::Batch batch =
+        task_.batch(options_.seed, Split::train, uint64_t(step_ * B + pipe_->replica() * share), share);
+    std::vector<Tensor> inputs = pipeline::split_microbatches(batch.inputs.to(device), int(options_.microbatches));
+    std::vector<Tensor> targets = pipeline::split_microbatches(batch.targets.to(device), int(options_.microbatches));
+    value = pipe_->forward_backward(inputs, targets).loss;
+  } else {
+    SortTask::Batch batch = task_.batch(options_.seed, Split::train, uint64_t(step_ * B), B);
+    Tape tape;
+    Tensor loss;
+    {
+      TapeGuard recording(tape);
+      loss = model_->loss(batch.inputs.to(device), batch.targets.to(device));
+    }
+    tape.backward(loss);
+    value = loss.item();
   }
-  tape.backward(loss);
-  const double value = loss.item();
   if (options_.clip > 0) {
-    double norm = optim::clip_grad_norm(optimizer_->parameters(), options_.clip);
+    const double norm = pipe_ ? pipe_->clip_grad_norm(options_.clip)
+                              : optim::clip_grad_norm(optimizer_->parameters(), options_.clip);
     BRIGADE_CHECK(std::isfinite(norm), "training diverged at step ", step_ + 1, ": the gradient norm is ", norm,
                   " (loss ", value, "); try a lower --lr");
   }
-  optimizer_->set_lr(schedule_.lr(step_));
-  optimizer_->step();
-  optimizer_->zero_grad();
+  if (optimizer_) {
+    optimizer_->set_lr(schedule_.lr(step_));
+    optimizer_->step();
+    optimizer_->zero_grad();
+  }
 
   ++step_;
   if (step_ == 1) first_loss_ = value;
   return value;
 }
 
-void Trainer::save(const std::string& path) const {
+std::pair<nn::StateDict, optim::StateDict> Trainer::gather_state() {
+  if (!pipe_) return {model_->state_dict(), optimizer_->state_dict()};
+  if (groups_->replica != 0) return {};  // every replica holds the same values
+  comm::Communicator& comm = *groups_->pipeline;
+  if (comm.rank() != 0) {
+    // Everything this rank alone knows: its parameters and their optimizer state.
+    std::vector<std::string> names;
+    std::vector<Tensor> tensors;
+    for (auto& [name, p] : model_->named_parameters()) {
+      if (!owns(p)) continue;
+      names.push_back("model:" + name);
+      tensors.push_back(p);
+    }
+    for (auto& [key, t] : optimizer_ ? optimizer_->state_dict() : optim::StateDict{}) {
+      names.push_back("optim:" + key);
+      tensors.push_back(t);
+    }
+    comm.send(encode_names(names), 0, kGatherTag, comm::Shapes::varying);
+    // Clones: the local transport hands the tensor itself over, and training goes on modifying it.
+    for (const Tensor& t : tensors) comm.send(t.clone(), 0, kGatherTag + 1, comm::Shapes::varying);
+    return {};
+  }
+  nn::StateDict model;
+  for (auto& [name, t] : model_->state_dict()) model[name] = snapshot(t);
+  optim::StateDict optim = optimizer_ ? optimizer_->state_dict() : optim::StateDict{};
+  for (int r = 1; r < comm.size(); ++r) {
+    for (const std::string& entry : decode_names(comm.recv(r, kGatherTag, comm::Shapes::varying))) {
+      Tensor t = snapshot(comm.recv(r, kGatherTag + 1, comm::Shapes::varying));
+      // "step" and "lr" are the same on every rank, as are the tied weight's copies: first one wins.
+      if (entry.rfind("model:", 0) == 0) model[entry.substr(6)] = t;
+      else optim.emplace(entry.substr(6), t);
+    }
+  }
+  return {model, optim};
+}
+
+void Trainer::save(const std::string& path) {
+  auto [model, optim] = gather_state();
+  if (!is_leader()) return;
   std::map<std::string, std::string> metadata = {
       {"format", kFormat}, {"step", std::to_string(step_)}, {"first_loss", exact(first_loss_)}};
   for (const Setting& s : settings_of(options_)) metadata[s.key()] = s.value;
-  nn::save_checkpoint(path, model_->state_dict(), optimizer_->state_dict(), metadata);
+  nn::save_checkpoint(path, model, optim, metadata);
 }
 
 void Trainer::resume(const std::string& path) {
@@ -172,12 +308,29 @@ void Trainer::resume(const std::string& path) {
                 ", past --steps ", options_.steps);
   const double first_loss = number("first_loss", 0.0);
   model_->load_state_dict(ckpt.model);
-  optimizer_->load_state_dict(ckpt.optimizer);
+  // A pipeline rank takes the optimizer state of its own parameters ("<what>.<parameter name>").
+  optim::StateDict optim;
+  if (optimizer_) {
+    std::set<std::string> mine;
+    for (const auto& p : optimizer_->named_parameters()) mine.insert(p.first);
+    for (auto& [key, t] : ckpt.optimizer) {
+      const size_t dot = key.find('.');
+      if (dot == std::string::npos || mine.count(key.substr(dot + 1))) optim[key] = t;
+    }
+    optimizer_->load_state_dict(optim);
+  }
   step_ = step;
   first_loss_ = first_loss;
 }
 
-Accuracy Trainer::evaluate(int64_t examples) { return evaluate_sorting(*model_, task_, options_.seed, examples); }
+Accuracy Trainer::evaluate(int64_t examples) {
+  if (!pipe_) return evaluate_sorting(*model_, task_, options_.seed, examples);
+  auto [model, optim] = gather_state();
+  if (!is_leader()) return {};
+  // The leader's GPT copy holds its own stages' live weights; the rest are stale until loaded here.
+  model_->load_state_dict(model);
+  return evaluate_sorting(*model_, task_, options_.seed, examples);
+}
 
 namespace {
 
@@ -220,6 +373,16 @@ void print_header(Trainer& trainer, std::ostream& out) {
   out << "optimizer: AdamW, lr " << scientific(o.lr) << " (warm-up " << std::min(o.warmup, o.steps)
       << " steps, cosine to " << scientific(o.lr * TrainOptions::min_lr_ratio) << "), weight decay "
       << o.weight_decay << ", clip " << o.clip << "\n";
+  if (trainer.pipelined()) {
+    const pipeline::Schedule& schedule = trainer.schedule();
+    out << "pipeline: " << schedule.stages() << " stages on " << schedule.ranks() << " ranks ("
+        << (comm::read_launch_env().world_size > 1 ? "processes" : "threads") << "), schedule " << schedule.name
+        << ", " << schedule.microbatches << " micro-batches of " << o.batch / o.replicas / o.microbatches
+        << " sequences" << (schedule.chunks() > 1 ? ", " + std::to_string(schedule.chunks()) + " chunks per rank" : "")
+        << (o.replicas > 1 ? ", " + std::to_string(o.replicas) + " data-parallel replicas" : "")
+        << (o.recompute ? ", recomputation on" : "") << "\n";
+    out << pipeline::describe_partition(trainer.partition(), trainer.model().layers(), schedule.ranks());
+  }
   out << "run: " << o.steps << " steps of " << o.batch << " sequences, seed " << o.seed << ", " << o.device
       << ", " << num_threads() << " threads\n";
 }
@@ -235,11 +398,14 @@ void check_save_path(const std::string& path) {
                 " does not exist");
 }
 
-TrainSummary run_training(const TrainOptions& options, std::ostream& out) {
-  check_save_path(options.save);
-  if (options.threads > 0) set_num_threads(options.threads);
+void report_timeline(Trainer& trainer, const TrainOptions& options, std::ostream& out);
+
+namespace {
+
+// The loop every rank runs; only the leader's `out` is a real stream.
+TrainSummary train_rank(const TrainOptions& options, const pipeline::PipelineGroups* groups, std::ostream& out) {
   const auto run_start = Clock::now();
-  Trainer trainer(options);
+  Trainer trainer(options, groups);
   print_header(trainer, out);
   if (!options.resume.empty()) {
     out << "resumed from " << options.resume << " at step " << trainer.step() << "\n";
@@ -259,6 +425,7 @@ TrainSummary run_training(const TrainOptions& options, std::ostream& out) {
   const auto train_start = Clock::now();
 
   while (trainer.step() < options.steps) {
+    if (trainer.step() + 1 == options.steps) trainer.set_trace(true);  // the last step's timeline
     const double loss = trainer.train_step();
     const int64_t step = trainer.step();
     window_loss += loss;
@@ -288,6 +455,7 @@ TrainSummary run_training(const TrainOptions& options, std::ostream& out) {
   }
   const double train_seconds = seconds_since(train_start);
   const int64_t steps_run = trainer.step() - start_step;
+  if (trainer.pipelined() && steps_run > 0) report_timeline(trainer, options, out);
   if (!options.save.empty()) {
     trainer.save(options.save);
     out << "saved " << options.save << " at step " << trainer.step() << "\n";
@@ -322,6 +490,119 @@ TrainSummary run_training(const TrainOptions& options, std::ostream& out) {
     out << line;
   }
   out << "\n";
+  return summary;
+}
+
+// An output stream that drops everything: what the ranks other than the leader print to.
+std::ostream& null_stream() {
+  static std::ofstream sink;  // never opened: every write fails silently
+  return sink;
+}
+
+bool enabled(const std::string& path) { return !path.empty() && path != "none"; }
+
+}  // namespace
+
+void report_timeline(Trainer& trainer, const TrainOptions& options, std::ostream& out) {
+  const pipeline::Trace& trace = trainer.last_trace();
+  if (!trainer.is_leader() || trace.events.empty()) return;
+  const pipeline::Schedule& schedule = trainer.schedule();
+  // Mean measured cost of each compute kind, for a simulation with this machine's costs.
+  std::map<pipeline::ActionKind, std::pair<double, int>> sums;
+  for (const pipeline::TraceEvent& e : trace.events) {
+    if (!pipeline::is_compute(e.action.kind)) continue;
+    sums[e.action.kind].first += e.end - e.start;
+    sums[e.action.kind].second += 1;
+  }
+  auto mean = [&](pipeline::ActionKind k) { return sums.count(k) ? sums[k].first / sums[k].second : 0.0; };
+  pipeline::Costs measured_costs;
+  measured_costs.forward = mean(pipeline::ActionKind::forward);
+  if (schedule.split_backward()) {
+    measured_costs.backward = mean(pipeline::ActionKind::backward_input);
+    measured_costs.weight = mean(pipeline::ActionKind::backward_weight);
+  } else {
+    measured_costs.backward = mean(pipeline::ActionKind::backward) / 2;  // B = I + W in the model
+    measured_costs.weight = measured_costs.backward;
+  }
+  const pipeline::SimulationResult unit = pipeline::simulate(schedule);
+  const pipeline::SimulationResult predicted = pipeline::simulate(schedule, measured_costs);
+  const pipeline::SimulationResult measured = pipeline::to_simulation(trace, schedule, &predicted);
+  char line[300];
+  std::snprintf(line, sizeof line,
+                "bubble (last step): measured %.3f; simulator %.3f with unit costs, %.3f with the measured costs "
+                "(F %.2f ms, B %.2f ms)",
+                trace.measured_bubble(), unit.bubble_fraction, predicted.bubble_fraction,
+                1e3 * measured_costs.forward, 1e3 * measured_costs.full_backward());
+  out << line << "\n";
+  if (enabled(options.trace)) {
+    pipeline::save_chrome_trace(options.trace, trace, schedule);
+    out << "trace: " << options.trace << " (open in ui.perfetto.dev)\n";
+  }
+  if (enabled(options.svg)) {
+    pipeline::save_timeline_svg_compare(options.svg, schedule, predicted, measured,
+                                        "simulated with the measured mean costs", "measured (last step)");
+    out << "timeline: " << options.svg << " (simulated above, measured below)\n";
+  }
+}
+
+TrainSummary run_training(const TrainOptions& options_in, std::ostream& out) {
+  TrainOptions options = options_in;
+  check_save_path(options.save);
+  if (options.threads > 0) set_num_threads(options.threads);
+  if (options.stages == 0) return train_rank(options, nullptr, out);
+
+  const int P = int(options.stages);
+  const comm::LaunchEnv env = comm::read_launch_env();
+  if (env.world_size > 1) {
+    // Started by `brigade launch -n N` (or torchrun, srun): this process is one rank of N = P * R.
+    BRIGADE_CHECK(env.world_size % P == 0, "brigade train: ", env.world_size, " processes cannot form pipelines of --stages ",
+                  P, " (the number of processes must be a multiple of the number of stages)");
+    const int64_t R = env.world_size / P;
+    BRIGADE_CHECK(options_in.replicas == 1 || options_in.replicas == R, "brigade train: --replicas ", options_in.replicas,
+                  " disagrees with ", env.world_size, " processes / ", P, " stages = ", R);
+    options.replicas = R;
+    BRIGADE_CHECK(options.batch % (R * options.microbatches) == 0, "brigade train: a batch of ", options.batch,
+                  " does not split into ", R, " replicas x ", options.microbatches, " micro-batches");
+    comm::ConnectOptions connect;
+    Device device = resolve_device(options.device);
+    connect.device = device.is_cuda() ? comm::local_device(env) : Device::cpu();
+    auto world = comm::connect(env, connect);
+    auto groups = pipeline::PipelineGroups::split(*world, P);
+    const bool leader = world->rank() == 0;
+    return train_rank(options, groups.get(), leader ? out : null_stream());
+  }
+
+  // One process: every rank a thread, on the GPU each with its own stream.
+  const int world_size = int(P * options.replicas);
+  const Device device = resolve_device(options.device);
+  auto world = comm::local_group(std::vector<Device>(size_t(world_size), device));
+  std::vector<std::string> errors(static_cast<size_t>(world_size));
+  TrainSummary summary;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world_size; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        Stream stream;
+        std::optional<StreamGuard> on_stream;
+        if (device.is_cuda()) {
+          stream = Stream::create(device);
+          on_stream.emplace(stream);
+        }
+        auto groups = pipeline::PipelineGroups::split(*world[size_t(r)], P);
+        TrainSummary mine = train_rank(options, groups.get(), r == 0 ? out : null_stream());
+        if (r == 0) summary = mine;
+      } catch (const std::exception& e) {
+        errors[size_t(r)] = e.what();
+        world[size_t(r)]->abort("rank " + std::to_string(r) + " failed: " + e.what());
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  // The first rank that failed on its own (not because another aborted) has the real story.
+  for (const std::string& e : errors)
+    if (!e.empty() && e.find("failed:") == std::string::npos && e.find("abort") == std::string::npos) fail(e);
+  for (const std::string& e : errors)
+    if (!e.empty()) fail(e);
   return summary;
 }
 

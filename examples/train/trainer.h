@@ -15,23 +15,45 @@
 #include "evaluate.h"
 #include "nn/gpt.h"
 #include "optim/adamw.h"
+#include "pipeline/partition.h"
+#include "pipeline/runtime.h"
 #include "optim/schedule.h"
 #include "options.h"
 #include "sort_task.h"
 
 namespace brigade::train {
 
+// One trainer per rank. Without groups it is the whole model on one device; with them, one rank of
+// a pipeline (pipeline/runtime.h): every rank builds the whole GPT from the seed (so all start from
+// the same weights), keeps its stages' layers, and its optimizer updates only those. Checkpoints and
+// evaluation see the whole model: the stages' parameters and optimizer state are gathered on the
+// pipeline's rank 0, so a checkpoint is the same file whichever way it was trained, and either way
+// can resume it.
 class Trainer {
  public:
   // Builds the model and the optimizer; with options.resume, restores that checkpoint. Throws
   // brigade::Error when the checkpoint can't be read or belongs to a different configuration.
-  explicit Trainer(const TrainOptions& options);
+  explicit Trainer(const TrainOptions& options, const pipeline::PipelineGroups* groups = nullptr);
+  ~Trainer();
 
-  // One optimizer step on the next batch; returns that batch's loss (before the update).
+  // One optimizer step on the next batch; returns that batch's loss (before the update; in a
+  // pipeline the mean over micro-batches and replicas, on every rank).
   double train_step();
   // Writes model, optimizer state and progress to a checkpoint (atomically: see core/safetensors.h).
-  void save(const std::string& path) const;
+  // In a pipeline every rank calls it; world rank 0 writes.
+  void save(const std::string& path);
+  // Greedy-decoding accuracy of the whole model. In a pipeline every rank calls it; the pipeline's
+  // rank 0 (of replica 0) evaluates, the others return an empty Accuracy.
   Accuracy evaluate(int64_t examples);
+
+  // Pipeline only: trace the next steps (pipeline/trace.h); the last traced step's timeline.
+  void set_trace(bool on);
+  const pipeline::Trace& last_trace() const;
+  const pipeline::Schedule& schedule() const;
+  const pipeline::Partition& partition() const { return partition_; }
+  bool pipelined() const { return pipe_ != nullptr; }
+  // Prints (and writes) on this rank: world rank 0, or the only rank.
+  bool is_leader() const;
 
   int64_t step() const { return step_; }  // steps done so far
   double first_loss() const { return first_loss_; }  // loss of step 1 (NaN before it; kept on resume)
@@ -47,12 +69,18 @@ class Trainer {
 
  private:
   void resume(const std::string& path);
+  bool owns(const Tensor& parameter) const;  // held by this rank's stages
+  // The whole model's and optimizer's state on the pipeline's rank 0 (empty maps elsewhere).
+  std::pair<nn::StateDict, optim::StateDict> gather_state();
 
   TrainOptions options_;
   SortTask task_;
   std::shared_ptr<nn::GPT> model_;
   std::unique_ptr<optim::AdamW> optimizer_;
   optim::CosineSchedule schedule_;
+  const pipeline::PipelineGroups* groups_;
+  pipeline::Partition partition_;
+  std::unique_ptr<pipeline::Pipeline> pipe_;
   int64_t step_ = 0;
   double first_loss_;
   std::vector<std::string> resume_notes_;

@@ -1,0 +1,187 @@
+#include "bench_pipeline/benchmark.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <ostream>
+#include <thread>
+
+#include "bench/environment.h"
+#include "bench_pipeline/steps.h"
+#include "core/error.h"
+#include "core/parallel.h"
+#include "pipeline/simulator.h"
+#include "pipeline/trace.h"
+
+namespace brigade::bench_pipeline {
+
+namespace {
+
+using pipeline::Schedule;
+using pipeline::ScheduleKind;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+double median(const std::vector<double>& samples) { return samples.empty() ? kNaN : bench::quantile(samples, 0.5); }
+
+// "model name : AMD EPYC ..." from /proc/cpuinfo; "cpu" when there is none (not Linux).
+std::string cpu_model_name() {
+  std::ifstream info("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(info, line)) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon != std::string::npos && colon + 2 <= line.size()) return line.substr(colon + 2);
+  }
+  return "cpu";
+}
+
+std::string ms(double seconds) {
+  return bench::format_number(seconds * 1e3, 3) + " ms";
+}
+
+// Bubbles, costs, predictions and communication shares, from the timed steps' traces.
+void analyse(ScheduleResult& r, const Schedule& schedule, const PipelinedSteps& steps) {
+  const size_t P = size_t(schedule.ranks());
+  std::vector<double> makespans, exposed, hidden;
+  std::vector<std::vector<double>> compute(P), exchange(P), hidden_per_rank(P);
+  for (const pipeline::Trace& trace : steps.traces) {
+    const double makespan = trace.makespan();
+    r.bubbles.push_back(trace.measured_bubble());
+    makespans.push_back(makespan);
+    const std::vector<RankTime> times = rank_times(trace);
+    double exchange_total = 0, hidden_total = 0, exposed_sum = 0;
+    for (size_t q = 0; q < P; ++q) {
+      const RankTime& t = times[q];
+      compute[q].push_back(t.compute / makespan);
+      exchange[q].push_back(t.exchange / makespan);
+      if (t.exchange > 0) hidden_per_rank[q].push_back(t.hidden / t.exchange);
+      exchange_total += t.exchange;
+      hidden_total += t.hidden;
+      exposed_sum += t.exchange / makespan;
+    }
+    exposed.push_back(exposed_sum / double(P));
+    if (exchange_total > 0) hidden.push_back(hidden_total / exchange_total);
+  }
+  r.bubble = median(r.bubbles);
+  r.makespan = median(makespans);
+  r.exposed_comm = median(exposed);
+  r.hidden_comm = median(hidden);
+  for (size_t q = 0; q < P; ++q) {
+    r.ranks_detail.push_back({median(compute[q]), median(exchange[q]), median(hidden_per_rank[q]),
+                              steps.peak_stashed[q]});
+  }
+
+  r.costs = mean_action_costs(steps.traces);
+  const pipeline::SimulationResult predicted = pipeline::simulate(schedule, simulator_costs(r.costs));
+  r.predicted_bubble = predicted.bubble_fraction;
+  r.predicted_makespan = predicted.makespan;
+  const pipeline::SimulationResult unit = pipeline::simulate(schedule);
+  r.unit_bubble = unit.bubble_fraction;
+  r.unit_makespan = unit.makespan;
+  r.unit_busy = unit.busy;
+}
+
+// The step whose bubble is closest to the median: the one the trace files show.
+size_t typical_step(const ScheduleResult& r) {
+  size_t best = 0;
+  for (size_t i = 1; i < r.bubbles.size(); ++i)
+    if (std::abs(r.bubbles[i] - r.bubble) < std::abs(r.bubbles[best] - r.bubble)) best = i;
+  return best;
+}
+
+void write_trace_files(ScheduleResult& r, const Schedule& schedule, const PipelinedSteps& steps,
+                       const std::string& dir) {
+  const pipeline::Trace& trace = steps.traces.at(typical_step(r));
+  const std::string base = (std::filesystem::path(dir) / r.name).string();
+
+  pipeline::save_chrome_trace(base + ".trace.json", trace, schedule);
+  r.files.push_back(base + ".trace.json");
+
+  const pipeline::Costs costs = simulator_costs(r.costs);
+  const pipeline::SimulationResult simulated = pipeline::simulate(schedule, costs);
+  const pipeline::SimulationResult measured = pipeline::to_simulation(trace, schedule, &simulated);
+  std::string costs_text = "F " + ms(costs.forward);
+  if (schedule.split_backward()) costs_text += ", I " + ms(costs.backward) + ", W " + ms(costs.weight);
+  else costs_text += ", B " + ms(costs.full_backward());
+  pipeline::save_timeline_svg_compare(base + ".svg", schedule, simulated, measured,
+                                      "simulated with the measured mean costs (" + costs_text + ")",
+                                      "measured (" + ms(trace.makespan()) + ")");
+  r.files.push_back(base + ".svg");
+}
+
+ScheduleResult run_schedule(const std::string& name, const BenchOptions& o, const Workload& work,
+                            const BenchResult& so_far, std::ostream& progress) {
+  ScheduleResult r;
+  r.name = name;
+  const ScheduleKind kind = pipeline::parse_schedule_kind(name);
+  r.ranks = o.stages;
+  r.microbatches = o.microbatches;
+  r.chunks = kind == ScheduleKind::interleaved ? o.chunks : 1;
+  if (kind == ScheduleKind::interleaved && o.microbatches % o.stages != 0) {
+    // Megatron's rule (pipeline/schedule.h): micro-batches go round the ranks in groups of P.
+    r.skipped = "interleaved needs M to be a multiple of P (M=" + std::to_string(o.microbatches) +
+                ", P=" + std::to_string(o.stages) + ")";
+    return r;
+  }
+  const Schedule schedule = pipeline::make_schedule(kind, r.ranks, r.microbatches, r.chunks);
+  progress << "bench pipeline: " << name << " (" << o.warmup << " warm-up + " << o.steps << " steps)\n" << std::flush;
+  const PipelinedSteps steps = run_pipelined(schedule, work, o.warmup, o.steps);
+
+  r.step_seconds = steps.seconds;
+  r.step = bench::summarize(steps.seconds);
+  r.tokens_per_second = double(work.tokens_per_step) / r.step.median;
+  r.speedup = so_far.unpipelined_step.median / r.step.median;
+  r.loss = steps.loss;
+  analyse(r, schedule, steps);
+  if (!o.trace_dir.empty()) write_trace_files(r, schedule, steps, o.trace_dir);
+  return r;
+}
+
+}  // namespace
+
+BenchResult run_benchmark(const BenchOptions& o, std::ostream& progress) {
+  // Where the files go is checked before a minute of measuring, not after.
+  if (!o.trace_dir.empty()) {
+    std::error_code error;
+    std::filesystem::create_directories(o.trace_dir, error);
+    BRIGADE_CHECK(!error, "--trace-dir: cannot create the directory '", o.trace_dir, "': ", error.message());
+  }
+  if (!o.json.empty()) {
+    const std::filesystem::path parent = std::filesystem::path(o.json).parent_path();
+    BRIGADE_CHECK(parent.empty() || std::filesystem::is_directory(parent), "--json ", o.json, ": the directory '",
+                  parent.string(), "' does not exist");
+  }
+  BenchResult result;
+  result.options = o;
+  const Device device = Device::parse(o.device);
+  result.env = bench::describe_environment(device);
+  result.device_name = device.is_cuda() ? result.env.gpu_name : cpu_model_name();
+  result.cpu_threads = int(std::thread::hardware_concurrency());
+  result.kernel_threads = num_threads();
+
+  nn::GPTConfig config;
+  config.vocab_size = o.vocab;
+  config.block_size = o.seq;
+  config.n_layer = o.layers;
+  config.n_head = o.heads;
+  config.n_embd = o.embd;
+  config.device = device;
+  config.seed = 1;
+  const Workload work = make_workload(config, o.batch, o.seq, o.microbatches);
+  result.tokens_per_step = work.tokens_per_step;
+
+  progress << "bench pipeline: unpipelined (" << o.warmup << " warm-up + " << o.steps << " steps)\n" << std::flush;
+  const UnpipelinedSteps base = run_unpipelined(work, o.warmup, o.steps);
+  result.parameters = base.parameters;
+  result.unpipelined_seconds = base.seconds;
+  result.unpipelined_step = bench::summarize(base.seconds);
+  result.unpipelined_tokens_per_second = double(work.tokens_per_step) / result.unpipelined_step.median;
+  result.unpipelined_loss = base.loss;
+
+  for (const std::string& name : o.schedules) result.schedules.push_back(run_schedule(name, o, work, result, progress));
+  return result;
+}
+
+}  // namespace brigade::bench_pipeline

@@ -1,0 +1,105 @@
+// The executor: runs one rank's part of a schedule with real tensors, for one training step.
+//
+// It walks the rank's action list (pipeline/schedule.h) in order:
+//
+//   F(m, c)   takes stage s = c*P + rank's input for micro-batch m (the batch data on stage 0, else what
+//             arrived from stage s-1), makes it a fresh leaf, and runs the chunk's layers on a tape of
+//             its own — one tape per micro-batch in flight, so backwards can run in any order. The
+//             last stage applies the loss. With recomputation the forward runs without a tape and
+//             only the input is kept.
+//   B(m, c)   replays that tape from the output gradient (1/M on the last stage: the gradient of a mean
+//             over micro-batches), which accumulates the chunk's weight gradients and yields the input
+//             gradient for stage s-1; then the tape and everything it kept are dropped.
+//   I / W     the same backward in two halves (zero-bubble): I the input gradient, W the weights later.
+//   messages  every maximal run of SEND/RECV actions is one Communicator::exchange
+//             (pipeline/exchange.h explains why that cannot deadlock).
+//
+// A message is a *bundle*: the stage's output plus every skip tensor (pipeline/stage.h) crossing that
+// stage boundary. A gradient bundle holds the gradients of the floating-point entries only. When
+// neighbouring stages live on the same rank (P = 1), bundles are handed over in memory.
+//
+// On a GPU the executor runs everything on the stream that is current when run() is called (the
+// runtime gives each stage's rank its own); nothing synchronises the device.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "pipeline/schedule.h"
+#include "pipeline/stage.h"
+#include "pipeline/trace.h"
+
+namespace brigade::pipeline {
+
+struct ExecutorOptions {
+  bool recompute = false;        // keep only each stage's input; redo its forward before the backward
+  bool variable_shapes = false;  // messages may change shape from one micro-batch to the next
+  std::vector<Skip> skips;       // every skip connection of the model (the same list on every rank)
+};
+
+class Executor {
+ public:
+  // `comm` connects the schedule's P ranks (comm.rank() is this rank); `chunks` are this rank's V
+  // chunks. Checks the schedule against the communicator and the chunks against the skips.
+  Executor(comm::Communicator& comm, Schedule schedule, std::vector<Chunk> chunks, LossFn loss,
+           ExecutorOptions options = {});
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // Runs the rank's actions once. `inputs` (read only on the rank holding stage 0) and `targets` (only
+  // on the rank holding the last stage) hold one tensor per micro-batch; other ranks may pass empty
+  // lists. The loss of every micro-batch is seeded with gradient `loss_scale` (1/M for the mean over
+  // micro-batches). Gradients accumulate into the parameters' .grad. Returns each micro-batch's loss on
+  // the last stage's rank, an empty list elsewhere. With `trace`, records each action's start and end
+  // and appends this rank's events to *trace.
+  // Any failure leaves the executor ready for another run (its state is cleared).
+  std::vector<double> run(const std::vector<Tensor>& inputs, const std::vector<Tensor>& targets, double loss_scale,
+                          Trace* trace = nullptr);
+
+  const Schedule& schedule() const { return schedule_; }
+  const std::vector<Chunk>& chunks() const { return chunks_; }
+  // Micro-batches whose activations this rank holds right now, and the most it held during the
+  // last run (counting each (micro-batch, chunk) pair; compare SimulationResult's per-rank peak).
+  int stashed() const;
+  int peak_stashed() const { return peak_stashed_; }
+
+ private:
+  struct Bundle;
+  struct Work;
+  using Key = std::pair<int, int>;  // (global stage, micro-batch)
+
+  void forward(const Action& a);
+  void backward(const Action& a);  // B and I
+  void backward_weight(const Action& a);
+  void exchange(const std::vector<Action>& messages);
+  Bundle run_layers(int stage, Work& work, int microbatch);
+  std::vector<const Skip*> skips_over(int boundary) const;  // the skips crossing boundary s | s+1
+  int tag(int boundary, bool gradient, size_t slot) const;
+  Work& work_at(const Key& key, const Action& a);
+  void clear();
+
+  comm::Communicator& comm_;
+  Schedule schedule_;
+  std::vector<Chunk> chunks_;
+  LossFn loss_;
+  ExecutorOptions options_;
+  int rank_;
+
+  // Per-run state.
+  const std::vector<Tensor>* inputs_ = nullptr;
+  const std::vector<Tensor>* targets_ = nullptr;
+  double loss_scale_ = 1;
+  std::vector<double> losses_;
+  std::map<Key, std::unique_ptr<Work>> work_;     // F done, backward not finished
+  std::map<Key, std::shared_ptr<Bundle>> arrived_;       // activations for (stage, m), received or handed over
+  std::map<Key, std::shared_ptr<Bundle>> arrived_grads_;  // gradients of (stage, m)'s output
+  std::map<Key, std::shared_ptr<Bundle>> outgoing_;      // activations to send, by (sending stage, m)
+  std::map<Key, std::shared_ptr<Bundle>> outgoing_grads_;  // input gradients to send, by (sending stage, m)
+  int peak_stashed_ = 0;
+};
+
+}  // namespace brigade::pipeline

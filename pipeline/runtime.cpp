@@ -1,0 +1,328 @@
+#include "pipeline/runtime.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "core/error.h"
+#include "core/factory.h"
+#include "kernels/ops.h"
+#include "nn/activation.h"
+#include "pipeline/exchange.h"
+
+namespace brigade::pipeline {
+
+// One tie as this rank sees it: its local copies (distinct tensors; one stage's, or several when
+// P = 1 puts several holders on this rank and they are not already the same tensor) and the group of
+// the ranks holding a copy.
+struct Pipeline::TieGroup {
+  Tie tie;
+  std::vector<Tensor> copies;
+  std::unique_ptr<comm::Communicator> holders;  // null when every holder is this rank, or this rank holds none
+  bool counts_in_norm = false;  // the rank of the tie's first stage counts it once in the global norm
+};
+
+std::shared_ptr<PipelineGroups> PipelineGroups::split(comm::Communicator& world, int pipeline_ranks) {
+  BRIGADE_CHECK(pipeline_ranks >= 1 && world.size() % pipeline_ranks == 0, "pipeline: cannot split ", world.size(),
+                " ranks into pipelines of ", pipeline_ranks, " ranks (the world size must be a multiple of the "
+                "number of pipeline ranks; the quotient is the number of data-parallel replicas)");
+  auto groups = std::make_shared<PipelineGroups>();
+  const int replica = world.rank() / pipeline_ranks, stage_rank = world.rank() % pipeline_ranks;
+  groups->owned_pipeline = world.split(replica, stage_rank);
+  groups->owned_replicas = world.split(stage_rank, replica);
+  groups->pipeline = groups->owned_pipeline.get();
+  groups->replicas = groups->owned_replicas.get();
+  groups->replica = replica;
+  return groups;
+}
+
+namespace {
+
+// Recomputation replays each forward; a dropout layer would draw a different mask the second time
+// and the gradient would belong to another network. Refuse rather than train on it.
+void check_recompute_is_deterministic(const std::vector<Chunk>& chunks, int rank) {
+  for (const Chunk& chunk : chunks) {
+    for (const auto& layer : chunk.layers) {
+      std::vector<std::shared_ptr<nn::Module>> modules = {layer};
+      for (auto& [name, m] : layer->named_modules()) modules.push_back(m);
+      for (const auto& m : modules) {
+        auto* dropout = dynamic_cast<nn::Dropout*>(m.get());
+        BRIGADE_CHECK(!(dropout && dropout->is_training() && dropout->p > 0), "pipeline (rank ", rank,
+                      "): activation recomputation with an active Dropout(p=", dropout ? dropout->p : 0.0,
+                      ") would draw a different mask when the forward is replayed; use p=0, eval mode, or no "
+                      "recomputation");
+      }
+    }
+  }
+}
+
+// Small f64 vectors for collectives live on the communicator's device (NCCL takes GPU memory only).
+Tensor doubles_on(const comm::Communicator& comm, const std::vector<double>& values) {
+  Tensor host = zeros({int64_t(values.size())}, DType::f64);
+  std::copy(values.begin(), values.end(), host.data<double>());
+  return host.to(comm.device());
+}
+
+std::vector<double> doubles_of(const Tensor& t) {
+  Tensor host = t.to(Device::cpu()).contiguous();
+  return std::vector<double>(host.data<double>(), host.data<double>() + host.numel());
+}
+
+}  // namespace
+
+Pipeline::Pipeline(const PipelineGroups& groups, Schedule schedule, std::vector<Chunk> chunks, LossFn loss,
+                   PipelineOptions options)
+    : options_(std::move(options)) {
+  BRIGADE_CHECK(groups.pipeline != nullptr, "pipeline: no pipeline communicator");
+  groups_.pipeline = groups.pipeline;
+  groups_.replicas = groups.replicas;
+  groups_.replica = groups.replica;
+  comm::Communicator& comm = *groups_.pipeline;
+  const Layout layout = schedule.layout;
+  const int me = comm.rank();
+  BRIGADE_CHECK(comm.size() == layout.ranks, "pipeline: the schedule '", schedule.name, "' has ", layout.ranks,
+                " ranks but the pipeline communicator has ", comm.size(), " (this is rank ", me, ")");
+  BRIGADE_CHECK(int(chunks.size()) == layout.chunks, "pipeline: rank ", me, " was given ", chunks.size(),
+                " chunks but the schedule '", schedule.name, "' has V=", layout.chunks, " chunks per rank");
+
+  // Ties: check every rank's chunks list exactly the copies the ties say, then build the groups.
+  std::set<std::string> tie_names;
+  for (const Tie& tie : options_.ties) {
+    BRIGADE_CHECK(tie_names.insert(tie.name).second, "pipeline: two ties are named '", tie.name, "'");
+    BRIGADE_CHECK(tie.stages.size() >= 2, "pipeline: tie '", tie.name, "' lists ", tie.stages.size(),
+                  " stage(s); a tie joins at least two");
+    for (int s : tie.stages)
+      BRIGADE_CHECK(s >= 0 && s < layout.stages(), "pipeline: tie '", tie.name, "' names stage ", s, " but there are ",
+                    layout.stages(), " stages");
+  }
+  for (int c = 0; c < int(chunks.size()); ++c) {
+    const int s = layout.stage(me, c);
+    for (const auto& [name, t] : chunks[size_t(c)].tied) {
+      auto it = std::find_if(options_.ties.begin(), options_.ties.end(), [&](const Tie& tie) {
+        return tie.name == name && std::count(tie.stages.begin(), tie.stages.end(), s);
+      });
+      BRIGADE_CHECK(it != options_.ties.end(), "pipeline: stage ", s, " (rank ", me, ") lists a tied copy '", name,
+                    "' but no tie in the options joins that name on stage ", s);
+      BRIGADE_CHECK(t.defined() && t.requires_grad(), "pipeline: stage ", s, "'s copy of tie '", name,
+                    "' must be a parameter (a leaf that requires grad)");
+    }
+  }
+  for (const Tie& tie : options_.ties) {
+    auto group = std::make_unique<TieGroup>();
+    group->tie = tie;
+    std::set<int> holder_ranks;
+    for (int s : tie.stages) {
+      holder_ranks.insert(layout.rank_of(s));
+      if (layout.rank_of(s) != me) continue;
+      const Chunk& chunk = chunks.at(size_t(layout.chunk_of(s)));
+      auto found = chunk.tied.find(tie.name);
+      BRIGADE_CHECK(found != chunk.tied.end(), "pipeline: tie '", tie.name, "' joins stage ", s, " but that stage (rank ",
+                    me, ") lists no copy of it in Chunk::tied");
+      const Tensor& copy = found->second;
+      bool seen = false;
+      for (const Tensor& t : group->copies) seen = seen || t.same_as(copy);
+      if (!seen) group->copies.push_back(copy);
+      for (const Tensor& t : group->copies)
+        BRIGADE_CHECK(t.shape() == copy.shape() && t.dtype() == copy.dtype(), "pipeline: tie '", tie.name,
+                      "' has copies of different shapes or dtypes: ", shape_str(t.shape()), " ", dtype_name(t.dtype()),
+                      " and ", shape_str(copy.shape()), " ", dtype_name(copy.dtype()));
+    }
+    group->counts_in_norm = layout.rank_of(tie.stages.front()) == me;
+    if (holder_ranks.size() > 1) {
+      // Every pipeline rank takes part in the split; those holding no copy get no group.
+      group->holders = comm.split(holder_ranks.count(me) ? 0 : -1, me);
+    }
+    ties_.push_back(std::move(group));
+  }
+  if (options_.recompute) check_recompute_is_deterministic(chunks, me);
+  // The local transport queues sends, like the simulator; gloo and NCCL sends complete only when the
+  // peer receives, and some schedules (interleaved with M >= 2P) then wait in a cycle. Refuse those
+  // with the marked grid rather than hang (pipeline/exchange.h).
+  if (comm.backend() != "local" && layout.ranks > 1) check_exchanges(schedule);
+
+  ExecutorOptions exec;
+  exec.recompute = options_.recompute;
+  exec.variable_shapes = options_.variable_shapes;
+  exec.skips = options_.skips;
+  executor_ = std::make_unique<Executor>(comm, std::move(schedule), std::move(chunks), std::move(loss), exec);
+}
+
+Pipeline::~Pipeline() = default;
+
+std::vector<std::pair<std::string, Tensor>> Pipeline::named_parameters() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  const Layout& layout = executor_->schedule().layout;
+  const auto& chunks = executor_->chunks();
+  for (int c = 0; c < int(chunks.size()); ++c) {
+    const std::string stage = "stage" + std::to_string(layout.stage(rank(), c)) + ".";
+    for (size_t i = 0; i < chunks[size_t(c)].layers.size(); ++i) {
+      for (auto& [name, p] : chunks[size_t(c)].layers[i]->named_parameters()) {
+        bool seen = false;
+        for (auto& [n, q] : out) seen = seen || q.same_as(p);
+        if (!seen) out.emplace_back(stage + std::to_string(i) + "." + name, p);
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<Tensor> Pipeline::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& [name, p] : named_parameters()) out.push_back(p);
+  return out;
+}
+
+StepStats Pipeline::forward_backward(const std::vector<Tensor>& inputs, const std::vector<Tensor>& targets) {
+  comm::Communicator& comm = *groups_.pipeline;
+  const Schedule& schedule = executor_->schedule();
+  const int M = schedule.microbatches;
+  const Layout& layout = schedule.layout;
+  if (layout.rank_of(0) == rank())
+    BRIGADE_CHECK(int(inputs.size()) == M, "pipeline: schedule '", schedule.name, "' runs M=", M,
+                  " micro-batches but rank ", rank(), " (stage 0) was given ", inputs.size(), " inputs");
+  if (layout.rank_of(layout.stages() - 1) == rank())
+    BRIGADE_CHECK(int(targets.size()) == M, "pipeline: schedule '", schedule.name, "' runs M=", M,
+                  " micro-batches but rank ", rank(), " (the last stage) was given ", targets.size(), " targets");
+
+  StepStats stats;
+  try {
+    Trace mine;
+    mine.ranks = layout.ranks;
+    if (options_.trace) comm.barrier();  // line the ranks' clocks up at the step's start
+    std::vector<double> losses = executor_->run(inputs, targets, 1.0 / M, options_.trace ? &mine : nullptr);
+    stats.peak_stashed = executor_->peak_stashed();
+
+    // The loss, from the last stage to everyone.
+    if (losses.empty()) losses.assign(size_t(M), 0.0);
+    Tensor all = doubles_on(comm, losses);
+    comm.broadcast(all, layout.rank_of(layout.stages() - 1));
+    stats.microbatch_losses = doubles_of(all);
+    for (double l : stats.microbatch_losses) stats.loss += l;
+    stats.loss /= M;
+
+    sum_tied_gradients();
+    if (replicas() > 1) {
+      average_across_replicas();
+      Tensor mean = doubles_on(*groups_.replicas, {stats.loss});
+      groups_.replicas->all_reduce(mean, comm::ReduceOp::average);
+      stats.loss = doubles_of(mean)[0];
+    }
+    if (options_.trace) gather_trace(mine);
+  } catch (const std::exception& e) {
+    // The peers may be waiting for this rank: make them fail now, not at their timeout.
+    const std::string reason = "pipeline rank " + std::to_string(rank()) + " failed: " + e.what();
+    comm.abort(reason);
+    if (groups_.replicas) groups_.replicas->abort(reason);
+    throw;
+  }
+  return stats;
+}
+
+void Pipeline::sum_tied_gradients() {
+  for (auto& group : ties_) {
+    if (group->copies.empty()) continue;
+    // This rank's total over its copies (in stage order), then the total over the holding ranks.
+    Tensor total;
+    for (const Tensor& copy : group->copies) {
+      Tensor g = copy.grad();
+      if (!g.defined()) continue;
+      total = total.defined() ? ops::binary(ops::BinaryOp::add, total, g) : ops::clone(g);
+    }
+    if (!total.defined()) total = zeros_like(group->copies.front());
+    if (group->holders) group->holders->all_reduce(total, comm::ReduceOp::sum);
+    for (const Tensor& copy : group->copies) {
+      if (copy.grad().defined()) ops::copy_(copy.grad(), total);
+      else copy.impl().grad = ops::clone(total).impl_ptr();
+    }
+  }
+}
+
+void Pipeline::average_across_replicas() {
+  // One all-reduce per parameter, in the same (named) order on every replica. Bucketing several into
+  // one message would cut the per-message latency; the parameters here are few and large enough.
+  for (const Tensor& p : parameters()) {
+    if (!p.grad().defined()) p.impl().grad = zeros_like(p).impl_ptr();
+    groups_.replicas->all_reduce(p.grad(), comm::ReduceOp::average);
+  }
+}
+
+double Pipeline::clip_grad_norm(double max_norm) {
+  BRIGADE_CHECK(std::isfinite(max_norm) && max_norm > 0, "pipeline clip_grad_norm: max_norm must be a finite number > 0, got ",
+                max_norm);
+  // Which local parameters count: every one, except tied copies whose tie is counted on another rank
+  // (and all but one local copy of a tie: after sum_tied_gradients they are equal).
+  std::vector<Tensor> skip;
+  for (auto& group : ties_) {
+    for (size_t i = 0; i < group->copies.size(); ++i)
+      if (!group->counts_in_norm || i > 0) skip.push_back(group->copies[i]);
+  }
+  double sum_of_squares = 0;
+  std::vector<Tensor> grads;
+  for (const Tensor& p : parameters()) {
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    grads.push_back(g);
+    if (std::any_of(skip.begin(), skip.end(), [&](const Tensor& t) { return t.same_as(p); })) continue;
+    Tensor g64 = ops::to_dtype(g, DType::f64);
+    sum_of_squares += ops::sum(ops::binary(ops::BinaryOp::mul, g64, g64), {}, false).item();
+  }
+  Tensor total = doubles_on(*groups_.pipeline, {sum_of_squares});
+  groups_.pipeline->all_reduce(total, comm::ReduceOp::sum);
+  const double norm = std::sqrt(doubles_of(total)[0]);
+  if (!std::isfinite(norm)) return norm;
+  const double scale = max_norm / (norm + 1e-6);  // as optim::clip_grad_norm
+  if (scale < 1)
+    for (const Tensor& g : grads) ops::scale_(g, scale);
+  return norm;
+}
+
+void Pipeline::gather_trace(const Trace& mine) {
+  // Every rank's events to every rank, as rows of doubles: (rank, kind, micro-batch, chunk, start, end).
+  comm::Communicator& comm = *groups_.pipeline;
+  trace_ = Trace{};
+  trace_.ranks = comm.size();
+  for (int r = 0; r < comm.size(); ++r) {
+    Tensor count = doubles_on(comm, {double(r == rank() ? mine.events.size() : 0)});
+    comm.broadcast(count, r);
+    const size_t n = size_t(doubles_of(count)[0]);
+    std::vector<double> values(std::max<size_t>(n, 1) * 6, 0.0);
+    if (r == rank()) {
+      double* d = values.data();
+      for (const TraceEvent& e : mine.events) {
+        *d++ = e.rank;
+        *d++ = double(e.action.kind);
+        *d++ = e.action.microbatch;
+        *d++ = e.action.chunk;
+        *d++ = e.start;
+        *d++ = e.end;
+      }
+    }
+    Tensor rows = doubles_on(comm, values);
+    comm.broadcast(rows, r);
+    values = doubles_of(rows);
+    const double* d = values.data();
+    for (size_t i = 0; i < n; ++i, d += 6) {
+      TraceEvent e;
+      e.rank = int(d[0]);
+      e.action = Action{ActionKind(int(d[1])), int(d[2]), int(d[3])};
+      e.start = d[4];
+      e.end = d[5];
+      trace_.events.push_back(e);
+    }
+  }
+}
+
+std::vector<Tensor> split_microbatches(const Tensor& batch, int microbatches) {
+  BRIGADE_CHECK(batch.defined() && batch.dim() >= 1, "split_microbatches: needs a batch with a leading dimension");
+  BRIGADE_CHECK(microbatches >= 1, "split_microbatches: needs at least one micro-batch, got M=", microbatches);
+  const int64_t B = batch.shape()[0];
+  BRIGADE_CHECK(B % microbatches == 0, "split_microbatches: a batch of ", B, " (shape ", shape_str(batch.shape()),
+                ") does not split into M=", microbatches, " equal micro-batches; choose a batch size that is a "
+                "multiple of the number of micro-batches");
+  const int64_t b = B / microbatches;
+  std::vector<Tensor> out;
+  for (int m = 0; m < microbatches; ++m) out.push_back(batch.narrow(0, m * b, b));
+  return out;
+}
+
+}  // namespace brigade::pipeline

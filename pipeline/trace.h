@@ -1,0 +1,65 @@
+// Tracing a real pipeline step: when each action started and ended, on every rank.
+//
+// The runtime records one TraceEvent per action it runs (compute actions, and every exchange of
+// messages as one event per message action). Times are seconds from the start of the step on that
+// rank's clock; the step starts right after a barrier, so ranks' clocks line up to within a barrier's
+// latency. On a GPU the times come from CUDA events recorded on the stage's stream around the work
+// (read back after the step), so they measure the GPU, not the host's launch loop.
+//
+// From a trace:
+//   - measured_bubble(): the same definition as the simulator's, 1 - sum(busy) / (P * makespan),
+//     busy = the compute actions' time;
+//   - chrome_trace_json(): the Chrome trace-event format, which Perfetto (ui.perfetto.dev) and
+//     chrome://tracing open: one track per rank, one slice per action;
+//   - to_simulation(): the trace in the simulator's shape, so timeline_svg() and timeline_text()
+//     draw the measured timeline exactly as they draw a predicted one.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "pipeline/schedule.h"
+#include "pipeline/simulator.h"
+
+namespace brigade::pipeline {
+
+struct TraceEvent {
+  int rank = 0;
+  Action action;
+  double start = 0;  // seconds since the step began on this rank
+  double end = 0;
+};
+
+struct Trace {
+  int ranks = 0;
+  std::vector<TraceEvent> events;  // any order; to_simulation() sorts per rank
+
+  double makespan() const;         // latest end - earliest start, over all ranks
+  double busy(int rank) const;     // sum of the rank's compute actions' durations
+  double measured_bubble() const;  // 1 - sum(busy) / (ranks * makespan); 0 for an empty trace
+};
+
+// The events as Chrome trace JSON ("traceEvents", complete events "ph":"X" in microseconds, one
+// "tid" per rank with thread_name metadata "rank r"; each slice named like the grid: "F3", "B3.1",
+// "sendA3>1"; args carry micro-batch, chunk, stage and kind).
+std::string chrome_trace_json(const Trace& trace, const Schedule& schedule);
+// Writes chrome_trace_json() to `path` atomically (temporary file + rename); throws naming the path.
+void save_chrome_trace(const std::string& path, const Trace& trace, const Schedule& schedule);
+
+// The measured timeline as a SimulationResult: timeline[rank] holds the rank's actions in the
+// schedule's order with measured start/end (actions missing from the trace get start = end = the
+// previous action's end), makespan, busy, bubble_fraction and bubble_ratio filled in; peak
+// activations and message counts are copied from `simulated` when given.
+SimulationResult to_simulation(const Trace& trace, const Schedule& schedule, const SimulationResult* simulated = nullptr);
+
+// Two timelines in one SVG, one above the other, each stretched over the same width — each to its
+// own makespan, since simulated time units and measured seconds share no scale: "simulated (unit
+// costs ...)" and "measured (... ms)". Each panel is drawn as timeline_svg() draws one.
+std::string timeline_svg_compare(const Schedule& schedule, const SimulationResult& simulated,
+                                 const SimulationResult& measured, const std::string& simulated_title,
+                                 const std::string& measured_title);
+void save_timeline_svg_compare(const std::string& path, const Schedule& schedule, const SimulationResult& simulated,
+                               const SimulationResult& measured, const std::string& simulated_title,
+                               const std::string& measured_title);
+
+}  // namespace brigade::pipeline

@@ -1,0 +1,537 @@
+// The pipeline runtime against one-device training.
+//
+// The reference: the same GPT (same seed, so the same weights) on one device, running the same
+// micro-batches one after another, each backward seeded with 1/M — exactly the gradient of the mean
+// loss that a pipeline step computes. On the CPU the pipeline runs the same kernels in the same
+// accumulation order, so every loss and every gradient must be BITWISE equal — except the tied
+// embedding when its two uses sit on different stages: there the two gradient halves are summed per
+// stage first and then added, one rounding order that one device does not share, so it is compared
+// to a tight tolerance instead.
+#include <map>
+#include <mutex>
+
+#include "autograd/functions.h"
+#include "autograd/tape.h"
+#include "comm/comm.h"
+#include "comm/thread_ranks.h"
+#include "nn/gpt.h"
+#include "nn/linear.h"
+#include "pipeline/gpt_stages.h"
+#include "pipeline/runtime.h"
+#include "pipeline/simulator.h"
+#include "test_util.h"
+
+using namespace brigade;
+using namespace brigade::pipeline;
+using Catch::Contains;
+
+namespace {
+
+nn::GPTConfig tiny_gpt() {
+  nn::GPTConfig c;
+  c.vocab_size = 11;
+  c.block_size = 8;
+  c.n_layer = 3;  // 5 layers in the pipeline: embed, 3 blocks, head
+  c.n_head = 2;
+  c.n_embd = 8;
+  c.seed = 7;
+  return c;
+}
+
+// Token ids in [0, vocab) from a counter hash; targets have a few ignored (-1) positions.
+Tensor tokens(int64_t b, int64_t t, uint64_t seed, bool with_ignored) {
+  Tensor out = zeros({b, t}, DType::i64);
+  int64_t* d = out.data<int64_t>();
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (int64_t i = 0; i < b * t; ++i) {
+    x ^= x >> 31;
+    x *= 0xBF58476D1CE4E5B9ull;
+    x ^= x >> 29;
+    d[i] = int64_t(x % 11);
+    if (with_ignored && i % 7 == 3) d[i] = -1;
+  }
+  return out;
+}
+
+struct Batch {
+  std::vector<Tensor> inputs, targets;
+};
+
+// M micro-batches of 2 sequences; with `varying`, micro-batch m has length 3 + m % 4.
+Batch make_batch(int M, uint64_t seed, bool varying = false) {
+  Batch b;
+  for (int m = 0; m < M; ++m) {
+    const int64_t T = varying ? 3 + m % 4 : 6;
+    b.inputs.push_back(tokens(2, T, seed * 100 + uint64_t(m), false));
+    b.targets.push_back(tokens(2, T, seed * 100 + 50 + uint64_t(m), true));
+  }
+  return b;
+}
+
+struct Result {
+  std::vector<double> losses;        // per micro-batch
+  double loss = 0;                   // their mean
+  std::map<std::string, Tensor> grads;  // by the one-device model's parameter names
+  std::vector<int> peak_stashed;     // per rank
+};
+
+// One device: every micro-batch's backward seeded with 1/M, gradients accumulating.
+Result reference(const Batch& batch, nn::GPTConfig config = tiny_gpt()) {
+  nn::GPT model(config);
+  Result r;
+  const int M = int(batch.inputs.size());
+  for (int m = 0; m < M; ++m) {
+    Tape tape;
+    Tensor loss;
+    {
+      TapeGuard recording(tape);
+      loss = model.loss(batch.inputs[size_t(m)], batch.targets[size_t(m)]);
+    }
+    tape.backward({loss}, {full(loss.shape(), 1.0 / M, loss.dtype())});
+    r.losses.push_back(loss.item());
+  }
+  for (double l : r.losses) r.loss += l;
+  r.loss /= M;
+  for (auto& [name, p] : model.named_parameters()) r.grads[name] = p.grad();
+  return r;
+}
+
+// The pipeline on P threads (local communicators), each rank with its own copy of the GPT.
+Result pipelined(ScheduleKind kind, int P, int M, int V, const Batch& batch, PipelineOptions options = {},
+                 nn::GPTConfig config = tiny_gpt()) {
+  Schedule schedule = make_schedule(kind, P, M, V);
+  const int64_t layers = config.n_layer + 2;
+  Partition partition = partition_uniform(layers, int64_t(P) * V);
+  auto comms = comm::local_group(P);
+  Result r;
+  r.peak_stashed.resize(size_t(P));
+  std::mutex mutex;
+  auto errors = test::run_ranks(comms, [&](comm::Communicator& comm) {
+    nn::GPT model(config);
+    GptStages mine = gpt_stages(model, partition, schedule.layout, comm.rank());
+    PipelineOptions opts = options;
+    opts.ties = mine.ties;
+    PipelineGroups groups;
+    groups.pipeline = &comm;
+    Pipeline pipe(groups, schedule, mine.chunks, mine.loss, opts);
+    StepStats stats = pipe.forward_backward(batch.inputs, batch.targets);
+    std::lock_guard<std::mutex> lock(mutex);
+    r.peak_stashed[size_t(comm.rank())] = stats.peak_stashed;
+    if (comm.rank() == 0) {
+      r.losses = stats.microbatch_losses;
+      r.loss = stats.loss;
+    }
+    // A parameter with a gradient belongs to one of this rank's stages; the tied embedding is on two
+    // ranks, whose copies must agree.
+    for (auto& [name, p] : model.named_parameters()) {
+      if (!p.grad().defined()) continue;
+      auto it = r.grads.find(name);
+      if (it == r.grads.end()) r.grads[name] = p.grad();
+      else if (it->second.to_vector() != p.grad().to_vector()) throw Error("the copies of " + name + " differ");
+    }
+  });
+  for (size_t i = 0; i < errors.size(); ++i) INFO("rank " << i << ": " << errors[i]);
+  for (const std::string& e : errors) REQUIRE(e.empty());
+  return r;
+}
+
+// Bitwise, except where `tolerant` names the parameter.
+void require_same(const Result& got, const Result& want, const std::string& tolerant) {
+  REQUIRE(got.losses == want.losses);
+  REQUIRE(got.loss == want.loss);
+  REQUIRE(got.grads.size() == want.grads.size());
+  for (auto& [name, g] : want.grads) {
+    INFO("parameter " << name);
+    REQUIRE(got.grads.count(name));
+    if (name == tolerant) test::require_close(got.grads.at(name), g, 1e-7, 1e-5);
+    else test::require_equal(got.grads.at(name), g);
+  }
+}
+
+// The tied embedding is compared bitwise when one stage holds both of its uses.
+std::string tolerant_name(int stages) {
+  Partition p = partition_uniform(tiny_gpt().n_layer + 2, stages);
+  return p.stage_of_layer(0) == p.stage_of_layer(p.layers() - 1) ? "" : "embed.wte.weight";
+}
+
+}  // namespace
+
+TEST_CASE("runtime: every schedule equals one-device training, bitwise on the CPU", "[pipeline][runtime]") {
+  // P = 1, M = P, P > layers (P = 6 or 7 with 5 layers: empty stages pass activations through), M < P,
+  // M not a multiple of P.
+  struct Config {
+    ScheduleKind kind;
+    int P, M, V;
+  };
+  std::vector<Config> grid;
+  for (ScheduleKind kind : {ScheduleKind::naive, ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::zb_h1})
+    for (int P : {1, 2, 3, 4, 6})
+      for (int M : {1, P, 2 * P + 1}) grid.push_back({kind, P, M, 1});
+  for (int P : {1, 2, 3})
+    for (int V : {2, 3})
+      for (int M : {P, 2 * P}) grid.push_back({ScheduleKind::interleaved, P, M, V});
+  grid.push_back({ScheduleKind::one_f_one_b, 7, 3, 1});
+
+  for (const Config& c : grid) {
+    DYNAMIC_SECTION(schedule_name(c.kind) << " P=" << c.P << " M=" << c.M << " V=" << c.V) {
+      Batch batch = make_batch(c.M, uint64_t(c.P * 131 + c.M));
+      Result want = reference(batch);
+      Result got = pipelined(c.kind, c.P, c.M, c.V, batch);
+      require_same(got, want, tolerant_name(c.P * c.V));
+
+      // Each rank held exactly the activations the simulator predicts.
+      SimulationResult sim = simulate(make_schedule(c.kind, c.P, c.M, c.V));
+      for (int r = 0; r < c.P; ++r) {
+        INFO("rank " << r);
+        REQUIRE(got.peak_stashed[size_t(r)] == sim.peak_activations_per_rank[size_t(r)]);
+      }
+    }
+  }
+}
+
+TEST_CASE("runtime: peak stashed activations match theory", "[pipeline][runtime]") {
+  const int P = 4, M = 8;
+  Batch batch = make_batch(M, 3);
+  Result gpipe = pipelined(ScheduleKind::gpipe, P, M, 1, batch);
+  Result one_f_one_b = pipelined(ScheduleKind::one_f_one_b, P, M, 1, batch);
+  for (int r = 0; r < P; ++r) {
+    INFO("rank " << r);
+    REQUIRE(gpipe.peak_stashed[size_t(r)] == M);
+    REQUIRE(one_f_one_b.peak_stashed[size_t(r)] == P - r);
+  }
+}
+
+TEST_CASE("runtime: recomputation gives the same gradients, bitwise", "[pipeline][runtime]") {
+  PipelineOptions options;
+  options.recompute = true;
+  for (ScheduleKind kind : {ScheduleKind::one_f_one_b, ScheduleKind::zb_h1, ScheduleKind::gpipe}) {
+    DYNAMIC_SECTION(schedule_name(kind)) {
+      Batch batch = make_batch(5, 11);
+      require_same(pipelined(kind, 3, 5, 1, batch, options), reference(batch), tolerant_name(3));
+    }
+  }
+  SECTION("interleaved") {
+    Batch batch = make_batch(4, 12);
+    require_same(pipelined(ScheduleKind::interleaved, 2, 4, 2, batch, options), reference(batch), tolerant_name(4));
+  }
+}
+
+TEST_CASE("runtime: micro-batches of different sequence lengths, with variable shapes on", "[pipeline][runtime]") {
+  PipelineOptions options;
+  options.variable_shapes = true;
+  Batch batch = make_batch(6, 21, /*varying=*/true);
+  require_same(pipelined(ScheduleKind::one_f_one_b, 3, 6, 1, batch, options), reference(batch), tolerant_name(3));
+  require_same(pipelined(ScheduleKind::zb_h1, 2, 6, 1, batch, options), reference(batch), tolerant_name(2));
+}
+
+TEST_CASE("runtime: changing shapes without variable shapes is a clear error, not a hang", "[pipeline][runtime]") {
+  Batch batch = make_batch(4, 22, /*varying=*/true);
+  Schedule schedule = make_schedule(ScheduleKind::one_f_one_b, 2, 4);
+  Partition partition = partition_uniform(5, 2);
+  auto comms = comm::local_group(2);
+  auto errors = test::run_ranks(comms, [&](comm::Communicator& comm) {
+    nn::GPT model(tiny_gpt());
+    GptStages mine = gpt_stages(model, partition, schedule.layout, comm.rank());
+    PipelineGroups groups;
+    groups.pipeline = &comm;
+    Pipeline pipe(groups, schedule, mine.chunks, mine.loss, {.ties = mine.ties});
+    pipe.forward_backward(batch.inputs, batch.targets);
+  });
+  REQUIRE(!errors[0].empty());
+  REQUIRE(!errors[1].empty());
+  // The rank that sent a new shape on a fixed channel names it; the other learns of the failure.
+  REQUIRE_THAT(errors[0] + errors[1], Contains("fixed"));
+}
+
+TEST_CASE("runtime: the global grad norm and clipping equal one device's", "[pipeline][runtime]") {
+  const int P = 3, M = 3;
+  Batch batch = make_batch(M, 31);
+  // One device.
+  nn::GPT model(tiny_gpt());
+  for (int m = 0; m < M; ++m) {
+    Tape tape;
+    Tensor loss;
+    {
+      TapeGuard recording(tape);
+      loss = model.loss(batch.inputs[size_t(m)], batch.targets[size_t(m)]);
+    }
+    tape.backward({loss}, {full({}, 1.0 / M)});
+  }
+  double want_norm = 0;  // in f64, independently of optim::clip_grad_norm
+  for (const Tensor& p : model.parameters())
+    for (double v : p.grad().to_vector()) want_norm += v * v;
+  want_norm = std::sqrt(want_norm);
+  const double max_norm = want_norm / 4;  // so clipping happens
+  std::map<std::string, std::vector<double>> want_clipped;
+  for (auto& [name, p] : model.named_parameters()) {
+    std::vector<double> g = p.grad().to_vector();
+    for (double& v : g) v *= max_norm / (want_norm + 1e-6);
+    want_clipped[name] = g;
+  }
+
+  Schedule schedule = make_schedule(ScheduleKind::one_f_one_b, P, M);
+  Partition partition = partition_uniform(5, P);
+  auto comms = comm::local_group(P);
+  std::vector<double> norms(P);
+  std::map<std::string, Tensor> got;
+  std::mutex mutex;
+  auto errors = test::run_ranks(comms, [&](comm::Communicator& comm) {
+    nn::GPT replica(tiny_gpt());
+    GptStages mine = gpt_stages(replica, partition, schedule.layout, comm.rank());
+    PipelineGroups groups;
+    groups.pipeline = &comm;
+    Pipeline pipe(groups, schedule, mine.chunks, mine.loss, {.ties = mine.ties});
+    pipe.forward_backward(batch.inputs, batch.targets);
+    norms[size_t(comm.rank())] = pipe.clip_grad_norm(max_norm);
+    std::lock_guard<std::mutex> lock(mutex);
+    for (auto& [name, p] : replica.named_parameters())
+      if (p.grad().defined()) got[name] = p.grad();
+  });
+  for (const std::string& e : errors) REQUIRE(e.empty());
+  for (double n : norms) {
+    REQUIRE(n == norms[0]);  // the same on every rank
+    REQUIRE(n == Approx(want_norm).epsilon(1e-6));  // the tied gradient differs in its last bits
+  }
+  REQUIRE(got.size() == want_clipped.size());
+  for (auto& [name, g] : want_clipped) {
+    INFO(name);
+    test::require_close(got.at(name), g, 1e-9, 1e-5);
+  }
+}
+
+TEST_CASE("runtime: data parallelism averages replicas to the one-device gradient", "[pipeline][runtime]") {
+  // 2 replicas x 2 stages: replica k runs micro-batches [k*M, (k+1)*M); one device runs all 2M with
+  // seed 1/(2M). The replica average adds in another order, so: a tight tolerance.
+  const int P = 2, M = 3, R = 2;
+  Batch all = make_batch(R * M, 41);
+  Result want = reference(all);
+  Schedule schedule = make_schedule(ScheduleKind::one_f_one_b, P, M);
+  Partition partition = partition_uniform(5, P);
+  auto world = comm::local_group(P * R);
+  std::map<std::string, Tensor> got;
+  std::vector<double> losses(P * R);
+  std::mutex mutex;
+  auto errors = test::run_ranks(world, [&](comm::Communicator& comm) {
+    auto groups = PipelineGroups::split(comm, P);
+    nn::GPT model(tiny_gpt());
+    GptStages mine = gpt_stages(model, partition, schedule.layout, groups->pipeline->rank());
+    Pipeline pipe(*groups, schedule, mine.chunks, mine.loss, {.ties = mine.ties});
+    Batch part;
+    for (int m = 0; m < M; ++m) {
+      part.inputs.push_back(all.inputs[size_t(groups->replica * M + m)]);
+      part.targets.push_back(all.targets[size_t(groups->replica * M + m)]);
+    }
+    StepStats stats = pipe.forward_backward(part.inputs, part.targets);
+    std::lock_guard<std::mutex> lock(mutex);
+    losses[size_t(comm.rank())] = stats.loss;
+    for (auto& [name, p] : model.named_parameters())
+      if (p.grad().defined()) got[name] = p.grad();
+  });
+  for (const std::string& e : errors) REQUIRE(e.empty());
+  for (double l : losses) REQUIRE(l == Approx(want.loss).epsilon(1e-12));
+  REQUIRE(got.size() == want.grads.size());
+  for (auto& [name, g] : want.grads) {
+    INFO(name);
+    test::require_close(got.at(name), g, 1e-7, 1e-5);
+  }
+}
+
+namespace {
+
+// A small MLP with a skip connection from stage 1 to stage 3: layer 1 stashes its input, layer 3
+// adds it back.
+struct Stasher : nn::Module {
+  std::shared_ptr<nn::Linear> fc;
+  explicit Stasher(const nn::Init& init) { fc = register_module("fc", std::make_shared<nn::Linear>(6, 6, true, init)); }
+  Tensor forward(const Tensor& x) override {
+    pipeline::stash("early", x);
+    return tanh(fc->forward(x));
+  }
+};
+struct Popper : nn::Module {
+  std::shared_ptr<nn::Linear> fc;
+  explicit Popper(const nn::Init& init) { fc = register_module("fc", std::make_shared<nn::Linear>(6, 6, true, init)); }
+  Tensor forward(const Tensor& x) override { return fc->forward(x + pipeline::pop("early")); }
+};
+struct Dense : nn::Module {
+  std::shared_ptr<nn::Linear> fc;
+  Dense(int64_t in, int64_t out, const nn::Init& init) {
+    fc = register_module("fc", std::make_shared<nn::Linear>(in, out, true, init));
+  }
+  Tensor forward(const Tensor& x) override { return tanh(fc->forward(x)); }
+};
+
+Layers skip_model() {
+  Generator generator(5);  // every call builds the same weights
+  nn::Init init;
+  init.generator = &generator;
+  return {std::make_shared<Dense>(4, 6, init), std::make_shared<Stasher>(init), std::make_shared<Dense>(6, 6, init),
+          std::make_shared<Popper>(init), std::make_shared<Dense>(6, 3, init)};
+}
+
+Tensor mse(const Tensor& y, const Tensor& target) {
+  Tensor d = y - target;
+  return mean(d * d);
+}
+
+}  // namespace
+
+TEST_CASE("runtime: a skip connection across stages gives one device's gradients", "[pipeline][runtime]") {
+  const int M = 4;
+  std::vector<Tensor> inputs, targets;
+  for (int m = 0; m < M; ++m) {
+    inputs.push_back(test::random({3, 4}, uint64_t(60 + m), DType::f32));
+    targets.push_back(test::random({3, 3}, uint64_t(70 + m), DType::f32));
+  }
+  // One device, inside a SkipScope.
+  Layers ref = skip_model();
+  for (int m = 0; m < M; ++m) {
+    Tape tape;
+    Tensor loss;
+    {
+      TapeGuard recording(tape);
+      SkipScope scope;
+      Tensor x = inputs[size_t(m)];
+      for (auto& layer : ref) x = layer->forward(x);
+      loss = mse(x, targets[size_t(m)]);
+    }
+    tape.backward({loss}, {full({}, 1.0 / M)});
+  }
+  // 5 layers on P=5 stages (stash on stage 1, pop on stage 3, passing through stage 2), and on
+  // P=2 x V=2 interleaved (layers 1 and 3 on different ranks).
+  struct Config {
+    ScheduleKind kind;
+    int P, V;
+    std::vector<int64_t> bounds;
+  };
+  for (const Config& c : {Config{ScheduleKind::one_f_one_b, 5, 1, {0, 1, 2, 3, 4, 5}},
+                          Config{ScheduleKind::zb_h1, 3, 1, {0, 2, 3, 5}},
+                          Config{ScheduleKind::interleaved, 2, 2, {0, 1, 2, 4, 5}}}) {
+    DYNAMIC_SECTION(schedule_name(c.kind) << " P=" << c.P << " V=" << c.V) {
+      Partition partition;
+      partition.bounds = c.bounds;
+      Schedule schedule = make_schedule(c.kind, c.P, M, c.V);
+      const int from = int(partition.stage_of_layer(1)), to = int(partition.stage_of_layer(3));
+      auto comms = comm::local_group(c.P);
+      std::vector<std::vector<double>> got(5), got_bias(5);
+      auto errors = test::run_ranks(comms, [&](comm::Communicator& comm) {
+        Layers layers = skip_model();
+        PipelineGroups groups;
+        groups.pipeline = &comm;
+        PipelineOptions options;
+        options.skips = {{"early", from, to}};
+        Pipeline pipe(groups, schedule, rank_chunks(layers, partition, schedule.layout, comm.rank()), mse, options);
+        pipe.forward_backward(inputs, targets);
+        for (int64_t l = 0; l < 5; ++l) {
+          if (schedule.layout.rank_of(int(partition.stage_of_layer(l))) != comm.rank()) continue;
+          auto* fc = dynamic_cast<nn::Linear*>(layers[size_t(l)]->named_children()[0].second.get());
+          got[size_t(l)] = fc->weight.grad().to_vector();
+          got_bias[size_t(l)] = fc->bias.grad().to_vector();
+        }
+      });
+      for (const std::string& e : errors) REQUIRE(e.empty());
+      for (size_t l = 0; l < 5; ++l) {
+        INFO("layer " << l);
+        auto* fc = dynamic_cast<nn::Linear*>(ref[l]->named_children()[0].second.get());
+        REQUIRE(!got[l].empty());
+        test::require_close(fc->weight.grad(), got[l], 1e-7, 1e-5);
+        test::require_close(fc->bias.grad(), got_bias[l], 1e-7, 1e-5);
+      }
+    }
+  }
+}
+
+TEST_CASE("runtime: bad configurations are clear errors", "[pipeline][runtime]") {
+  SECTION("a batch that does not split into M micro-batches") {
+    REQUIRE_THROWS_WITH(split_microbatches(zeros({10, 3}), 4), Contains("10") && Contains("M=4"));
+    auto parts = split_microbatches(arange(0, 12, 1, DType::f32).reshape({6, 2}), 3);
+    REQUIRE(parts.size() == 3);
+    test::require_equal(parts[1], arange(4, 8, 1, DType::f32).reshape({2, 2}));
+  }
+  SECTION("interleaved with M not a multiple of P") {
+    REQUIRE_THROWS_WITH(make_schedule(ScheduleKind::interleaved, 4, 6, 2), Contains("multiple"));
+  }
+  SECTION("a communicator of the wrong size") {
+    auto comms = comm::local_group(2);
+    nn::GPT model(tiny_gpt());
+    Schedule schedule = make_schedule(ScheduleKind::one_f_one_b, 3, 3);
+    GptStages mine = gpt_stages(model, partition_uniform(5, 3), schedule.layout, 0);
+    PipelineGroups groups;
+    groups.pipeline = comms[0].get();
+    REQUIRE_THROWS_WITH(Pipeline(groups, schedule, mine.chunks, mine.loss), Contains("3 ranks") && Contains("2"));
+  }
+  SECTION("the wrong number of micro-batches") {
+    auto comms = comm::local_group(1);
+    nn::GPT model(tiny_gpt());
+    Schedule schedule = make_schedule(ScheduleKind::gpipe, 1, 4);
+    GptStages mine = gpt_stages(model, partition_uniform(5, 1), schedule.layout, 0);
+    PipelineGroups groups;
+    groups.pipeline = comms[0].get();
+    Pipeline pipe(groups, schedule, mine.chunks, mine.loss);
+    Batch batch = make_batch(3, 1);
+    REQUIRE_THROWS_WITH(pipe.forward_backward(batch.inputs, batch.targets), Contains("M=4") && Contains("3 inputs"));
+  }
+  SECTION("recomputation with dropout") {
+    auto comms = comm::local_group(1);
+    nn::GPTConfig config = tiny_gpt();
+    config.dropout = 0.1;
+    nn::GPT model(config);
+    Schedule schedule = make_schedule(ScheduleKind::gpipe, 1, 2);
+    GptStages mine = gpt_stages(model, partition_uniform(5, 1), schedule.layout, 0);
+    PipelineGroups groups;
+    groups.pipeline = comms[0].get();
+    REQUIRE_THROWS_WITH(Pipeline(groups, schedule, mine.chunks, mine.loss, {.recompute = true}), Contains("Dropout"));
+  }
+}
+
+TEST_CASE("runtime: a rank that fails makes the others fail promptly, naming it", "[pipeline][runtime]") {
+  const int P = 3, M = 3;
+  Batch batch = make_batch(M, 51);
+  Schedule schedule = make_schedule(ScheduleKind::one_f_one_b, P, M);
+  Partition partition = partition_uniform(5, P);
+  auto comms = comm::local_group(P, Device::cpu(), std::chrono::milliseconds(60'000));
+  auto errors = test::run_ranks(comms, [&](comm::Communicator& comm) {
+    nn::GPT model(tiny_gpt());
+    GptStages mine = gpt_stages(model, partition, schedule.layout, comm.rank());
+    LossFn loss = [](const Tensor&, const Tensor&) -> Tensor { throw Error("the loss exploded"); };
+    PipelineGroups groups;
+    groups.pipeline = &comm;
+    Pipeline pipe(groups, schedule, mine.chunks, loss, {.ties = mine.ties});
+    pipe.forward_backward(batch.inputs, batch.targets);
+  });
+  REQUIRE_THAT(errors[P - 1], Contains("the loss exploded"));
+  for (int r = 0; r < P - 1; ++r) {
+    INFO("rank " << r);
+    REQUIRE_THAT(errors[size_t(r)], Contains("pipeline rank 2 failed"));
+  }
+}
+
+TEST_CASE("runtime: the trace holds every compute action of every rank", "[pipeline][runtime]") {
+  const int P = 2, M = 4;
+  Batch batch = make_batch(M, 61);
+  Schedule schedule = make_schedule(ScheduleKind::zb_h1, P, M);
+  Partition partition = partition_uniform(5, P);
+  auto comms = comm::local_group(P);
+  std::vector<Trace> traces(P);
+  auto errors = test::run_ranks(comms, [&](comm::Communicator& comm) {
+    nn::GPT model(tiny_gpt());
+    GptStages mine = gpt_stages(model, partition, schedule.layout, comm.rank());
+    PipelineGroups groups;
+    groups.pipeline = &comm;
+    Pipeline pipe(groups, schedule, mine.chunks, mine.loss, {.trace = true, .ties = mine.ties});
+    pipe.forward_backward(batch.inputs, batch.targets);
+    traces[size_t(comm.rank())] = pipe.last_trace();
+  });
+  for (const std::string& e : errors) REQUIRE(e.empty());
+  for (const Trace& t : traces) {
+    REQUIRE(t.ranks == P);
+    REQUIRE(t.events.size() == traces[0].events.size());  // every rank gathered everything
+    size_t total = 0;
+    for (const auto& list : schedule.actions) total += list.size();
+    REQUIRE(t.events.size() == total);
+    for (const TraceEvent& e : t.events) {
+      REQUIRE(e.start >= 0);
+      REQUIRE(e.end >= e.start);
+    }
+  }
+}
