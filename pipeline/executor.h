@@ -19,7 +19,7 @@
 // neighbouring stages live on the same rank (P = 1), bundles are handed over in memory.
 //
 // On a GPU the executor runs everything on the stream that is current when run() is called (the
-// runtime gives each stage's rank its own); nothing synchronises the device.
+// caller — brigade train, bench pipeline — gives each rank's thread its own); nothing synchronises the device.
 #pragma once
 
 #include <map>
