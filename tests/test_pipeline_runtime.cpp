@@ -57,6 +57,21 @@ struct Batch {
   std::vector<Tensor> inputs, targets;
 };
 
+PipelineOptions with_ties(const std::vector<Tie>& ties) {
+  PipelineOptions o;
+  o.ties = ties;
+  return o;
+}
+PipelineOptions recomputing() {
+  PipelineOptions o;
+  o.recompute = true;
+  return o;
+}
+PipelineOptions tracing(PipelineOptions o) {
+  o.trace = true;
+  return o;
+}
+
 // M micro-batches of 2 sequences; with `varying`, micro-batch m has length 3 + m % 4.
 Batch make_batch(int M, uint64_t seed, bool varying = false) {
   Batch b;
@@ -234,7 +249,7 @@ TEST_CASE("runtime: changing shapes without variable shapes is a clear error, no
     GptStages mine = gpt_stages(model, partition, schedule.layout, comm.rank());
     PipelineGroups groups;
     groups.pipeline = &comm;
-    Pipeline pipe(groups, schedule, mine.chunks, mine.loss, {.ties = mine.ties});
+    Pipeline pipe(groups, schedule, mine.chunks, mine.loss, with_ties(mine.ties));
     pipe.forward_backward(batch.inputs, batch.targets);
   });
   REQUIRE(!errors[0].empty());
@@ -280,7 +295,7 @@ TEST_CASE("runtime: the global grad norm and clipping equal one device's", "[pip
     GptStages mine = gpt_stages(replica, partition, schedule.layout, comm.rank());
     PipelineGroups groups;
     groups.pipeline = &comm;
-    Pipeline pipe(groups, schedule, mine.chunks, mine.loss, {.ties = mine.ties});
+    Pipeline pipe(groups, schedule, mine.chunks, mine.loss, with_ties(mine.ties));
     pipe.forward_backward(batch.inputs, batch.targets);
     norms[size_t(comm.rank())] = pipe.clip_grad_norm(max_norm);
     std::lock_guard<std::mutex> lock(mutex);
@@ -315,7 +330,7 @@ TEST_CASE("runtime: data parallelism averages replicas to the one-device gradien
     auto groups = PipelineGroups::split(comm, P);
     nn::GPT model(tiny_gpt());
     GptStages mine = gpt_stages(model, partition, schedule.layout, groups->pipeline->rank());
-    Pipeline pipe(*groups, schedule, mine.chunks, mine.loss, {.ties = mine.ties});
+    Pipeline pipe(*groups, schedule, mine.chunks, mine.loss, with_ties(mine.ties));
     Batch part;
     for (int m = 0; m < M; ++m) {
       part.inputs.push_back(all.inputs[size_t(groups->replica * M + m)]);
@@ -480,7 +495,7 @@ TEST_CASE("runtime: bad configurations are clear errors", "[pipeline][runtime]")
     GptStages mine = gpt_stages(model, partition_uniform(5, 1), schedule.layout, 0);
     PipelineGroups groups;
     groups.pipeline = comms[0].get();
-    REQUIRE_THROWS_WITH(Pipeline(groups, schedule, mine.chunks, mine.loss, {.recompute = true}), Contains("Dropout"));
+    REQUIRE_THROWS_WITH(Pipeline(groups, schedule, mine.chunks, mine.loss, recomputing()), Contains("Dropout"));
   }
 }
 
@@ -496,7 +511,7 @@ TEST_CASE("runtime: a rank that fails makes the others fail promptly, naming it"
     LossFn loss = [](const Tensor&, const Tensor&) -> Tensor { throw Error("the loss exploded"); };
     PipelineGroups groups;
     groups.pipeline = &comm;
-    Pipeline pipe(groups, schedule, mine.chunks, loss, {.ties = mine.ties});
+    Pipeline pipe(groups, schedule, mine.chunks, loss, with_ties(mine.ties));
     pipe.forward_backward(batch.inputs, batch.targets);
   });
   REQUIRE_THAT(errors[P - 1], Contains("the loss exploded"));
@@ -518,7 +533,7 @@ TEST_CASE("runtime: the trace holds every compute action of every rank", "[pipel
     GptStages mine = gpt_stages(model, partition, schedule.layout, comm.rank());
     PipelineGroups groups;
     groups.pipeline = &comm;
-    Pipeline pipe(groups, schedule, mine.chunks, mine.loss, {.trace = true, .ties = mine.ties});
+    Pipeline pipe(groups, schedule, mine.chunks, mine.loss, tracing(with_ties(mine.ties)));
     pipe.forward_backward(batch.inputs, batch.targets);
     traces[size_t(comm.rank())] = pipe.last_trace();
   });
