@@ -329,7 +329,7 @@ void Executor::exchange(const std::vector<Action>& messages) {
   struct Landing {
     Key key;
     bool gradient;
-    size_t op_begin, count;
+    size_t op_begin;
     size_t entries;
     std::vector<bool> present;  // for gradient bundles: which entries travel
   };
@@ -360,17 +360,16 @@ void Executor::exchange(const std::vector<Action>& messages) {
       }
       case ActionKind::recv_activation: {
         const size_t entries = 1 + skips_over(s - 1).size();
-        landings.push_back({{s, a.microbatch}, false, ops.size(), entries, entries, {}});
+        landings.push_back({{s, a.microbatch}, false, ops.size(), entries, {}});
         for (size_t i = 0; i < entries; ++i) ops.push_back(comm::P2P::recv(peer, tag(s - 1, false, i), shapes));
         break;
       }
       case ActionKind::recv_gradient: {
         // Gradients come back for exactly the floating-point entries this stage sent.
         Work& work = work_at({s, a.microbatch}, a);
-        Landing landing{{s, a.microbatch}, true, ops.size(), 0, work.floating.size(), work.floating};
+        Landing landing{{s, a.microbatch}, true, ops.size(), work.floating.size(), work.floating};
         for (size_t i = 0; i < work.floating.size(); ++i)
           if (work.floating[i]) ops.push_back(comm::P2P::recv(peer, tag(s, true, i), shapes));
-        landing.count = ops.size() - landing.op_begin;
         landings.push_back(std::move(landing));
         break;
       }

@@ -15,6 +15,7 @@
 //     draw the measured timeline exactly as they draw a predicted one.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,18 @@ void save_chrome_trace(const std::string& path, const Trace& trace, const Schedu
 // previous action's end), makespan, busy, bubble_fraction and bubble_ratio filled in; peak
 // activations and message counts are copied from `simulated` when given.
 SimulationResult to_simulation(const Trace& trace, const Schedule& schedule, const SimulationResult* simulated = nullptr);
+
+// Mean duration of each compute kind over the traces, in seconds; 0 (with count 0) for a kind that
+// never ran — B in split schedules, I and W in the others.
+struct ActionCosts {
+  double forward = 0, backward = 0, backward_input = 0, backward_weight = 0;
+  int64_t forwards = 0, backwards = 0, backward_inputs = 0, backward_weights = 0;
+};
+ActionCosts mean_action_costs(const std::vector<Trace>& traces);
+
+// The simulator's costs from measured means: a split schedule's I and W as they are; an unsplit
+// one's whole B as the input half with a zero weight half (the simulator charges B = I + W).
+Costs simulator_costs(const ActionCosts& costs);
 
 // Two timelines in one SVG, one above the other, each stretched over the same width — each to its
 // own makespan, since simulated time units and measured seconds share no scale: "simulated (unit

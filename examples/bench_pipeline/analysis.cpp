@@ -10,46 +10,6 @@ using pipeline::Trace;
 using pipeline::TraceEvent;
 using Intervals = std::vector<std::pair<double, double>>;
 
-ActionCosts mean_action_costs(const std::vector<Trace>& traces) {
-  ActionCosts c;
-  auto add = [](double& total, int64_t& count, double duration) {
-    total += duration;
-    ++count;
-  };
-  for (const Trace& trace : traces) {
-    for (const TraceEvent& e : trace.events) {
-      const double d = e.end - e.start;
-      switch (e.action.kind) {
-        case ActionKind::forward: add(c.forward, c.forwards, d); break;
-        case ActionKind::backward: add(c.backward, c.backwards, d); break;
-        case ActionKind::backward_input: add(c.backward_input, c.backward_inputs, d); break;
-        case ActionKind::backward_weight: add(c.backward_weight, c.backward_weights, d); break;
-        default: break;  // messages are not compute
-      }
-    }
-  }
-  auto mean = [](double& total, int64_t n) { total = n > 0 ? total / double(n) : 0; };
-  mean(c.forward, c.forwards);
-  mean(c.backward, c.backwards);
-  mean(c.backward_input, c.backward_inputs);
-  mean(c.backward_weight, c.backward_weights);
-  return c;
-}
-
-pipeline::Costs simulator_costs(const ActionCosts& measured) {
-  pipeline::Costs c;
-  c.forward = measured.forward;
-  if (measured.backward_inputs > 0) {
-    c.backward = measured.backward_input;
-    c.weight = measured.backward_weight;
-  } else {
-    c.backward = measured.backward;
-    c.weight = 0;
-  }
-  c.communication = 0;  // the exchanges' cost is what the comparison with the measurement shows
-  return c;
-}
-
 namespace {
 
 // Sorted, disjoint, non-empty intervals covering the same time.

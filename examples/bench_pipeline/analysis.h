@@ -23,17 +23,11 @@
 
 namespace brigade::bench_pipeline {
 
-// Mean duration of each compute kind over the traces, in seconds; 0 (with count 0) for a kind that
-// never ran — B in split schedules, I and W in the others.
-struct ActionCosts {
-  double forward = 0, backward = 0, backward_input = 0, backward_weight = 0;
-  int64_t forwards = 0, backwards = 0, backward_inputs = 0, backward_weights = 0;
-};
-ActionCosts mean_action_costs(const std::vector<pipeline::Trace>& traces);
-
-// The simulator's costs from measured means: a split schedule's I and W as they are; an unsplit
-// one's whole B as the input half with a zero weight half (the simulator charges B = I + W).
-pipeline::Costs simulator_costs(const ActionCosts& costs);
+// The mean measured costs and their simulator form live with the trace (pipeline/trace.h): brigade
+// train reports its bubble with the same ones.
+using pipeline::ActionCosts;
+using pipeline::mean_action_costs;
+using pipeline::simulator_costs;
 
 // One rank's time within one step, in seconds (see the top of the file).
 struct RankTime {

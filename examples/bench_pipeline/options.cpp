@@ -14,20 +14,12 @@ namespace brigade::bench_pipeline {
 
 namespace {
 
+using cli::parse_int;
+
 using cli::UsageError;
 using Flag = cli::Flag<BenchOptions>;
 
 [[noreturn]] void bad(const std::string& flag, const std::string& why) { throw UsageError(flag + ": " + why); }
-
-int64_t parse_int(const std::string& flag, const std::string& text, int64_t min, int64_t max) {
-  int64_t v = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size()) bad(flag, "expected a whole number, got '" + text + "'");
-  if (v < min || v > max) {
-    bad(flag, "must be between " + std::to_string(min) + " and " + std::to_string(max) + ", got " + text);
-  }
-  return v;
-}
 
 std::vector<std::string> split_commas(const std::string& text) {
   std::vector<std::string> out;

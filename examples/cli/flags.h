@@ -1,4 +1,5 @@
-// The flag table and the command-line loop shared by `brigade train` and `brigade simulate`.
+// The flag table and the command-line loop shared by `brigade train`, `brigade simulate` and
+// `brigade bench pipeline`.
 //
 // Both commands describe their flags as one table (name, placeholder, help, how to set, how to
 // show the default) that both parses and prints --help. This header holds the table row and the
@@ -6,7 +7,10 @@
 // `--flag value`, `--flag=value`, switches and -h/--help, or in the messages they give.
 #pragma once
 
+#include <charconv>
 #include <cstddef>
+#include <cstdint>
+#include <limits>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -63,6 +67,21 @@ void parse_flags(const std::vector<std::string>& args, const std::vector<Flag<Op
     }
     flag->set(options, value);
   }
+}
+
+// The whole number `text` for `flag`, checked against [min, max]; throws UsageError naming the flag
+// ("--steps: must be at least 1, got 0").
+inline int64_t parse_int(const std::string& flag, const std::string& text, int64_t min,
+                         int64_t max = std::numeric_limits<int64_t>::max()) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size())
+    throw UsageError(flag + ": expected a whole number, got '" + text + "'");
+  if (max == std::numeric_limits<int64_t>::max() && v < min)
+    throw UsageError(flag + ": must be at least " + std::to_string(min) + ", got " + text);
+  if (v < min || v > max)
+    throw UsageError(flag + ": must be between " + std::to_string(min) + " and " + std::to_string(max) + ", got " + text);
+  return v;
 }
 
 }  // namespace brigade::cli

@@ -9,15 +9,9 @@ namespace brigade::train {
 
 namespace {
 
-[[noreturn]] void bad(const std::string& flag, const std::string& why) { throw UsageError(flag + ": " + why); }
+using cli::parse_int;
 
-int64_t parse_int(const std::string& flag, const std::string& text, int64_t min) {
-  int64_t v = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size()) bad(flag, "expected a whole number, got '" + text + "'");
-  if (v < min) bad(flag, "must be at least " + std::to_string(min) + ", got " + text);
-  return v;
-}
+[[noreturn]] void bad(const std::string& flag, const std::string& why) { throw UsageError(flag + ": " + why); }
 
 double parse_positive(const std::string& flag, const std::string& text, bool allow_zero) {
   double v = 0;

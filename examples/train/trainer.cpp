@@ -507,23 +507,8 @@ void report_timeline(Trainer& trainer, const TrainOptions& options, std::ostream
   const pipeline::Trace& trace = trainer.last_trace();
   if (!trainer.is_leader() || trace.events.empty()) return;
   const pipeline::Schedule& schedule = trainer.schedule();
-  // Mean measured cost of each compute kind, for a simulation with this machine's costs.
-  std::map<pipeline::ActionKind, std::pair<double, int>> sums;
-  for (const pipeline::TraceEvent& e : trace.events) {
-    if (!pipeline::is_compute(e.action.kind)) continue;
-    sums[e.action.kind].first += e.end - e.start;
-    sums[e.action.kind].second += 1;
-  }
-  auto mean = [&](pipeline::ActionKind k) { return sums.count(k) ? sums[k].first / sums[k].second : 0.0; };
-  pipeline::Costs measured_costs;
-  measured_costs.forward = mean(pipeline::ActionKind::forward);
-  if (schedule.split_backward()) {
-    measured_costs.backward = mean(pipeline::ActionKind::backward_input);
-    measured_costs.weight = mean(pipeline::ActionKind::backward_weight);
-  } else {
-    measured_costs.backward = mean(pipeline::ActionKind::backward) / 2;  // B = I + W in the model
-    measured_costs.weight = measured_costs.backward;
-  }
+  // The mean measured cost of each compute kind: a simulation with this machine's costs.
+  const pipeline::Costs measured_costs = pipeline::simulator_costs(pipeline::mean_action_costs({trace}));
   const pipeline::SimulationResult unit = pipeline::simulate(schedule);
   const pipeline::SimulationResult predicted = pipeline::simulate(schedule, measured_costs);
   const pipeline::SimulationResult measured = pipeline::to_simulation(trace, schedule, &predicted);
