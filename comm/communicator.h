@@ -82,6 +82,11 @@ class Communicator {
   const std::string& backend() const { return backend_; }  // "local", "gloo", "nccl"
   Milliseconds timeout() const { return timeout_; }
   void set_timeout(Milliseconds timeout);
+  // True when a send completes before its receiver posts the matching receive (the local backend's
+  // mailboxes). gloo and NCCL may hold a send until the peer receives — rendezvous — so code that
+  // sends and receives in separate calls must make sure no two ranks wait on each other that way
+  // (pipeline/exchange.h proves it for a schedule).
+  virtual bool queues_sends() const { return false; }
 
   // ---- point to point ----
   // send() returns once the tensor may be reused (gloo: the bytes are out; nccl: the copy is queued

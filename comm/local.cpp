@@ -23,17 +23,25 @@ auto in_world(const std::string& what, Fn&& fn) {
 class LocalCommunicator final : public Communicator {
  public:
   LocalCommunicator(std::shared_ptr<LocalWorld> world, std::string group, int rank, int size, Device device,
-                    Milliseconds timeout)
-      : Communicator("local", rank, size, device, timeout), world_(std::move(world)), group_(std::move(group)) {}
+                    Milliseconds timeout, LocalSends sends)
+      : Communicator("local", rank, size, device, timeout),
+        world_(std::move(world)),
+        group_(std::move(group)),
+        sends_(sends) {}
+
+  bool queues_sends() const override { return sends_ == LocalSends::queued; }
 
  protected:
   void run_exchange(std::vector<Transfer>& transfers, const Deadline& deadline) override {
     // Posting never blocks, so all sends go first; then the receives wait in turn. Whatever order
     // the peers run in, every receive's letter is eventually posted.
+    std::vector<std::pair<Transfer*, uint64_t>> posted;  // each send and its ticket in the mailbox
     for (Transfer& t : transfers) {
       if (t.op->kind != P2P::Kind::send) continue;
       LocalWorld::Letter letter{wrap(t.op->tensor), t.op->shapes};
-      in_world(t.what, [&] { world_->post({group_, rank(), t.op->peer, t.op->tag}, std::move(letter)); });
+      const uint64_t ticket =
+          in_world(t.what, [&] { return world_->post({group_, rank(), t.op->peer, t.op->tag}, std::move(letter)); });
+      posted.push_back({&t, ticket});
     }
     for (Transfer& t : transfers) {
       if (t.op->kind != P2P::Kind::recv) continue;
@@ -46,6 +54,14 @@ class LocalCommunicator final : public Communicator {
       Tensor got = unwrap(letter->parcel, device());
       if (t.op->tensor.defined()) ops::copy_(t.op->tensor, got);
       else t.op->tensor = got;
+    }
+    if (sends_ == LocalSends::queued) return;
+    // Rendezvous: the exchange ends only when the peers have taken what it sent.
+    for (auto& [t, ticket] : posted) {
+      const bool taken = in_world(
+          t->what, [&] { return world_->wait_taken({group_, rank(), t->op->peer, t->op->tag}, ticket, deadline); });
+      if (!taken)
+        fail_timeout(t->what, deadline, " waiting for rank " + std::to_string(t->op->peer) + " to receive it");
     }
   }
 
@@ -85,7 +101,7 @@ class LocalCommunicator final : public Communicator {
     int index = int(std::find(members.begin(), members.end(), rank()) - members.begin());
     // Every member numbers its collectives alike, so they all derive the same child group name.
     std::string child = group_ + "/" + std::to_string(collectives_) + ":" + std::to_string(color);
-    return std::make_unique<LocalCommunicator>(world_, child, index, int(members.size()), device(), timeout());
+    return std::make_unique<LocalCommunicator>(world_, child, index, int(members.size()), device(), timeout(), sends_);
   }
 
   void abort_transport(const std::string& reason) override { world_->abort(reason); }
@@ -107,24 +123,27 @@ class LocalCommunicator final : public Communicator {
 
   std::shared_ptr<LocalWorld> world_;
   std::string group_;
+  LocalSends sends_;
   uint64_t collectives_ = 0;
 };
 
 }  // namespace
 
-std::vector<std::unique_ptr<Communicator>> local_group(const std::vector<Device>& devices, Milliseconds timeout) {
+std::vector<std::unique_ptr<Communicator>> local_group(const std::vector<Device>& devices, Milliseconds timeout,
+                                                       LocalSends sends) {
   BRIGADE_CHECK(!devices.empty(), "comm local_group: at least one rank is needed");
   auto world = std::make_shared<LocalWorld>();
   std::vector<std::unique_ptr<Communicator>> comms;
   for (size_t r = 0; r < devices.size(); ++r)
     comms.push_back(
-        std::make_unique<LocalCommunicator>(world, "world", int(r), int(devices.size()), devices[r], timeout));
+        std::make_unique<LocalCommunicator>(world, "world", int(r), int(devices.size()), devices[r], timeout, sends));
   return comms;
 }
 
-std::vector<std::unique_ptr<Communicator>> local_group(int size, Device device, Milliseconds timeout) {
+std::vector<std::unique_ptr<Communicator>> local_group(int size, Device device, Milliseconds timeout,
+                                                       LocalSends sends) {
   BRIGADE_CHECK(size >= 1, "comm local_group: at least one rank is needed, got ", size);
-  return local_group(std::vector<Device>(size_t(size), device), timeout);
+  return local_group(std::vector<Device>(size_t(size), device), timeout, sends);
 }
 
 }  // namespace brigade::comm

@@ -11,6 +11,11 @@
 // tensor (recv_into) copies. Everything else — the handshake checks, timeouts, aborts — behaves as
 // with the other backends, so code that passes here passes across processes. (One difference: the
 // groups split from one local_group share fate — an abort in any of them ends them all.)
+//
+// Sends are queued by default: an exchange posts its sends and returns once its receives are in.
+// LocalSends::rendezvous makes an exchange also wait until the peers have taken every letter it
+// posted — the strictest behaviour of gloo or NCCL — so a test on threads catches an order of
+// exchanges that would hang across processes.
 #pragma once
 
 #include <memory>
@@ -20,11 +25,15 @@
 
 namespace brigade::comm {
 
+enum class LocalSends { queued, rendezvous };
+
 // `size` ranks on `device`.
 std::vector<std::unique_ptr<Communicator>> local_group(int size, Device device = Device::cpu(),
-                                                       Milliseconds timeout = default_timeout());
+                                                       Milliseconds timeout = default_timeout(),
+                                                       LocalSends sends = LocalSends::queued);
 // One rank per entry of `devices` (several ranks may share a device).
 std::vector<std::unique_ptr<Communicator>> local_group(const std::vector<Device>& devices,
-                                                       Milliseconds timeout = default_timeout());
+                                                       Milliseconds timeout = default_timeout(),
+                                                       LocalSends sends = LocalSends::queued);
 
 }  // namespace brigade::comm

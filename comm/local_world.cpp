@@ -8,12 +8,13 @@ void LocalWorld::throw_if_aborted() const {
   if (aborted_) fail("aborted by another rank: ", abort_reason_);
 }
 
-void LocalWorld::post(const Address& address, Letter letter) {
+uint64_t LocalWorld::post(const Address& address, Letter letter) {
   std::lock_guard<std::mutex> lock(mutex_);
   throw_if_aborted();
   Mailbox& box = mailboxes_[address];
   box.letters.push_back(std::move(letter));
   box.changed.notify_all();
+  return box.posted++;
 }
 
 std::optional<LocalWorld::Letter> LocalWorld::take(const Address& address, const Deadline& deadline) {
@@ -24,7 +25,17 @@ std::optional<LocalWorld::Letter> LocalWorld::take(const Address& address, const
   if (!ready) return std::nullopt;
   Letter letter = std::move(box.letters.front());
   box.letters.pop_front();
+  ++box.taken;
+  box.changed.notify_all();  // a rendezvous sender may be waiting for this
   return letter;
+}
+
+bool LocalWorld::wait_taken(const Address& address, uint64_t ticket, const Deadline& deadline) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  Mailbox& box = mailboxes_[address];
+  bool taken = box.changed.wait_until(lock, deadline.at(), [&] { return aborted_ || box.taken > ticket; });
+  throw_if_aborted();
+  return taken;
 }
 
 std::optional<Parcel> LocalWorld::meet(const std::string& group, uint64_t sequence, int member, int size,

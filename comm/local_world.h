@@ -41,9 +41,13 @@ class LocalWorld {
     auto operator<=>(const Address&) const = default;
   };
 
-  void post(const Address& address, Letter letter);
+  // Returns the letter's ticket: its number among the letters ever posted at `address`.
+  uint64_t post(const Address& address, Letter letter);
   // The oldest letter at `address`; nullopt when the deadline passes first. Throws when aborted.
   std::optional<Letter> take(const Address& address, const Deadline& deadline);
+  // Waits until the letter with `ticket` has been taken; false when the deadline passes first.
+  // Throws when aborted.
+  bool wait_taken(const Address& address, uint64_t ticket, const Deadline& deadline);
 
   using Combine = std::function<Parcel(std::vector<Parcel>& contributions)>;
   // Collective number `sequence` of `group` (every member numbers its collectives the same way).
@@ -57,6 +61,7 @@ class LocalWorld {
  private:
   struct Mailbox {
     std::deque<Letter> letters;
+    uint64_t posted = 0, taken = 0;  // letters ever posted and taken (letters are taken in order)
     std::condition_variable changed;
   };
   struct Meeting {

@@ -65,9 +65,27 @@ Schedule one_f_one_b_order(int ranks, int microbatches);
 Schedule interleaved_order(int ranks, int microbatches, int chunks);
 Schedule zb_h1_order(int ranks, int microbatches);
 
-// Inserts, on every rank, a SEND after each F whose output goes to another rank (and after each
-// B or I whose input gradient does), and a RECV before each F, B or I that needs a tensor from
-// another rank. Stages on the same rank (P = 1) hand tensors over without messages.
-Schedule add_communication(Schedule compute_only);
+// Where add_communication puts the messages.
+enum class MessagePlacement {
+  // A RECV right before the action that needs the tensor, a SEND right after the one that made it.
+  // The simulator's buffered sends are happy with any order; under rendezvous sends (gloo, NCCL) this
+  // is safe for naive, gpipe, 1f1b, zb-h1, and interleaved with M = P (see pipeline/exchange.h).
+  next_to_actions,
+  // Megatron's interleaved steady state: an F and the B (or I) right after it form one iteration, and
+  // between two iterations sits ONE run of messages — the previous iteration's SENDs (its activation
+  // and its input gradient) and the next one's RECVs. The runtime makes that run one exchange, so
+  // the neighbours trade all four tensors at once. next_to_actions would split them into two
+  // exchanges (send A + receive G, then send G + receive A), and with interleaved's wrap-around from
+  // the last rank to the first, M >= 2P makes those wait for each other in a cycle. The price: an
+  // F's output leaves after the B that follows it, and an F waits for the B's gradient. With
+  // interleaved's warm-up of 2(P-r-1) + (V-1)P forwards the unit-cost bubble is still
+  // (P-1)/(VM+P-1) (tests/test_pipeline_schedule.cpp checks P <= 8, M <= 32, V <= 4).
+  per_iteration,
+};
+
+// Inserts, on every rank, a SEND for each F whose output goes to another rank (and each B or I whose
+// input gradient does), and a RECV for each F, B or I that needs a tensor from another rank, where
+// `placement` says. Stages on the same rank (P = 1) hand tensors over without messages.
+Schedule add_communication(Schedule compute_only, MessagePlacement placement = MessagePlacement::next_to_actions);
 
 }  // namespace brigade::pipeline

@@ -265,6 +265,47 @@ TEST_CASE("local: a receive with no sender times out, names the op, and aborts t
   REQUIRE_THROWS_WITH(comms[1]->send(zeros({1}), 0), Contains("aborted earlier") && Contains("tag 9"));
 }
 
+TEST_CASE("local: rendezvous sends wait for their receiver; queued sends do not", "[comm][local]") {
+  // Both ranks send first and receive in a later call: queued sends let both through; rendezvous
+  // sends (gloo, NCCL at their strictest) wait for each other, and the timeout names the peer.
+  auto crossed = [](comm::Communicator& c) {
+    const int peer = 1 - c.rank();
+    c.send(full({2}, double(c.rank()), DType::f32), peer, 5);
+    Tensor got = c.recv(peer, 5);
+    if (got.to_vector() != std::vector<double>{double(peer), double(peer)}) throw Error("wrong values");
+  };
+  auto queued = comm::local_group(2, Device::cpu(), ms(2000));
+  REQUIRE(queued[0]->queues_sends());
+  REQUIRE(all_ok(test::run_ranks(queued, crossed)));
+
+  auto strict = comm::local_group(2, Device::cpu(), ms(300), comm::LocalSends::rendezvous);
+  REQUIRE_FALSE(strict[0]->queues_sends());
+  auto start = std::chrono::steady_clock::now();
+  auto errors = test::run_ranks(strict, crossed);
+  REQUIRE(seconds_since(start) < 10);
+  // One rank times out; the other may see its abort first (and quotes it).
+  const bool zero_timed_out = errors[0].find("aborted by another rank") == std::string::npos;
+  const std::string& e = zero_timed_out ? errors[0] : errors[1];
+  const int me = zero_timed_out ? 0 : 1;
+  REQUIRE_THAT(e, Contains("comm send to rank " + std::to_string(1 - me) + ", tag 5") &&
+                      Contains("timed out after 0.3 s waiting for rank " + std::to_string(1 - me) + " to receive it"));
+
+  // The same messages in one exchange per rank move together, like Megatron's combined exchange.
+  auto paired = comm::local_group(2, Device::cpu(), ms(2000), comm::LocalSends::rendezvous);
+  REQUIRE(all_ok(test::run_ranks(paired, [](comm::Communicator& c) {
+    const int peer = 1 - c.rank();
+    std::vector<P2P> ops = {P2P::send(full({2}, double(c.rank()), DType::f32), peer, 5), P2P::recv(peer, 5)};
+    c.exchange(ops);
+    if (ops[1].tensor.to_vector() != std::vector<double>{double(peer), double(peer)}) throw Error("wrong values");
+  })));
+  // Groups split from a rendezvous group are rendezvous too.
+  auto parent = comm::local_group(2, Device::cpu(), ms(2000), comm::LocalSends::rendezvous);
+  REQUIRE(all_ok(test::run_ranks(parent, [](comm::Communicator& c) {
+    auto child = c.split(0, c.rank());
+    if (child->queues_sends()) throw Error("the split group queues sends");
+  })));
+}
+
 TEST_CASE("local: timeouts are typed, and collectives name who never came", "[comm][local]") {
   auto comms = comm::local_group(3, Device::cpu(), ms(200));
   std::vector<std::string> kinds(3);

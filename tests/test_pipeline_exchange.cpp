@@ -157,18 +157,7 @@ TEST_CASE("exchange_steps: each compute action alone, each maximal run of messag
   CHECK((!steps[2].exchange && steps[2].first == 3 && steps[2].count == 1));
 }
 
-// Known limitation, found by this test: the interleaved schedule's message order (a SEND right after
-// its producer, a RECV right before its consumer) waits in a cycle under rendezvous semantics once
-// M >= 2P. The local transport queues sends and runs it; over gloo and NCCL the runtime refuses it
-// (Pipeline checks with check_exchanges). Megatron's fix — one combined exchange per steady-state
-// iteration (send the F output and the B input-gradient, receive the next F input and B gradient) —
-// is the next step; this test then expects every schedule to be safe.
-bool known_unsafe(ScheduleKind kind, int P, int M) {
-  return kind == ScheduleKind::interleaved && P >= 2 && M >= 2 * P;
-}
-
-TEST_CASE("check_exchanges: every schedule but interleaved (M >= 2P) is safe under rendezvous, P <= 8, M <= 32, V <= 4",
-          "[pipeline]") {
+TEST_CASE("check_exchanges: every generated schedule is safe under rendezvous, P <= 8, M <= 32, V <= 4", "[pipeline]") {
   int accepted = 0;
   std::vector<std::string> unsafe;  // every (kind, P, M, V) that fails, then the first failure in full
   std::string first_failure;
@@ -200,20 +189,19 @@ TEST_CASE("check_exchanges: every schedule but interleaved (M >= 2P) is safe und
             }
             REQUIRE(next == list.size());
           }
-          bool safe = true;
           try {
             check_exchanges(s);
           } catch (const ScheduleError& e) {  // a generated schedule that would hang on gloo or NCCL
-            safe = false;
-            if (!known_unsafe(kind, P, M)) {
-              std::ostringstream name;
-              name << schedule_name(kind) << " P=" << P << " M=" << M << " V=" << V;
-              unsafe.push_back(name.str());
-              if (first_failure.empty()) first_failure = e.what();
-            }
+            std::ostringstream name;
+            name << schedule_name(kind) << " P=" << P << " M=" << M << " V=" << V;
+            unsafe.push_back(name.str());
+            if (first_failure.empty()) first_failure = e.what();
           }
-          if (safe && known_unsafe(kind, P, M)) unsafe.push_back("(now safe, update known_unsafe) interleaved P=" +
-                                                                 std::to_string(P) + " M=" + std::to_string(M));
+          // The independent model agrees: every rank reaches the end of its list.
+          if (P <= 4 && M <= 16) {
+            const std::vector<size_t> at = brute_force_rendezvous(s);
+            for (int r = 0; r < P; ++r) CHECK(at[size_t(r)] == s.actions[size_t(r)].size());
+          }
         }
       }
     }
@@ -274,6 +262,74 @@ TEST_CASE("check_exchanges: sends that wait for receivers in separate exchanges 
   CHECK_NOTHROW(check_exchanges(fixed));
 }
 
+// Interleaved with each message next to its action (a SEND right after its producer, a RECV right
+// before its consumer) — what add_communication gives every other schedule — runs with queued sends
+// but waits in a cycle under rendezvous once M >= 2P: in the steady state two neighbours each send a
+// gradient while the other is one forward away from receiving it. make_schedule therefore places
+// interleaved's messages Megatron's way (MessagePlacement::per_iteration): one exchange per steady-state
+// iteration. This test keeps both halves of that argument honest.
+TEST_CASE("check_exchanges: interleaved needs the combined exchange once M >= 2P", "[pipeline]") {
+  int eager_deadlocks = 0, configurations = 0;
+  for (int P = 2; P <= 8; ++P) {
+    for (int V = 2; V <= 4; ++V) {
+      for (int M = P; M <= 32; M += P) {
+        INFO("interleaved P=" << P << " M=" << M << " V=" << V);
+        ++configurations;
+        const Schedule eager = add_communication(interleaved_order(P, M, V));
+        REQUIRE_NOTHROW(simulate(eager));  // fine with queued sends
+        bool eager_safe = true;
+        try {
+          check_exchanges(eager);
+        } catch (const ScheduleError& e) {
+          eager_safe = false;
+          CHECK(contains(e.problem, "deadlock under rendezvous semantics"));
+        }
+        CHECK(eager_safe == (M < 2 * P));
+        eager_deadlocks += eager_safe ? 0 : 1;
+
+        const Schedule combined = make_schedule(ScheduleKind::interleaved, P, M, V);
+        CHECK_NOTHROW(check_exchanges(combined));
+        // Same compute order; only the messages moved.
+        for (int r = 0; r < P; ++r) {
+          std::vector<Action> a, b;
+          for (const Action& x : eager.actions[size_t(r)]) if (is_compute(x.kind)) a.push_back(x);
+          for (const Action& x : combined.actions[size_t(r)]) if (is_compute(x.kind)) b.push_back(x);
+          CHECK(a == b);
+        }
+        if (P <= 4 && M <= 12) {  // the brute-force model agrees on both
+          const std::vector<size_t> stuck = brute_force_rendezvous(eager);
+          bool all_done = true;
+          for (int r = 0; r < P; ++r) all_done = all_done && stuck[size_t(r)] == eager.actions[size_t(r)].size();
+          CHECK(all_done == eager_safe);
+        }
+      }
+    }
+  }
+  CHECK(configurations == 159);
+  CHECK(eager_deadlocks == 138);
+}
+
+TEST_CASE("add_communication, per_iteration: one exchange per steady-state iteration, Megatron's order", "[pipeline]") {
+  // P=2, V=2, M=4, rank 1 (warm-up of (V-1)P = 2 forwards). Between two iterations (F, B) there is
+  // exactly one run of messages: the sends of the iteration before, then the receives of the next.
+  const Schedule s = make_schedule(ScheduleKind::interleaved, 2, 4, 2);
+  std::vector<std::string> names;
+  for (const Action& a : s.actions[1]) names.push_back(short_name(a, 1, s.layout));
+  const std::vector<std::string> expected = {
+      "recvA0.0<0", "F0.0", "sendA0.0>0", "recvA1.0<0", "F1.0",                              // warm-up
+      "sendA1.0>0", "recvA0.1<0", "F0.1", "B0.1",                                           // F, B
+      "sendG0.1>0", "recvA1.1<0", "F1.1", "B1.1",                                           //
+      "sendG1.1>0", "recvA2.0<0", "recvG0.0<0", "F2.0", "B0.0",                             //
+      "sendA2.0>0", "sendG0.0>0", "recvA3.0<0", "recvG1.0<0", "F3.0", "B1.0",               //
+      "sendA3.0>0", "sendG1.0>0", "recvA2.1<0", "F2.1", "B2.1",                             //
+      "sendG2.1>0", "recvA3.1<0", "F3.1", "B3.1",                                           //
+      "sendG3.1>0", "recvG2.0<0", "B2.0", "sendG2.0>0", "recvG3.0<0", "B3.0", "sendG3.0>0"  // cool-down
+  };
+  CHECK(names == expected);
+  // A list that already has messages is refused.
+  REQUIRE_THROWS_WITH(add_communication(s, MessagePlacement::per_iteration), Catch::Matchers::Contains("already has messages"));
+}
+
 TEST_CASE("check_exchanges: agrees with a brute-force model on schedules with one SEND delayed", "[pipeline]") {
   // Delaying a SEND keeps every dependency (the tensor exists earlier) and is harmless to queued
   // sends, but can pull it out of the exchange its receiver is in. Only variants the simulator
@@ -284,7 +340,11 @@ TEST_CASE("check_exchanges: agrees with a brute-force model on schedules with on
       for (int M = 1; M <= 6; ++M) {
         const int V = kind == ScheduleKind::interleaved ? 2 : 1;
         if (kind == ScheduleKind::interleaved && M % P != 0) continue;
-        const Schedule base = make_schedule(kind, P, M, V);
+        // Interleaved twice: as generated, and with its messages next to their actions (the
+        // placement that deadlocks once M >= 2P, see above).
+        std::vector<Schedule> bases = {make_schedule(kind, P, M, V)};
+        if (kind == ScheduleKind::interleaved) bases.push_back(add_communication(interleaved_order(P, M, V)));
+        for (const Schedule& base : bases)
         for (int r = 0; r < P; ++r) {
           for (size_t i = 0; i < base.actions[size_t(r)].size(); ++i) {
             if (!is_send(base.actions[size_t(r)][i].kind)) continue;

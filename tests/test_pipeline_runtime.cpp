@@ -16,6 +16,8 @@
 #include "comm/thread_ranks.h"
 #include "nn/gpt.h"
 #include "nn/linear.h"
+#include "pipeline/exchange.h"
+#include "pipeline/executor.h"
 #include "pipeline/gpt_stages.h"
 #include "pipeline/runtime.h"
 #include "pipeline/simulator.h"
@@ -111,13 +113,17 @@ Result reference(const Batch& batch, nn::GPTConfig config = tiny_gpt()) {
   return r;
 }
 
-// The pipeline on P threads (local communicators), each rank with its own copy of the GPT.
+// The pipeline on P threads (local communicators), each rank with its own copy of the GPT. With
+// rendezvous sends the threads behave like gloo or NCCL at their strictest (comm/local.h).
 Result pipelined(ScheduleKind kind, int P, int M, int V, const Batch& batch, PipelineOptions options = {},
-                 nn::GPTConfig config = tiny_gpt()) {
+                 nn::GPTConfig config = tiny_gpt(), comm::LocalSends sends = comm::LocalSends::queued) {
   Schedule schedule = make_schedule(kind, P, M, V);
   const int64_t layers = config.n_layer + 2;
   Partition partition = partition_uniform(layers, int64_t(P) * V);
-  auto comms = comm::local_group(P);
+  // Rendezvous runs take milliseconds; a short timeout turns a wrong exchange order into a quick failure.
+  const comm::Milliseconds timeout =
+      sends == comm::LocalSends::rendezvous ? comm::Milliseconds(20'000) : comm::default_timeout();
+  auto comms = comm::local_group(P, Device::cpu(), timeout, sends);
   Result r;
   r.peak_stashed.resize(size_t(P));
   std::mutex mutex;
@@ -184,7 +190,7 @@ TEST_CASE("runtime: every schedule equals one-device training, bitwise on the CP
       for (int M : {1, P, 2 * P + 1}) grid.push_back({kind, P, M, 1});
   for (int P : {1, 2, 3})
     for (int V : {2, 3})
-      for (int M : {P, 2 * P}) grid.push_back({ScheduleKind::interleaved, P, M, V});
+      for (int M : {P, 2 * P, 3 * P}) grid.push_back({ScheduleKind::interleaved, P, M, V});
   grid.push_back({ScheduleKind::one_f_one_b, 7, 3, 1});
 
   for (const Config& c : grid) {
@@ -193,6 +199,10 @@ TEST_CASE("runtime: every schedule equals one-device training, bitwise on the CP
       Result want = reference(batch);
       Result got = pipelined(c.kind, c.P, c.M, c.V, batch);
       require_same(got, want, tolerant_name(c.P * c.V));
+      // The same with sends that wait for their receivers, as across processes: nothing hangs (the
+      // default timeout would fail the test) and nothing changes.
+      Result strict = pipelined(c.kind, c.P, c.M, c.V, batch, {}, tiny_gpt(), comm::LocalSends::rendezvous);
+      require_same(strict, want, tolerant_name(c.P * c.V));
 
       // Each rank held exactly the activations the simulator predicts.
       SimulationResult sim = simulate(make_schedule(c.kind, c.P, c.M, c.V));
@@ -202,6 +212,47 @@ TEST_CASE("runtime: every schedule equals one-device training, bitwise on the CP
       }
     }
   }
+}
+
+TEST_CASE("runtime: with rendezvous sends, interleaved's messages must be combined per iteration",
+          "[pipeline][runtime]") {
+  // P=2, V=2, M=4 with every message next to its action: the simulator runs it, but check_exchanges
+  // predicts a deadlock when sends wait for their receivers. The runtime refuses it on such a
+  // transport — and, run anyway by the executor, it really hangs until the timeout.
+  const int P = 2, M = 4, V = 2;
+  const Schedule eager = add_communication(interleaved_order(P, M, V));
+  REQUIRE_THROWS_WITH(check_exchanges(eager), Contains("deadlock under rendezvous semantics"));
+  const Partition partition = partition_uniform(5, P * V);
+  Batch batch = make_batch(M, 77);
+
+  auto refused = comm::local_group(P, Device::cpu(), std::chrono::milliseconds(2000), comm::LocalSends::rendezvous);
+  auto refusals = test::run_ranks(refused, [&](comm::Communicator& comm) {
+    nn::GPT model(tiny_gpt());
+    GptStages mine = gpt_stages(model, partition, eager.layout, comm.rank());
+    PipelineGroups groups;
+    groups.pipeline = &comm;
+    Pipeline pipe(groups, eager, mine.chunks, mine.loss, with_ties(mine.ties));
+  });
+  for (const std::string& e : refusals) REQUIRE_THAT(e, Contains("deadlock under rendezvous semantics"));
+
+  auto strict = comm::local_group(P, Device::cpu(), std::chrono::milliseconds(500), comm::LocalSends::rendezvous);
+  auto start = std::chrono::steady_clock::now();
+  auto errors = test::run_ranks(strict, [&](comm::Communicator& comm) {
+    nn::GPT model(tiny_gpt());
+    GptStages mine = gpt_stages(model, partition, eager.layout, comm.rank());
+    Executor executor(comm, eager, mine.chunks, mine.loss);
+    executor.run(batch.inputs, batch.targets, 1.0 / M);
+  });
+  REQUIRE(std::chrono::steady_clock::now() - start < std::chrono::seconds(20));
+  bool timed_out = false;
+  for (const std::string& e : errors) timed_out = timed_out || e.find("timed out") != std::string::npos;
+  INFO(errors[0] << "\n" << errors[1]);
+  REQUIRE(timed_out);
+
+  // make_schedule's placement runs on the same transport and equals one device (the tied embedding
+  // is on two stages: tolerant).
+  require_same(pipelined(ScheduleKind::interleaved, P, M, V, batch, {}, tiny_gpt(), comm::LocalSends::rendezvous),
+               reference(batch), tolerant_name(P * V));
 }
 
 TEST_CASE("runtime: peak stashed activations match theory", "[pipeline][runtime]") {

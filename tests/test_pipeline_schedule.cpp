@@ -200,20 +200,21 @@ TEST_CASE("simulate: gpipe and 1f1b with unit costs have bubble (P-1)/(M+P-1), n
 TEST_CASE("simulate: interleaved with F = B = 1 has bubble (P-1)/(V*M+P-1), checked by hand for P=2 M=4 V=2",
           "[pipeline]") {
   // Stages 0 and 2 live on rank 0, 1 and 3 on rank 1; every action takes 1 unit. Rank 0 runs
-  //   F0.0 F1.0 F0.1 F1.1 F2.0 B0.1 F3.0 B1.1 F2.1 B0.0 F3.1 B1.0 B2.1 B3.1 B2.0 B3.0
-  // back to back from t=0, except that B2.1 waits for rank 1's B2.1 (t = 12..13) and B3.1 for rank
-  // 1's B3.1 (t = 14..15): 2 idle units. Rank 1 starts at t=1 (it needs F0.0 from rank 0) and ends
-  // at 17 (B3.0 at 16..17): 2 idle units. Makespan 18; busy 16 per rank; bubble 4/36 = 1/9 =
-  // (P-1)/(V*M+P-1).
+  //   F0.0 F1.0 F0.1 F1.1 | F2.0 B0.1 | F3.0 B1.1 | F2.1 B0.0 | F3.1 B1.0 | B2.1 | B3.1 | B2.0 | B3.0
+  // (| marks the exchanges between iterations: M = 2P, so an F and the B after it trade their
+  // messages together). F2.0 shares its exchange with the RECV of G0.1, which rank 1 sends after its
+  // B0.1 at t = 4..5: rank 0 idles at t = 4. B3.1 waits for rank 1's B3.1 (t = 14..15): idle at 14.
+  // Rank 1 starts at t=1 (it needs F0.0 from rank 0) and ends at 17 (B3.0 at 16..17): 2 idle units.
+  // Makespan 18; busy 16 per rank; bubble 4/36 = 1/9 = (P-1)/(V*M+P-1).
   const Schedule s = make_schedule(ScheduleKind::interleaved, 2, 4, 2);
   const SimulationResult r = simulate(s, unit_fb());
   CHECK(r.makespan == 18);
   CHECK(r.busy == std::vector<double>{16, 16});
   CHECK(r.bubble_fraction == Approx(1.0 / 9).margin(1e-15));
   const std::string chart = timeline_text(s, r);
-  CHECK(chart.find("rank 0  FFFFFBFBFBFB.B.BBB\n"
-                   "        010120312031 2 323\n"
-                   "        001101011010 1 100\n"
+  CHECK(chart.find("rank 0  FFFF.FBFBFBFBB.BBB\n"
+                   "        0101 203120312 323\n"
+                   "        0011 010110101 100\n"
                    "rank 1  .FFFBFBFBFBFBFBBB.\n"
                    "         0100112031223323\n"
                    "         0011110000111100\n") != std::string::npos);
