@@ -48,6 +48,11 @@ Tensor operator*(const Tensor& a, double b);
 Tensor operator*(double a, const Tensor& b);
 Tensor operator/(const Tensor& a, double b);
 
+// ---- dtype ----
+// x converted to `dtype`; x itself when it already is. Between floating dtypes the gradient is
+// converted back to x's dtype, so f32 parameters used in bf16 receive f32 gradients.
+Tensor to_dtype(const Tensor& x, DType dtype);
+
 // ---- reductions ----
 Tensor sum(const Tensor& x);  // all elements -> scalar
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);

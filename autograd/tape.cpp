@@ -67,6 +67,7 @@ bool record(const char* name, const std::vector<Tensor>& inputs, const std::vect
     node.output_ids.push_back(out.impl().id);
     node.output_shapes.push_back(out.shape());
     node.output_dtypes.push_back(out.dtype());
+    node.output_devices.push_back(out.device());
   }
   node.backward = std::move(backward);
   t_active_tape->record(std::move(node));
@@ -162,7 +163,8 @@ void Tape::run(const std::vector<Tensor>& roots, const std::vector<Tensor>& root
     }
     if (!any) continue;
     for (size_t o = 0; o < grad_outputs.size(); ++o)
-      if (!grad_outputs[o].defined()) grad_outputs[o] = zeros(node.output_shapes[o], node.output_dtypes[o]);
+      if (!grad_outputs[o].defined())
+        grad_outputs[o] = zeros(node.output_shapes[o], node.output_dtypes[o], node.output_devices[o]);
 
     std::vector<bool> want(node.inputs.size()), deferred(node.inputs.size());
     bool any_want = false, any_deferred = false;

@@ -35,6 +35,7 @@ struct Node {
   std::vector<uint64_t> output_ids;
   std::vector<Shape> output_shapes;
   std::vector<DType> output_dtypes;
+  std::vector<Device> output_devices;  // for the zeros of an output that got no gradient
   BackwardFn backward;
   // Set by backward_input for backward_weight: the output gradients seen, and which inputs wait.
   std::vector<Tensor> deferred_grad_outputs;

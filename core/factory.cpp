@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "kernels/ops.h"  // fill_ (core and kernels are one library; safetensors.cpp does the same)
+
 namespace brigade {
 
 Tensor from_vector(const std::vector<double>& values, const Shape& shape, DType dtype, Device device) {
@@ -16,8 +18,13 @@ Tensor from_vector(const std::vector<double>& values, const Shape& shape, DType 
   return device.is_cpu() ? out : out.to(device);
 }
 
+// Filled where it lives: on a GPU by a kernel on the current stream (no host buffer, no copy, no
+// synchronisation — the autograd seeds its 1/M gradients and missing outputs' zeros this way on the
+// hot path). The value is rounded to `dtype` exactly as from_vector rounds it.
 Tensor full(const Shape& shape, double value, DType dtype, Device device) {
-  return from_vector(std::vector<double>(size_t(shape_numel(shape)), value), shape, dtype, device);
+  Tensor out = empty(shape, dtype, device);
+  ops::fill_(out, value);
+  return out;
 }
 Tensor zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0.0, dtype, device); }
 Tensor ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1.0, dtype, device); }

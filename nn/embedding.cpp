@@ -13,6 +13,6 @@ std::string Embedding::details() const {
   return "num=" + std::to_string(num_embeddings) + ", dim=" + std::to_string(embedding_dim);
 }
 
-Tensor Embedding::forward(const Tensor& ids) { return embedding(weight, ids); }
+Tensor Embedding::forward(const Tensor& ids) { return embedding(compute(weight), ids); }
 
 }  // namespace brigade::nn

@@ -38,7 +38,7 @@ GPTHead::GPTHead(int64_t n_embd, bool bias, Tensor tied_weight, const Init& init
 
 Tensor GPTHead::forward(const Tensor& h) {
   // No separate output matrix: scoring h against every token embedding is the tie.
-  return linear(ln_f->forward(h), wte, Tensor());
+  return linear(ln_f->forward(h), compute(wte), Tensor());
 }
 
 // ---- GPT ----
@@ -60,6 +60,7 @@ GPT::GPT(const GPTConfig& c) : config_(c) {
   for (int64_t i = 0; i < c.n_layer; ++i)
     blocks->push_back(std::make_shared<TransformerBlock>(c.n_embd, c.n_head, c.dropout, c.bias, init));
   head = register_module("head", std::make_shared<GPTHead>(c.n_embd, c.bias, embed->wte->weight, init));
+  if (c.compute_dtype) set_compute_dtype(*c.compute_dtype);
 }
 
 std::string GPT::details() const {
@@ -92,7 +93,10 @@ Tensor language_model_loss(const Tensor& logits, const Tensor& targets) {
                 logits.defined() ? shape_str(logits.shape()) : std::string("(undefined)"), " and ",
                 targets.defined() ? shape_str(targets.shape()) : std::string("(undefined)"));
   const int64_t rows = targets.numel();
-  return cross_entropy(logits.reshape({rows, logits.shape()[2]}), targets.reshape({rows}), -1);
+  // Under bf16 compute the loss is taken in f32: the kernel accumulates in f32 either way, but a bf16
+  // result would keep 3 significant digits of the loss and of each logit's gradient.
+  const Tensor scores = is_half(logits.dtype()) ? to_dtype(logits, DType::f32) : logits;
+  return cross_entropy(scores.reshape({rows, logits.shape()[2]}), targets.reshape({rows}), -1);
 }
 
 Tensor GPT::generate(const Tensor& idx, int64_t max_new_tokens) {

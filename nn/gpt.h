@@ -20,6 +20,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "nn/activation.h"
@@ -40,7 +41,10 @@ struct GPTConfig {
   int64_t n_embd = 128;  // C; must be divisible by n_head
   double dropout = 0;
   bool bias = true;  // biases in Linear and LayerNorm layers
-  DType dtype = DType::f32;
+  DType dtype = DType::f32;  // the parameters' dtype (the master weights under mixed precision)
+  // The activations' dtype (Module::set_compute_dtype); unset: the parameters' dtype. bf16 with f32
+  // parameters is the usual mixed precision. The weights drawn do not depend on it.
+  std::optional<DType> compute_dtype = std::nullopt;
   Device device = Device::cpu();
   uint64_t seed = 0;  // initial weights depend only on the config and this seed
 };
@@ -100,7 +104,7 @@ class GPT : public Module {
 };
 
 // The loss GPT::loss applies to its logits: mean cross-entropy of logits [B, T, V] against targets
-// [B, T], targets equal to -1 ignored. A pipeline's last stage (which runs the head) uses it as its
+// [B, T], targets equal to -1 ignored; bf16/f16 logits are converted to f32 first (an f32 loss). A pipeline's last stage (which runs the head) uses it as its
 // loss function, so pipelined and one-device training compute the same numbers.
 Tensor language_model_loss(const Tensor& logits, const Tensor& targets);
 

@@ -2,6 +2,7 @@
 
 #include <unordered_set>
 
+#include "autograd/functions.h"
 #include "autograd/tape.h"
 #include "kernels/ops.h"
 
@@ -139,6 +140,17 @@ int64_t Module::parameter_count() const {
 void Module::train(bool on) {
   training_ = on;
   for (auto& [name, child] : children_) child->train(on);
+}
+
+void Module::set_compute_dtype(DType dtype) {
+  BRIGADE_CHECK(is_floating(dtype), name(), ": the compute dtype must be floating point, got ", dtype_name(dtype));
+  compute_dtype_ = dtype;
+  for (auto& [name, child] : children_) child->set_compute_dtype(dtype);
+}
+
+Tensor Module::compute(const Tensor& parameter) const {
+  if (!parameter.defined() || !compute_dtype_) return parameter;
+  return to_dtype(parameter, *compute_dtype_);
 }
 
 void Module::zero_grad() {

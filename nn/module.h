@@ -23,6 +23,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -89,11 +90,25 @@ class Module {
   void to(DType dtype);
   void to(Device device);
 
+  // ---- mixed precision ----
+  // The dtype the module computes in (recursive). Parameters keep their own dtype — f32 master
+  // weights — and each forward uses them through a differentiable to_dtype, so activations are in
+  // `dtype` (bf16: half the bytes, tensor-core GEMMs) while gradients come back to the parameters
+  // in f32 and accumulate in f32 across micro-batches. Unset (the default), or equal to a
+  // parameter's dtype: the parameter is used as it is.
+  void set_compute_dtype(DType dtype);
+  std::optional<DType> compute_dtype() const { return compute_dtype_; }
+
   // The module tree, one line per module, with parameter counts:
   //   GPT(vocab_size=65, ...) (52,736 parameters)
   //     embed: GPTEmbedding (4,096 parameters)
   //       wte: Embedding(num=65, dim=32) (2,080 parameters)
   std::string describe() const;
+
+ protected:
+  // A parameter (or any tensor) in the compute dtype; see set_compute_dtype. Layers call this on
+  // every parameter they hand to an op.
+  Tensor compute(const Tensor& parameter) const;
 
  private:
   void add_child(const std::string& name, std::shared_ptr<Module> module);
@@ -104,6 +119,7 @@ class Module {
   Named<Tensor> buffers_;
   Named<std::shared_ptr<Module>> children_;
   bool training_ = true;
+  std::optional<DType> compute_dtype_;
 };
 
 }  // namespace brigade::nn

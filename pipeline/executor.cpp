@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/factory.h"
 #include "core/stream.h"
+#include "kernels/ops.h"
 #include "pipeline/exchange.h"
 #include "pipeline/simulator.h"
 
@@ -239,7 +240,9 @@ void Executor::forward(const Action& a) {
   for (const Tensor& t : out.tensors) work->floating.push_back(is_floating(t.dtype()));
 
   if (last) {
-    losses_[size_t(a.microbatch)] = out.tensors[0].item();
+    // Kept on the device: reading it here (.item()) would make the host wait for this micro-batch
+    // on a GPU, and the next actions would queue late. run() reads all of them once, at the end.
+    losses_[size_t(a.microbatch)] = out.tensors[0].detach().reshape({1});
   } else {
     auto bundle = std::make_shared<Bundle>(std::move(out));
     if (schedule_.layout.rank_of(s + 1) == rank_) arrived_[{s + 1, a.microbatch}] = bundle;
@@ -405,7 +408,7 @@ std::vector<double> Executor::run(const std::vector<Tensor>& inputs, const std::
   targets_ = &targets;
   loss_scale_ = loss_scale;
   const bool holds_last = schedule_.layout.rank_of(schedule_.stages() - 1) == rank_;
-  losses_.assign(holds_last ? size_t(schedule_.microbatches) : 0, 0.0);
+  losses_.assign(holds_last ? size_t(schedule_.microbatches) : 0, Tensor());
   peak_stashed_ = 0;
   clear();
   ActionTimer timer(comm_.device(), trace != nullptr);
@@ -438,7 +441,10 @@ std::vector<double> Executor::run(const std::vector<Tensor>& inputs, const std::
   }
   if (trace != nullptr) timer.emit(*trace);
   inputs_ = targets_ = nullptr;
-  return losses_;
+  if (losses_.empty()) return {};
+  std::vector<double> losses = ops::concat(losses_, 0).to_vector();  // one copy to the host
+  losses_.clear();
+  return losses;
 }
 
 }  // namespace brigade::pipeline

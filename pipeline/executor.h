@@ -93,7 +93,7 @@ class Executor {
   const std::vector<Tensor>* inputs_ = nullptr;
   const std::vector<Tensor>* targets_ = nullptr;
   double loss_scale_ = 1;
-  std::vector<double> losses_;
+  std::vector<Tensor> losses_;  // the last stage's loss per micro-batch, [1] each, on the device
   std::map<Key, std::unique_ptr<Work>> work_;     // F done, backward not finished
   std::map<Key, std::shared_ptr<Bundle>> arrived_;       // activations for (stage, m), received or handed over
   std::map<Key, std::shared_ptr<Bundle>> arrived_grads_;  // gradients of (stage, m)'s output

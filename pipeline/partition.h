@@ -64,7 +64,8 @@ Partition partition_by_time(const Layers& layers, int64_t stages, const Tensor& 
 
 // Runs the layers in order on `sample_input` (each layer's input is the previous one's output) and
 // returns each layer's forward + backward time in seconds. The chain runs once untimed to warm up
-// (first-touch allocations, lazily created GPU handles), then once timed. GPU work is synchronised
+// (first-touch allocations, lazily created GPU handles), then five times timed; each layer's time
+// is its median. GPU work is synchronised
 // around each layer. Backward starts from a gradient of ones on the layer's output and reaches the
 // layer's parameters and its (floating-point) input.
 std::vector<double> profile_layers(const Layers& layers, const Tensor& sample_input);

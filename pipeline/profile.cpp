@@ -1,4 +1,5 @@
 // profile_layers: how long each layer takes, measured, for partition_by_time (see partition.h).
+#include <algorithm>
 #include <chrono>
 
 #include "autograd/tape.h"
@@ -39,8 +40,11 @@ std::vector<double> profile_layers(const Layers& layers, const Tensor& sample_in
   for (size_t i = 0; i < layers.size(); ++i)
     BRIGADE_CHECK(layers[i] != nullptr, "profile_layers: layer ", i, " is null");
 
-  std::vector<double> seconds(layers.size(), 0.0);
-  for (int pass = 0; pass < 2; ++pass) {  // pass 0 warms up, pass 1 is measured
+  // Pass 0 warms up; each layer's cost is the median of the measured passes, so one interruption (a
+  // busy core, another thread's burst) does not move a stage boundary.
+  constexpr int kMeasured = 5;
+  std::vector<std::vector<double>> samples(layers.size());
+  for (int pass = 0; pass <= kMeasured; ++pass) {
     Tensor x = sample_input;
     for (size_t i = 0; i < layers.size(); ++i) {
       wait_for(x);
@@ -53,9 +57,14 @@ std::vector<double> profile_layers(const Layers& layers, const Tensor& sample_in
              dtype_name(x.dtype()), ": ", e.what());
       }
       wait_for(y);
-      seconds[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (pass > 0) samples[i].push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
       x = y;
     }
+  }
+  std::vector<double> seconds;
+  for (std::vector<double>& s : samples) {
+    std::nth_element(s.begin(), s.begin() + kMeasured / 2, s.end());
+    seconds.push_back(s[kMeasured / 2]);
   }
   // Profiling is not training: leave no gradients behind.
   for (const auto& layer : layers) layer->zero_grad();

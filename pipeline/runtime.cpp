@@ -258,7 +258,8 @@ double Pipeline::clip_grad_norm(double max_norm) {
     for (size_t i = 0; i < group->copies.size(); ++i)
       if (!group->counts_in_norm || i > 0) skip.push_back(group->copies[i]);
   }
-  double sum_of_squares = 0;
+  // Summed in f64 on the device, parameter after parameter: no host round trip per parameter.
+  Tensor total = doubles_on(*groups_.pipeline, {0.0});
   std::vector<Tensor> grads;
   for (const Tensor& p : parameters()) {
     Tensor g = p.grad();
@@ -266,9 +267,8 @@ double Pipeline::clip_grad_norm(double max_norm) {
     grads.push_back(g);
     if (std::any_of(skip.begin(), skip.end(), [&](const Tensor& t) { return t.same_as(p); })) continue;
     Tensor g64 = ops::to_dtype(g, DType::f64);
-    sum_of_squares += ops::sum(ops::binary(ops::BinaryOp::mul, g64, g64), {}, false).item();
+    ops::add_(total, ops::sum(ops::binary(ops::BinaryOp::mul, g64, g64), {}, false));
   }
-  Tensor total = doubles_on(*groups_.pipeline, {sum_of_squares});
   groups_.pipeline->all_reduce(total, comm::ReduceOp::sum);
   const double norm = std::sqrt(doubles_of(total)[0]);
   if (!std::isfinite(norm)) return norm;

@@ -317,3 +317,45 @@ TEST_CASE("gradients must match the tensor they belong to", "[autograd]") {
   REQUIRE(!i.requires_grad());
   REQUIRE(tape.empty());
 }
+
+TEST_CASE("to_dtype: values rounded once forward, gradient converted back to the input's dtype", "[autograd]") {
+  Tensor x = test::leaf(test::random({7}, 31, DType::f32));
+  Tensor c = test::random({7}, 32, DType::bf16);  // a bf16 constant the bf16 copy is weighted with
+  Tape tape;
+  Tensor y, loss;
+  {
+    TapeGuard guard(tape);
+    y = to_dtype(x, DType::bf16);
+    loss = sum(y * c);
+  }
+  REQUIRE(y.dtype() == DType::bf16);
+  // Forward: each value rounded to bf16 by the type's own constructor (an independent rounding).
+  const std::vector<double> xv = x.to_vector();
+  for (size_t i = 0; i < xv.size(); ++i) REQUIRE(y.to_vector()[i] == test::round_to(DType::bf16, float(xv[i])));
+  tape.backward(loss);
+  // d loss / d x = c, delivered in f32 (the dtype of x), exactly: bf16 values are f32 values.
+  REQUIRE(x.grad().dtype() == DType::f32);
+  REQUIRE(x.grad().to_vector() == c.to_vector());
+
+  // The same dtype is the tensor itself (no copy, no tape node); integers carry no gradient.
+  Tape other;
+  {
+    TapeGuard guard(other);
+    REQUIRE(to_dtype(x, DType::f32).same_as(x));
+    REQUIRE(other.size() == 0);
+    Tensor ints = to_dtype(x, DType::i32);
+    REQUIRE(ints.dtype() == DType::i32);
+    REQUIRE(other.size() == 0);
+  }
+  // Through a chain f64 -> f32 -> f64 the gradient of 3x is exactly 3, in f64.
+  Tensor z = test::leaf(test::random({5}, 33));
+  Tape chain;
+  Tensor out;
+  {
+    TapeGuard guard(chain);
+    out = sum(to_dtype(to_dtype(z, DType::f32) * 3.0, DType::f64));
+  }
+  chain.backward(out);
+  REQUIRE(z.grad().dtype() == DType::f64);
+  for (double g : z.grad().to_vector()) REQUIRE(g == 3.0);
+}

@@ -961,3 +961,68 @@ TEST_CASE("a small CNN runs forward and backward with the right shapes", "[nn]")
     REQUIRE(norm > 0);
   }
 }
+
+TEST_CASE("GPT with bf16 compute: f32 master weights and gradients, close to an f64 reference", "[nn]") {
+  nn::GPTConfig c = tiny_config(DType::f32);
+  c.compute_dtype = DType::bf16;
+  nn::GPT mixed(c);
+  // The reference: the same weights (the draws do not depend on the compute dtype) in f64.
+  nn::GPT f64(tiny_config(DType::f32));
+  for (const auto& [name, t] : mixed.state_dict()) test::require_equal(f64.state_dict().at(name), t);
+  f64.to(DType::f64);
+  REQUIRE(mixed.compute_dtype() == DType::bf16);
+  REQUIRE(mixed.blocks->layers()[0]->compute_dtype() == DType::bf16);  // set on every module
+
+  Tensor idx = ids({0, 6, 2, 2, 5, 1, 3, 4, 4, 0}, {2, 5});
+  Tensor targets = ids({6, 2, -1, 5, 1, -1, -1, 4, 0, 3}, {2, 5});
+  auto run = [&](nn::GPT& model) {
+    Tape tape;
+    Tensor logits, loss;
+    {
+      TapeGuard guard(tape);
+      logits = model(idx);
+      loss = nn::language_model_loss(logits, targets);
+    }
+    tape.backward(loss);
+    return std::make_pair(logits, loss);
+  };
+  auto [logits, loss] = run(mixed);
+  auto [want_logits, want_loss] = run(f64);
+  REQUIRE(logits.dtype() == DType::bf16);  // activations in bf16...
+  REQUIRE(loss.dtype() == DType::f32);     // ...the loss taken in f32
+  // Normalised errors: bf16 keeps 8 significant bits, so about 2^-8 relative per value.
+  auto nmse = [](const Tensor& got, const Tensor& want) {
+    const std::vector<double> g = got.to_vector(), w = want.to_vector();
+    double err = 0, ref = 0;
+    for (size_t i = 0; i < g.size(); ++i) {
+      err += (g[i] - w[i]) * (g[i] - w[i]);
+      ref += w[i] * w[i];
+    }
+    return err / ref;
+  };
+  CHECK(nmse(logits, want_logits) < 1e-4);
+  CHECK(std::abs(loss.item() - want_loss.item()) < 1e-2 * want_loss.item());
+  std::map<std::string, Tensor> want_grads;
+  for (const auto& [name, p] : f64.named_parameters()) want_grads[name] = p.grad();
+  double err = 0, ref = 0;  // over every gradient value of the model
+  for (const auto& [name, p] : mixed.named_parameters()) {
+    INFO(name);
+    REQUIRE(p.dtype() == DType::f32);
+    REQUIRE(p.grad().dtype() == DType::f32);  // gradients land on the master weights in f32
+    const std::vector<double> g = p.grad().to_vector(), w = want_grads.at(name).to_vector();
+    for (size_t i = 0; i < g.size(); ++i) {
+      err += (g[i] - w[i]) * (g[i] - w[i]);
+      ref += w[i] * w[i];
+    }
+    // Per tensor, looser: ln_f.bias's gradient sums (softmax - one-hot) @ wte over rows, which
+    // cancels to a small total, so bf16's rounding of the terms shows as about 1e-2.
+    CHECK(nmse(p.grad(), want_grads.at(name)) < 3e-2);
+  }
+  CHECK(err / ref < 1e-3);
+  // f32 compute on f32 weights is the plain model, bitwise.
+  nn::GPTConfig plain = tiny_config(DType::f32);
+  plain.compute_dtype = DType::f32;
+  nn::GPT a(plain), b(tiny_config(DType::f32));
+  test::require_equal(a(idx), b(idx));
+  REQUIRE_THROWS_WITH(a.set_compute_dtype(DType::i32), Contains("compute dtype must be floating point"));
+}

@@ -255,6 +255,23 @@ TEST_CASE("runtime: with rendezvous sends, interleaved's messages must be combin
                reference(batch), tolerant_name(P * V));
 }
 
+TEST_CASE("runtime: bf16 compute with f32 master weights equals one device, bitwise", "[pipeline][runtime]") {
+  // Activations and the messages between stages are bf16; each stage casts its f32 weights per
+  // micro-batch exactly as the one-device model does, and the gradients accumulate in f32.
+  nn::GPTConfig config = tiny_gpt();
+  config.compute_dtype = DType::bf16;
+  for (auto [kind, P, M, V] : {std::tuple{ScheduleKind::one_f_one_b, 3, 4, 1}, std::tuple{ScheduleKind::zb_h1, 2, 3, 1},
+                               std::tuple{ScheduleKind::interleaved, 2, 4, 2}}) {
+    DYNAMIC_SECTION(schedule_name(kind) << " P=" << P << " M=" << M << " V=" << V) {
+      Batch batch = make_batch(M, 91);
+      Result want = reference(batch, config);
+      Result got = pipelined(kind, P, M, V, batch, {}, config, comm::LocalSends::rendezvous);
+      require_same(got, want, tolerant_name(P * V));
+      for (auto& [name, g] : got.grads) REQUIRE(g.dtype() == DType::f32);
+    }
+  }
+}
+
 TEST_CASE("runtime: peak stashed activations match theory", "[pipeline][runtime]") {
   const int P = 4, M = 8;
   Batch batch = make_batch(M, 3);

@@ -60,6 +60,12 @@ const std::vector<Flag>& flags() {
          o.device = v;
        },
        [](const TrainOptions& o) { return o.device; }},
+      {"--precision", "P", "auto, f32 or bf16: the compute dtype; weights stay f32 (auto: bf16 on cuda, else f32)",
+       [](TrainOptions& o, const std::string& v) {
+         if (v != "auto" && v != "f32" && v != "bf16") bad("--precision", "expected auto, f32 or bf16, got '" + v + "'");
+         o.precision = v;
+       },
+       [](const TrainOptions& o) { return o.precision; }},
       int_flag("--steps", "optimizer steps in the whole run (the schedule's length)", &TrainOptions::steps, 1),
       {"--seed", "S", "seed of the weights and of the data stream",
        [](TrainOptions& o, const std::string& v) { o.seed = uint64_t(parse_int("--seed", v, 0)); },
@@ -77,6 +83,13 @@ const std::vector<Flag>& flags() {
       int_flag("--embd", "embedding width", &TrainOptions::embd, 1),
       int_flag("--digits", "digits per sequence to sort (sequence length 2*digits)", &TrainOptions::digits, 1),
       int_flag("--stages", "pipeline stages (ranks); 0: no pipeline, one device", &TrainOptions::stages, 0),
+      {"--partition", "BY", "split layers into stages by: layers (count), params, or time (measured once)",
+       [](TrainOptions& o, const std::string& v) {
+         if (v != "layers" && v != "params" && v != "time")
+           bad("--partition", "expected layers, params or time, got '" + v + "'");
+         o.partition = v;
+       },
+       [](const TrainOptions& o) { return o.partition; }},
       {"--schedule", "NAME", "naive, gpipe, 1f1b, interleaved or zb-h1",
        [](TrainOptions& o, const std::string& v) {
          if (v != "naive" && v != "gpipe" && v != "1f1b" && v != "interleaved" && v != "zb-h1")

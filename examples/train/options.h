@@ -15,6 +15,10 @@ namespace brigade::train {
 struct TrainOptions {
   // Run
   std::string device = "auto";  // cuda when this build has CUDA and a GPU is visible, else cpu
+  // The activations' dtype; the weights, their gradients and AdamW's state stay f32 (master weights).
+  // auto: bf16 on a GPU (tensor cores, half the bytes), f32 on the CPU (whose kernels widen bf16 to
+  // f32 anyway, so bf16 there only adds conversions).
+  std::string precision = "auto";
   int64_t steps = 1000;
   uint64_t seed = 1;
   int threads = 0;  // 0: brigade's default (hardware threads or BRIGADE_NUM_THREADS)
@@ -38,6 +42,9 @@ struct TrainOptions {
   int64_t chunks = 1;    // per rank (interleaved takes 2 or more)
   int64_t replicas = 1;  // data-parallel copies of the pipeline (threads; launched: from the world size)
   bool recompute = false;
+  // How layers are split into stages (pipeline/partition.h): by count, by parameters, or by time
+  // measured once on this device (pipeline rank 0 measures; every rank uses its numbers).
+  std::string partition = "layers";
   std::string trace = "brigade-trace.json";    // Chrome trace of the last step ("" or none: off)
   std::string svg = "brigade-timeline.svg";    // simulated vs measured timeline of the last step
   // Reporting and checkpoints

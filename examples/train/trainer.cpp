@@ -105,6 +105,13 @@ Device resolve_device(const std::string& device) {
   return Device::parse(device);
 }
 
+// The compute dtype --precision asks for on `device` (see TrainOptions::precision).
+DType resolve_precision(const std::string& precision, Device device) {
+  if (precision == "bf16") return DType::bf16;
+  if (precision == "f32") return DType::f32;
+  return device.is_cuda() ? DType::bf16 : DType::f32;
+}
+
 // Messages of the checkpoint gather travel on tags far above the executor's (pipeline/executor.cpp).
 constexpr int kGatherTag = 1 << 24;
 
@@ -141,12 +148,13 @@ Trainer::Trainer(const TrainOptions& options, const pipeline::PipelineGroups* gr
       first_loss_(std::numeric_limits<double>::quiet_NaN()) {
   nn::GPTConfig config = gpt_config(options_, task_);
   config.device = resolve_device(options_.device);
+  config.compute_dtype = resolve_precision(options_.precision, config.device);
   model_ = std::make_shared<nn::GPT>(config);
   if (groups_ != nullptr) {
     const int P = groups_->pipeline->size();
     pipeline::Schedule schedule = pipeline::make_schedule(pipeline::parse_schedule_kind(options_.schedule), P,
                                                           int(options_.microbatches), int(options_.chunks));
-    partition_ = pipeline::partition_uniform(int64_t(model_->layers().size()), schedule.stages());
+    partition_ = choose_partition(schedule.stages());
     pipeline::GptStages mine = pipeline::gpt_stages(*model_, partition_, schedule.layout, groups_->pipeline->rank());
     pipeline::PipelineOptions po;
     po.recompute = options_.recompute;
@@ -182,6 +190,24 @@ bool Trainer::is_leader() const {
 
 void Trainer::set_trace(bool on) {
   if (pipe_) pipe_->set_trace(on);
+}
+
+pipeline::Partition Trainer::choose_partition(int64_t stages) {
+  const pipeline::Layers layers = model_->layers();
+  if (options_.partition == "params") return pipeline::partition_by_parameters(layers, stages);
+  if (options_.partition != "time") return pipeline::partition_uniform(int64_t(layers.size()), stages);
+  // Timings differ from rank to rank (and run to run), and every rank must cut the model the same
+  // way: the pipeline's rank 0 profiles one micro-batch and broadcasts its numbers.
+  comm::Communicator& comm = *groups_->pipeline;
+  Tensor costs = zeros({int64_t(layers.size())}, DType::f64, comm.device());
+  if (comm.rank() == 0) {
+    const int64_t rows = options_.batch / options_.replicas / options_.microbatches;
+    SortTask::Batch sample = task_.batch(options_.seed, Split::train, 0, rows);
+    const std::vector<double> seconds = pipeline::profile_layers(layers, sample.inputs.to(model_->config().device));
+    costs = from_vector(seconds, {int64_t(seconds.size())}, DType::f64, comm.device());
+  }
+  comm.broadcast(costs, 0);  // (profile_layers leaves no gradients behind)
+  return pipeline::partition_by_cost(costs.to_vector(), stages, "seconds");
 }
 
 const pipeline::Trace& Trainer::last_trace() const {
@@ -383,8 +409,11 @@ void print_header(Trainer& trainer, std::ostream& out) {
         << (o.recompute ? ", recomputation on" : "") << "\n";
     out << pipeline::describe_partition(trainer.partition(), trainer.model().layers(), schedule.ranks());
   }
+  const nn::GPTConfig& config = trainer.model().config();
   out << "run: " << o.steps << " steps of " << o.batch << " sequences, seed " << o.seed << ", " << o.device
-      << ", " << num_threads() << " threads\n";
+      << " (" << config.device.str() << "), "
+      << (config.compute_dtype == DType::bf16 ? "bf16 compute with f32 master weights" : "f32") << ", "
+      << num_threads() << " threads\n";
 }
 
 }  // namespace
