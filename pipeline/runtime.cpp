@@ -240,12 +240,40 @@ void Pipeline::sum_tied_gradients() {
 }
 
 void Pipeline::average_across_replicas() {
-  // One all-reduce per parameter, in the same (named) order on every replica. Bucketing several into
-  // one message would cut the per-message latency; the parameters here are few and large enough.
+  // Consecutive gradients of one dtype share a bucket up to options_.bucket_bytes; every replica
+  // walks the same parameters in the same order, so they form the same buckets. Each bucket is
+  // flattened into one buffer and all-reduced once: every message costs a latency (a round trip for
+  // gloo, a kernel launch and a handshake for NCCL), so a step with many small parameters pays it
+  // per bucket, not per parameter. The average of each element is the same either way.
+  comm::Communicator& replicas = *groups_.replicas;
+  std::vector<Tensor> bucket;
+  size_t bytes = 0;
+  auto flush = [&] {
+    if (bucket.size() == 1) {
+      replicas.all_reduce(bucket[0], comm::ReduceOp::average);  // no copy for a bucket of one
+    } else if (!bucket.empty()) {
+      std::vector<Tensor> flat;
+      for (const Tensor& g : bucket) flat.push_back(g.reshape({g.numel()}));
+      Tensor buffer = ops::concat(flat, 0);
+      replicas.all_reduce(buffer, comm::ReduceOp::average);
+      int64_t at = 0;
+      for (const Tensor& g : bucket) {
+        ops::copy_(g, buffer.slice(0, at, at + g.numel()).view(g.shape()));
+        at += g.numel();
+      }
+    }
+    bucket.clear();
+    bytes = 0;
+  };
   for (const Tensor& p : parameters()) {
     if (!p.grad().defined()) p.impl().grad = zeros_like(p).impl_ptr();
-    groups_.replicas->all_reduce(p.grad(), comm::ReduceOp::average);
+    const Tensor g = p.grad();
+    const bool fits = !bucket.empty() && bucket.front().dtype() == g.dtype() && bytes + g.nbytes() <= options_.bucket_bytes;
+    if (!fits) flush();
+    bucket.push_back(g);
+    bytes += g.nbytes();
   }
+  flush();
 }
 
 double Pipeline::clip_grad_norm(double max_norm) {

@@ -55,6 +55,10 @@ struct PipelineOptions {
   bool trace = false;            // record the step's timeline; last_trace() returns it
   std::vector<Tie> ties;
   std::vector<Skip> skips;
+  // Data parallelism: gradients are averaged across replicas in buckets of up to this many bytes —
+  // one all-reduce per bucket instead of one per parameter (PyTorch DDP's default size). 0: one
+  // all-reduce per parameter.
+  size_t bucket_bytes = size_t(25) << 20;
 };
 
 struct StepStats {

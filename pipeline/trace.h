@@ -66,13 +66,15 @@ ActionCosts mean_action_costs(const std::vector<Trace>& traces);
 Costs simulator_costs(const ActionCosts& costs);
 
 // Two timelines in one SVG, one above the other, each stretched over the same width — each to its
-// own makespan, since simulated time units and measured seconds share no scale: "simulated (unit
-// costs ...)" and "measured (... ms)". Each panel is drawn as timeline_svg() draws one.
+// own makespan, since a simulation with unit costs and a measurement share no scale: "simulated
+// (unit costs ...)" and "measured (... ms)". `simulated_unit` names the simulation's time unit in
+// its subtitle: "time units" for unit costs, "s" when it ran on measured costs in seconds. Each
+// panel is drawn as timeline_svg() draws one.
 std::string timeline_svg_compare(const Schedule& schedule, const SimulationResult& simulated,
                                  const SimulationResult& measured, const std::string& simulated_title,
-                                 const std::string& measured_title);
+                                 const std::string& measured_title, const std::string& simulated_unit = "time units");
 void save_timeline_svg_compare(const std::string& path, const Schedule& schedule, const SimulationResult& simulated,
                                const SimulationResult& measured, const std::string& simulated_title,
-                               const std::string& measured_title);
+                               const std::string& measured_title, const std::string& simulated_unit = "time units");
 
 }  // namespace brigade::pipeline

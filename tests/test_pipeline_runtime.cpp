@@ -384,38 +384,46 @@ TEST_CASE("runtime: the global grad norm and clipping equal one device's", "[pip
 
 TEST_CASE("runtime: data parallelism averages replicas to the one-device gradient", "[pipeline][runtime]") {
   // 2 replicas x 2 stages: replica k runs micro-batches [k*M, (k+1)*M); one device runs all 2M with
-  // seed 1/(2M). The replica average adds in another order, so: a tight tolerance.
+  // seed 1/(2M). The replica average adds in another order, so: a tight tolerance. Gradients travel
+  // in buckets (PipelineOptions::bucket_bytes): all in one, a few parameters each, or one each — the
+  // averages must be bitwise the same.
   const int P = 2, M = 3, R = 2;
   Batch all = make_batch(R * M, 41);
   Result want = reference(all);
   Schedule schedule = make_schedule(ScheduleKind::one_f_one_b, P, M);
   Partition partition = partition_uniform(5, P);
-  auto world = comm::local_group(P * R);
-  std::map<std::string, Tensor> got;
-  std::vector<double> losses(P * R);
-  std::mutex mutex;
-  auto errors = test::run_ranks(world, [&](comm::Communicator& comm) {
-    auto groups = PipelineGroups::split(comm, P);
-    nn::GPT model(tiny_gpt());
-    GptStages mine = gpt_stages(model, partition, schedule.layout, groups->pipeline->rank());
-    Pipeline pipe(*groups, schedule, mine.chunks, mine.loss, with_ties(mine.ties));
-    Batch part;
-    for (int m = 0; m < M; ++m) {
-      part.inputs.push_back(all.inputs[size_t(groups->replica * M + m)]);
-      part.targets.push_back(all.targets[size_t(groups->replica * M + m)]);
+  std::map<size_t, std::map<std::string, Tensor>> by_bucket;
+  for (size_t bucket_bytes : {size_t(25) << 20, size_t(600), size_t(0)}) {
+    auto world = comm::local_group(P * R);
+    std::map<std::string, Tensor>& got = by_bucket[bucket_bytes];
+    std::vector<double> losses(P * R);
+    std::mutex mutex;
+    auto errors = test::run_ranks(world, [&](comm::Communicator& comm) {
+      auto groups = PipelineGroups::split(comm, P);
+      nn::GPT model(tiny_gpt());
+      GptStages mine = gpt_stages(model, partition, schedule.layout, groups->pipeline->rank());
+      PipelineOptions options = with_ties(mine.ties);
+      options.bucket_bytes = bucket_bytes;
+      Pipeline pipe(*groups, schedule, mine.chunks, mine.loss, options);
+      Batch part;
+      for (int m = 0; m < M; ++m) {
+        part.inputs.push_back(all.inputs[size_t(groups->replica * M + m)]);
+        part.targets.push_back(all.targets[size_t(groups->replica * M + m)]);
+      }
+      StepStats stats = pipe.forward_backward(part.inputs, part.targets);
+      std::lock_guard<std::mutex> lock(mutex);
+      losses[size_t(comm.rank())] = stats.loss;
+      for (auto& [name, p] : model.named_parameters())
+        if (p.grad().defined()) got[name] = p.grad();
+    });
+    for (const std::string& e : errors) REQUIRE(e.empty());
+    for (double l : losses) REQUIRE(l == Approx(want.loss).epsilon(1e-12));
+    REQUIRE(got.size() == want.grads.size());
+    for (auto& [name, g] : want.grads) {
+      INFO(name << ", buckets of " << bucket_bytes << " bytes");
+      test::require_close(got.at(name), g, 1e-7, 1e-5);
+      test::require_equal(got.at(name), by_bucket.at(size_t(25) << 20).at(name));  // the first run
     }
-    StepStats stats = pipe.forward_backward(part.inputs, part.targets);
-    std::lock_guard<std::mutex> lock(mutex);
-    losses[size_t(comm.rank())] = stats.loss;
-    for (auto& [name, p] : model.named_parameters())
-      if (p.grad().defined()) got[name] = p.grad();
-  });
-  for (const std::string& e : errors) REQUIRE(e.empty());
-  for (double l : losses) REQUIRE(l == Approx(want.loss).epsilon(1e-12));
-  REQUIRE(got.size() == want.grads.size());
-  for (auto& [name, g] : want.grads) {
-    INFO(name);
-    test::require_close(got.at(name), g, 1e-7, 1e-5);
   }
 }
 

@@ -429,6 +429,10 @@ TEST_CASE("trace: simulated and measured timelines in one SVG", "[pipeline]") {
   CHECK(contains(svg, ">simulated (unit costs F=1 B=2)</text>"));
   CHECK(contains(svg, ">measured (10000 ms) &lt;cpu &amp; threads&gt;</text>"));
   CHECK(count(svg, ">rank 1</text>") == 2);
+  // Each panel's subtitle names its unit: unit costs in time units, the measurement in seconds.
+  CHECK(contains(svg, " time units (hatched: idle)"));
+  CHECK(contains(svg, "makespan 10 s (hatched: idle)"));  // the measured panel
+  CHECK(!contains(timeline_svg_compare(s, sim, measured, "a", "b", "s"), "time units"));
 
   // One block (with its tooltip) per compute action of each panel: 8 simulated, then 8 measured.
   const size_t split = svg.find(">measured (");

@@ -107,7 +107,7 @@ void write_trace_files(ScheduleResult& r, const Schedule& schedule, const Pipeli
   else costs_text += ", B " + ms(costs.full_backward());
   pipeline::save_timeline_svg_compare(base + ".svg", schedule, simulated, measured,
                                       "simulated with the measured mean costs (" + costs_text + ")",
-                                      "measured (" + ms(trace.makespan()) + ")");
+                                      "measured (" + ms(trace.makespan()) + ")", "s");
   r.files.push_back(base + ".svg");
 }
 

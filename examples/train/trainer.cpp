@@ -554,7 +554,7 @@ void report_timeline(Trainer& trainer, const TrainOptions& options, std::ostream
   }
   if (enabled(options.svg)) {
     pipeline::save_timeline_svg_compare(options.svg, schedule, predicted, measured,
-                                        "simulated with the measured mean costs", "measured (last step)");
+                                        "simulated with the measured mean costs", "measured (last step)", "s");
     out << "timeline: " << options.svg << " (simulated above, measured below)\n";
   }
 }
