@@ -14,6 +14,7 @@
 // the call is enqueued (stream order keeps the next user of the block behind this call).
 #include <array>
 #include <climits>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -23,6 +24,7 @@
 #include "kernels/cuda/conv_cudnn.h"
 #include "kernels/cuda/conv_direct.h"
 #include "kernels/cuda/cudnn.h"
+#include "kernels/ops.h"
 
 namespace brigade::cuda {
 namespace {
@@ -193,6 +195,15 @@ Tensor workspace(size_t bytes, Device device) {
 }
 void* data_or_null(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
 
+// An operand cuDNN can read with vector loads. A contiguous view at an offset (a micro-batch sliced
+// from a batch, say) is aligned only to its element size, and some cuDNN kernels — the 16-bit ones
+// especially — assume 16-byte-aligned pointers. Such a view is copied into a fresh buffer (the
+// caching allocator aligns blocks to far more than 16 bytes); aligned ones pass as they are.
+Tensor aligned(const Tensor& t) {
+  if (reinterpret_cast<uintptr_t>(t.raw_data()) % 16 == 0) return t;
+  return ops::clone(t);
+}
+
 // cuDNN's alpha and beta: double for f64 data, float otherwise.
 struct Scale {
   double d;
@@ -221,8 +232,9 @@ void conv2d_cudnn(const Tensor& y, const Tensor& x, const Tensor& weight, const 
   // y = bias, then y = conv(x, w) + 1 * y: cuDNN adds the bias in f32, so 16-bit outputs round once.
   if (bias.defined()) fill_channel_bias(y, bias);
   const Tensor ws = workspace(plan.forward.workspace, y.device());
-  BRIGADE_CUDNN_CHECK(cudnnConvolutionForward(handle, kOne.for_type(y.dtype()), plan.x, x.raw_data(), plan.w,
-                                              weight.raw_data(), plan.forward.conv, plan.forward.algo,
+  const Tensor xa = aligned(x), wa = aligned(weight);
+  BRIGADE_CUDNN_CHECK(cudnnConvolutionForward(handle, kOne.for_type(y.dtype()), plan.x, xa.raw_data(), plan.w,
+                                              wa.raw_data(), plan.forward.conv, plan.forward.algo,
                                               data_or_null(ws), plan.forward.workspace,
                                               (bias.defined() ? kOne : kZero).for_type(y.dtype()), plan.y,
                                               y.raw_data()));
@@ -236,8 +248,9 @@ void conv2d_backward_input_cudnn(const Tensor& grad_x, const Tensor& grad_y, con
                               grad_x.dtype(), grad_x.device(), handle);
   if (!plan.backward_data.available) return conv2d_backward_input_direct(grad_x, grad_y, weight, p);
   const Tensor ws = workspace(plan.backward_data.workspace, grad_x.device());
+  const Tensor wa = aligned(weight), gya = aligned(grad_y);
   BRIGADE_CUDNN_CHECK(cudnnConvolutionBackwardData(
-      handle, kOne.for_type(grad_x.dtype()), plan.w, weight.raw_data(), plan.y, grad_y.raw_data(),
+      handle, kOne.for_type(grad_x.dtype()), plan.w, wa.raw_data(), plan.y, gya.raw_data(),
       plan.backward_data.conv, plan.backward_data.algo, data_or_null(ws), plan.backward_data.workspace,
       kZero.for_type(grad_x.dtype()), plan.x, grad_x.raw_data()));
 }
@@ -250,8 +263,9 @@ void conv2d_backward_weight_cudnn(const Tensor& grad_weight, const Tensor& grad_
                               grad_weight.dtype(), grad_weight.device(), handle);
   if (!plan.backward_filter.available) return conv2d_backward_weight_direct(grad_weight, grad_y, x, p);
   const Tensor ws = workspace(plan.backward_filter.workspace, grad_weight.device());
+  const Tensor xa = aligned(x), gya = aligned(grad_y);
   BRIGADE_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
-      handle, kOne.for_type(grad_weight.dtype()), plan.x, x.raw_data(), plan.y, grad_y.raw_data(),
+      handle, kOne.for_type(grad_weight.dtype()), plan.x, xa.raw_data(), plan.y, gya.raw_data(),
       plan.backward_filter.conv, plan.backward_filter.algo, data_or_null(ws), plan.backward_filter.workspace,
       kZero.for_type(grad_weight.dtype()), plan.w, grad_weight.raw_data()));
 }

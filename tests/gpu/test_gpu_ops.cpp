@@ -225,6 +225,31 @@ TEST_CASE("adamw_step_ updates many tensors on cuda as on the CPU", "[gpu_ops][a
   check_guards();
 }
 
+// ---- conv through cuDNN on views at odd offsets (aligned to the element size only) ----
+
+TEST_CASE("conv2d on cuDNN reads inputs sliced at unaligned offsets", "[gpu_ops][conv]") {
+  start_clean();
+  INFO("run seed " << run_seed());
+  for (DType t : {DType::f32, DType::bf16}) {
+    INFO(dtype_name(t));
+    // Samples of 3 x 5 x 5 = 75 elements: sample 1 starts 150 bytes (bf16) or 300 bytes (f32) in,
+    // neither a multiple of 16.
+    const Tensor batch = random_cpu({3, 3, 5, 5}, t, 7), weight = random_cpu({4, 3, 3, 3}, t, 8);
+    const Tensor x_cpu = batch.slice(0, 1, 3), x_gpu = batch.to(kGpu).slice(0, 1, 3);
+    REQUIRE(reinterpret_cast<uintptr_t>(x_gpu.raw_data()) % 16 != 0);
+    const ops::Conv2dParams p{.stride = 1, .padding = 1};
+    const Tensor y = ops::conv2d(x_gpu, weight.to(kGpu), Tensor(), p);
+    check_matches("conv2d", y, ops::conv2d(x_cpu, weight, Tensor(), p), tolerance(Accuracy::gemm, t));
+    const Tensor gy_batch = random_cpu({3, 4, 5, 5}, t, 9);
+    const Tensor gy_cpu = gy_batch.slice(0, 1, 3), gy_gpu = gy_batch.to(kGpu).slice(0, 1, 3);
+    check_matches("conv2d_backward_input", ops::conv2d_backward_input(gy_gpu, weight.to(kGpu), x_cpu.shape(), p),
+                  ops::conv2d_backward_input(gy_cpu, weight, x_cpu.shape(), p), tolerance(Accuracy::gemm, t));
+    check_matches("conv2d_backward_weight", ops::conv2d_backward_weight(gy_gpu, x_gpu, weight.shape(), p),
+                  ops::conv2d_backward_weight(gy_cpu, x_cpu, weight.shape(), p), tolerance(Accuracy::gemm, t));
+  }
+  check_guards();
+}
+
 // ---- streams: kernels run on the current stream, so work under a StreamGuard is ordered ----
 
 TEST_CASE("ops launched under a StreamGuard run on that stream", "[gpu_ops][streams]") {
