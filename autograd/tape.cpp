@@ -103,6 +103,7 @@ void Tape::backward_weight() {
 
 void Tape::clear() {
   nodes_.clear();
+  weight_grads_.clear();
   awaiting_weight_ = false;
 }
 
@@ -111,17 +112,53 @@ void Tape::run(const std::vector<Tensor>& roots, const std::vector<Tensor>& root
   NoGradGuard no_grad;  // backward computations are never themselves recorded
 
   if (phase == Phase::weight) {
+    // The held-back work, in reverse recording order (so every tensor's gradient is complete before
+    // its producer runs, and sums form in the order a full backward forms them): the weight halves
+    // of the nodes phase 1 split, and the weight-only nodes phase 1 skipped (a bf16 copy of an f32
+    // weight: its cast back runs here), seeded with the gradients phase 1 left for them.
+    std::unordered_map<uint64_t, Tensor> grads = std::move(weight_grads_);
+    weight_grads_.clear();
+    auto add_grad = [&](const Tensor& t, const Tensor& g) {
+      if (t.is_leaf()) return accumulate_into_leaf(t, g);
+      Tensor& slot = grads[t.impl().id];
+      slot = slot.defined() ? ops::binary(ops::BinaryOp::add, slot, g) : g;
+    };
     for (size_t n = nodes_.size(); n-- > 0;) {
       Node& node = nodes_[n];
-      if (node.deferred_grad_outputs.empty()) continue;
-      const std::vector<bool>& want = node.deferred_inputs;
+      std::vector<Tensor> grad_outputs;
+      std::vector<bool> want;
+      if (!node.deferred_grad_outputs.empty()) {
+        grad_outputs = std::move(node.deferred_grad_outputs);
+        want = std::move(node.deferred_inputs);
+        node.deferred_grad_outputs.clear();
+        node.deferred_inputs.clear();
+      } else if (node.backward) {
+        bool any = false;
+        grad_outputs.resize(node.output_ids.size());
+        for (size_t o = 0; o < node.output_ids.size(); ++o) {
+          auto it = grads.find(node.output_ids[o]);
+          if (it == grads.end()) continue;
+          grad_outputs[o] = it->second;
+          grads.erase(it);
+          any = true;
+        }
+        if (!any) continue;
+        for (size_t o = 0; o < grad_outputs.size(); ++o)
+          if (!grad_outputs[o].defined())
+            grad_outputs[o] = zeros(node.output_shapes[o], node.output_dtypes[o], node.output_devices[o]);
+        want.resize(node.inputs.size());
+        for (size_t i = 0; i < node.inputs.size(); ++i)
+          want[i] = node.inputs[i].defined() && node.inputs[i].requires_grad();
+      } else {
+        continue;
+      }
       check_versions(node);
-      std::vector<Tensor> grads = node.backward(node.deferred_grad_outputs, want);
+      std::vector<Tensor> input_grads = node.backward(grad_outputs, want);
       for (size_t i = 0; i < want.size(); ++i)
-        if (want[i] && grads.size() > i && grads[i].defined()) accumulate_into_leaf(node.inputs[i], grads[i]);
-      node.deferred_grad_outputs.clear();
-      node.deferred_inputs.clear();
+        if (want[i] && input_grads.size() > i && input_grads[i].defined()) add_grad(node.inputs[i], input_grads[i]);
     }
+    BRIGADE_CHECK(grads.empty(), "backward_weight: ", grads.size(),
+                  " weight-side gradient(s) found no producer on this tape");
     return;
   }
 
@@ -148,10 +185,33 @@ void Tape::run(const std::vector<Tensor>& roots, const std::vector<Tensor>& root
 
   std::unordered_set<uint64_t> phase_input_ids;
   for (const Tensor& t : phase_inputs) phase_input_ids.insert(t.impl().id);
+  // Phase 1 holds back the gradient of every "weight": a leaf that is not one of `phase_inputs`, or
+  // a tensor computed from such leaves alone — a bf16 copy of an f32 parameter under mixed
+  // precision is a non-leaf, but its gradient (a weight GEMM) is still weight work. One forward walk
+  // over the nodes in recording order finds them.
+  std::unordered_set<uint64_t> weight_only;
+  auto is_weight = [&](const Tensor& in) {
+    return in.is_leaf() ? !phase_input_ids.count(in.impl().id) : weight_only.count(in.impl().id) > 0;
+  };
+  if (phase == Phase::input) {
+    for (const Node& node : nodes_) {
+      if (!node.backward) continue;
+      bool any = false, only_weights = true;
+      for (const Tensor& in : node.inputs) {
+        if (!in.defined() || !in.requires_grad()) continue;
+        any = true;
+        only_weights = only_weights && is_weight(in);
+      }
+      if (any && only_weights) weight_only.insert(node.output_ids.begin(), node.output_ids.end());
+    }
+  }
 
   for (size_t n = nodes_.size(); n-- > 0;) {
     Node& node = nodes_[n];
     if (!node.backward) continue;  // already consumed by an earlier non-retained phase
+    // A weight-only node is phase 2's: its outputs' gradients (say a root's) stay in `grads` and
+    // are handed over below.
+    if (phase == Phase::input && !node.output_ids.empty() && weight_only.count(node.output_ids[0])) continue;
     std::vector<Tensor> grad_outputs(node.output_ids.size());
     bool any = false;
     for (size_t o = 0; o < node.output_ids.size(); ++o) {
@@ -171,8 +231,7 @@ void Tape::run(const std::vector<Tensor>& roots, const std::vector<Tensor>& root
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       const Tensor& in = node.inputs[i];
       if (!in.defined() || !in.requires_grad()) continue;
-      bool is_weight = phase == Phase::input && in.is_leaf() && !phase_input_ids.count(in.impl().id);
-      if (is_weight) deferred[i] = any_deferred = true;  // its gradient waits for backward_weight
+      if (phase == Phase::input && is_weight(in)) deferred[i] = any_deferred = true;  // waits for backward_weight
       else want[i] = any_want = true;
     }
     if (any_deferred) {
@@ -196,6 +255,16 @@ void Tape::run(const std::vector<Tensor>& roots, const std::vector<Tensor>& root
       // Nothing is left for phase 2: free what this node saved (activations) right away.
       node.backward = nullptr;
       node.inputs.clear();
+    }
+  }
+  if (phase == Phase::input) {
+    for (auto it = grads.begin(); it != grads.end();) {
+      if (weight_only.count(it->first)) {
+        weight_grads_.insert(*it);
+        it = grads.erase(it);
+      } else {
+        ++it;
+      }
     }
   }
   // A gradient nobody consumed belongs to a tensor whose producer is not on this tape: it was made

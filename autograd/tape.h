@@ -17,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/tensor.h"
@@ -56,7 +57,8 @@ class Tape {
   void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads, bool retain = false);
 
   // Phase 1 of a split backward: gradients flow through all recorded ops into every leaf listed in
-  // `inputs` (accumulated into their .grad), but not into any other leaf; those wait for phase 2.
+  // `inputs` (accumulated into their .grad), but not into any other leaf — nor into tensors computed
+  // from such leaves alone (a bf16 copy of an f32 weight): all of that is weight work, for phase 2.
   void backward_input(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads,
                       const std::vector<Tensor>& inputs);
   // Phase 2: gradients for the remaining leaves (the weights), from what phase 1 saved. Frees the tape.
@@ -76,6 +78,8 @@ class Tape {
 
   std::vector<Node> nodes_;
   bool awaiting_weight_ = false;
+  // Gradients phase 1 reached on weight-only tensors (computed from weights alone), for phase 2.
+  std::unordered_map<uint64_t, Tensor> weight_grads_;
 };
 
 // Makes `tape` the active tape of this thread for the guard's lifetime (guards nest).

@@ -13,6 +13,8 @@ std::string Embedding::details() const {
   return "num=" + std::to_string(num_embeddings) + ", dim=" + std::to_string(embedding_dim);
 }
 
-Tensor Embedding::forward(const Tensor& ids) { return embedding(compute(weight), ids); }
+// The rows are looked up in the weight's own dtype and then converted: B*T rows instead of the
+// whole table, and the backward scatters straight into the f32 gradient.
+Tensor Embedding::forward(const Tensor& ids) { return compute(embedding(weight, ids)); }
 
 }  // namespace brigade::nn

@@ -107,7 +107,10 @@ class Module {
 
  protected:
   // A parameter (or any tensor) in the compute dtype; see set_compute_dtype. Layers call this on
-  // every parameter they hand to an op.
+  // every parameter they hand to an op — a layer written outside nn/ too: set_compute_dtype only
+  // records the dtype, and a layer that uses its parameters directly meets bf16 activations with
+  // f32 weights (an op then fails naming both dtypes). Modules registered after set_compute_dtype
+  // do not inherit it: call it once the model is built.
   Tensor compute(const Tensor& parameter) const;
 
  private:

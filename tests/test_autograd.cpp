@@ -183,6 +183,61 @@ TEST_CASE("backward_input then backward_weight equals one backward, bitwise", "[
   REQUIRE(split.empty());
 }
 
+TEST_CASE("backward_input defers work done on weights alone (a bf16 copy of a weight) to backward_weight",
+          "[autograd]") {
+  // Mixed precision: each f32 weight is used through a bf16 copy, a non-leaf computed from the weight
+  // alone. Its gradient is still weight work, so phase 1 must not compute it. t = tanh(copy of w)
+  // is weight-only too, and is also a root (like a skip connection's stashed tensor), so its
+  // gradient is the root's plus what the matmul sends back: the sum must form as in one backward.
+  // `spy` is the identity with a backward that counts its runs: it stands for the weight-side
+  // work whose timing matters.
+  int spy_runs = 0;
+  auto spy = [&spy_runs](const Tensor& t) {
+    Tensor out = ops::clone(t);
+    record("spy", {t}, {out}, [&spy_runs](const std::vector<Tensor>& g, const std::vector<bool>&) {
+      ++spy_runs;
+      return std::vector<Tensor>{g[0]};
+    });
+    return out;
+  };
+  auto stage = [&](const Tensor& x, const Tensor& w) {
+    Tensor t = spy(tanh(to_dtype(w, DType::bf16)));
+    Tensor y = matmul(to_dtype(x, DType::bf16), t);
+    return std::make_pair(y, t);
+  };
+  Tensor x0 = test::random({4, 3}, 20, DType::f32), w0 = test::random({3, 5}, 21, DType::f32);
+  Tensor gy = test::random({4, 5}, 22, DType::bf16), gt = test::random({3, 5}, 23, DType::bf16);
+
+  Tensor x1 = test::leaf(x0), w1 = test::leaf(w0);
+  Tape whole;
+  std::pair<Tensor, Tensor> out1;
+  {
+    TapeGuard g(whole);
+    out1 = stage(x1, w1);
+  }
+  whole.backward({out1.first, out1.second}, {gy, gt});
+
+  Tensor x2 = test::leaf(x0), w2 = test::leaf(w0);
+  Tape split;
+  std::pair<Tensor, Tensor> out2;
+  {
+    TapeGuard g(split);
+    out2 = stage(x2, w2);
+  }
+  spy_runs = 0;
+  split.backward_input({out2.first, out2.second}, {gy, gt}, {x2});
+  REQUIRE(x2.grad().defined());
+  REQUIRE(!w2.grad().defined());
+  REQUIRE(spy_runs == 0);  // nothing computed from w alone ran in phase 1
+  test::require_equal(x2.grad(), x1.grad());
+  split.backward_weight();
+  REQUIRE(spy_runs == 1);
+  test::require_equal(x2.grad(), x1.grad());
+  REQUIRE(w2.grad().dtype() == DType::f32);
+  test::require_equal(w2.grad(), w1.grad());
+  REQUIRE(split.empty());
+}
+
 TEST_CASE("gradcheck accepts correct gradients and catches a wrong one", "[autograd][gradcheck]") {
   Tensor x = test::leaf(test::random({3, 2}, 14));
   Tensor w = test::leaf(test::random({3, 2}, 15));

@@ -520,7 +520,10 @@ TEST_CASE("runtime: a skip connection across stages gives one device's gradients
           got_bias[size_t(l)] = fc->bias.grad().to_vector();
         }
       });
-      for (const std::string& e : errors) REQUIRE(e.empty());
+      for (size_t r = 0; r < errors.size(); ++r) {
+        INFO("rank " << r << ": " << errors[r]);
+        REQUIRE(errors[r].empty());
+      }
       for (size_t l = 0; l < 5; ++l) {
         INFO("layer " << l);
         auto* fc = dynamic_cast<nn::Linear*>(ref[l]->named_children()[0].second.get());

@@ -51,7 +51,8 @@ struct Setting {
   std::string key() const { return std::string(flag).substr(2); }
 };
 
-std::vector<Setting> settings_of(const TrainOptions& o) {
+// `compute` is the dtype --precision resolved to (auto means different things on different devices).
+std::vector<Setting> settings_of(const TrainOptions& o, DType compute) {
   return {
       {"--layers", std::to_string(o.layers), true},
       {"--heads", std::to_string(o.heads), true},
@@ -64,6 +65,7 @@ std::vector<Setting> settings_of(const TrainOptions& o) {
       {"--warmup", std::to_string(o.warmup), false},
       {"--weight-decay", exact(o.weight_decay), false},
       {"--clip", exact(o.clip), false},
+      {"--precision", dtype_name(compute), false},
   };
 }
 
@@ -192,6 +194,8 @@ void Trainer::set_trace(bool on) {
   if (pipe_) pipe_->set_trace(on);
 }
 
+DType Trainer::compute_dtype() const { return model_->config().compute_dtype.value_or(model_->config().dtype); }
+
 pipeline::Partition Trainer::choose_partition(int64_t stages) {
   const pipeline::Layers layers = model_->layers();
   if (options_.partition == "params") return pipeline::partition_by_parameters(layers, stages);
@@ -207,6 +211,9 @@ pipeline::Partition Trainer::choose_partition(int64_t stages) {
     costs = from_vector(seconds, {int64_t(seconds.size())}, DType::f64, comm.device());
   }
   comm.broadcast(costs, 0);  // (profile_layers leaves no gradients behind)
+  // Data-parallel replicas must cut alike too (their gradients are averaged parameter by parameter):
+  // replica 0's numbers win.
+  if (groups_->replicas) groups_->replicas->broadcast(costs, 0);
   return pipeline::partition_by_cost(costs.to_vector(), stages, "seconds");
 }
 
@@ -301,7 +308,7 @@ void Trainer::save(const std::string& path) {
   if (!is_leader()) return;
   std::map<std::string, std::string> metadata = {
       {"format", kFormat}, {"step", std::to_string(step_)}, {"first_loss", exact(first_loss_)}};
-  for (const Setting& s : settings_of(options_)) metadata[s.key()] = s.value;
+  for (const Setting& s : settings_of(options_, compute_dtype())) metadata[s.key()] = s.value;
   nn::save_checkpoint(path, model, optim, metadata);
 }
 
@@ -315,7 +322,9 @@ void Trainer::resume(const std::string& path) {
   };
   BRIGADE_CHECK(meta("format") == kFormat, "--resume ", path, ": unknown checkpoint format '", meta("format"),
                 "' (expected ", kFormat, ")");
-  for (const Setting& s : settings_of(options_)) {
+  for (const Setting& s : settings_of(options_, compute_dtype())) {
+    // Checkpoints from before a setting existed lack its key; only the must-match ones are required.
+    if (!s.must_match && !ckpt.metadata.count(s.key())) continue;
     const std::string& saved = meta(s.key());
     if (saved == s.value) continue;
     BRIGADE_CHECK(!s.must_match, "--resume ", path, ": the checkpoint was trained with ", s.flag, " ", saved,

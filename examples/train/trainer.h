@@ -70,6 +70,7 @@ class Trainer {
  private:
   void resume(const std::string& path);
   pipeline::Partition choose_partition(int64_t stages);  // by options_.partition
+  DType compute_dtype() const;                            // what --precision resolved to
   bool owns(const Tensor& parameter) const;  // held by this rank's stages
   // The whole model's and optimizer's state on the pipeline's rank 0 (empty maps elsewhere).
   std::pair<nn::StateDict, optim::StateDict> gather_state();

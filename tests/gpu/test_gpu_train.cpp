@@ -188,13 +188,14 @@ TEST_CASE("gpu pipeline: 4 rank threads, each on its own stream, give one device
           INFO("rank " << r << ": " << errors[r]);
           REQUIRE(errors[r].empty());
         }
-        // Same kernels, same order: equal up to the tied embedding's two-stage sum (and GPU GEMMs
-        // may pick another algorithm for another stream: a tight tolerance, not bitwise).
-        CHECK(std::abs(got_loss - want_loss) < 1e-6 * want_loss);
+        // Same kernels, same order: equal up to the tied embedding's two-stage sum — and a GEMM
+        // library may pick another algorithm on another stream, which moves bf16 results by an ulp
+        // here and there (~4e-3 relative each): tolerances, not bitwise.
+        CHECK(std::abs(got_loss - want_loss) < (compute == DType::f32 ? 1e-6 : 1e-3) * want_loss);
         for (auto& [name, p] : one.named_parameters()) {
           INFO(name);
           REQUIRE(grads.count(name));
-          CHECK(nmse(grads.at(name), p.grad()) < (compute == DType::f32 ? 1e-10 : 1e-6));
+          CHECK(nmse(grads.at(name), p.grad()) < (compute == DType::f32 ? 1e-10 : 1e-4));
         }
         // The trace, timed with CUDA events: every compute action of every rank, with a sane bubble.
         REQUIRE(trace.ranks == P);
