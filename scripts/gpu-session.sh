@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Everything a GPU session checks, in stages that each fit one command on a lent GPU machine (the
+# `device` tool's `run`: 10 minutes a command, 30 a session, results come back from $OUT).
+#
+#   bash scripts/gpu-session.sh build test train     # build, every GPU suite, the main job
+#   bash scripts/gpu-session.sh sanitize             # the GPU suites under compute-sanitizer
+#   bash scripts/gpu-session.sh bench                # brigade bench kernels + bench pipeline
+#
+# Stages: build, test, sanitize, train, bench (in the order given). Logs and JSON go to $OUT (default
+# gpu-out/), at most 8 files, and a summary is printed last.
+#
+# The GPU machine is not a Debian box with packages: there is no Catch2 and no Gloo, and cuDNN and
+# NCCL may live in Python wheels. So this script
+#   - takes catch.hpp from $CATCH2_DIR/catch2/catch.hpp (default .gpu-carry, an ignored folder the
+#     session carries over: mkdir -p .gpu-carry/catch2 && cp /usr/include/catch2/catch.hpp .gpu-carry/catch2/),
+#   - builds with Gloo disabled,
+#   - finds cuDNN and NCCL wherever they are, gives meson a prefix with lib/ and include/ links to
+#     them (-Dextra_cuda_dirs), and puts their directories on LD_LIBRARY_PATH.
+# It changes nothing on the GPU itself: no clocks, modes or resets.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+OUT=${OUT:-gpu-out}
+mkdir -p "$OUT"
+build_dir=${BUILD_DIR:-build-gpu}
+carry=${CATCH2_DIR:-$PWD/.gpu-carry}
+summary=()
+note() { summary+=("$*"); echo "== $*"; }
+
+# ---- where cuDNN and NCCL are ----------------------------------------------------------------------
+search_roots="/usr/local /usr/lib /usr/include /opt"
+if command -v python3 >/dev/null; then
+  search_roots+=" $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)"
+fi
+shim=$PWD/.gpu-shim
+mkdir -p "$shim/lib" "$shim/include"
+lib_dirs=()
+for lib in libcudnn libnccl; do
+  found=$(find $search_roots \( -name "$lib.so" -o -name "$lib.so.[0-9]*" \) 2>/dev/null | sort | head -1)
+  if [[ -n $found ]]; then
+    ln -sf "$found" "$shim/lib/$lib.so"
+    lib_dirs+=("$(dirname "$found")")
+  fi
+done
+for header in cudnn.h nccl.h; do
+  found=$(find $search_roots -name "$header" 2>/dev/null | head -1)
+  # cudnn.h includes its siblings (cudnn_version.h, cudnn_ops.h, ...): link them all.
+  [[ -n $found ]] && for h in "$(dirname "$found")"/${header%%.h}*.h; do ln -sf "$h" "$shim/include/"; done
+done
+for dir in "${lib_dirs[@]}" /usr/local/cuda/lib64; do LD_LIBRARY_PATH="$dir:${LD_LIBRARY_PATH:-}"; done
+export LD_LIBRARY_PATH
+
+stage_build() {
+  if [[ ! -f $carry/catch2/catch.hpp ]]; then
+    note "build: FAILED — no $carry/catch2/catch.hpp (carry it; see the top of this script)"
+    return 1
+  fi
+  local args=(-Dgloo=disabled -Dcatch2_include="$carry" -Dextra_cuda_dirs="$shim")
+  if [[ -f $build_dir/meson-private/coredata.dat ]]; then
+    meson setup --reconfigure "$build_dir" "${args[@]}" >"$OUT/build.log" 2>&1
+  else
+    meson setup "$build_dir" "${args[@]}" >"$OUT/build.log" 2>&1
+  fi || { note "build: meson setup FAILED (see build.log)"; return 1; }
+  if ninja -C "$build_dir" >>"$OUT/build.log" 2>&1; then
+    note "build: ok ($(grep -E '^ +(cuda|cudnn|nccl) +:' "$OUT/build.log" | tr -s ' ' | tr '\n' ';'))"
+  else
+    note "build: ninja FAILED (see build.log)"
+    return 1
+  fi
+}
+
+stage_test() {
+  meson test -C "$build_dir" --suite gpu --print-errorlogs -t 2 >"$OUT/gpu-tests.log" 2>&1
+  local rc=$?
+  note "test: exit $rc; $(grep -E '^(Ok|Fail|Skipped|Timeout):' "$OUT/gpu-tests.log" | tr -s ' ' | tr '\n' ' ')"
+  cp "$build_dir/meson-logs/testlog.txt" "$OUT/gpu-testlog.txt" 2>/dev/null
+}
+
+stage_sanitize() {
+  local sanitizer=/usr/local/cuda/bin/compute-sanitizer
+  command -v compute-sanitizer >/dev/null && sanitizer=$(command -v compute-sanitizer)
+  {
+    BRIGADE_TEST_EXACT_ALLOCATIONS=1 meson test -C "$build_dir" --suite gpu -t 20 --print-errorlogs \
+      --wrapper "$sanitizer --tool memcheck --error-exitcode 1"
+    echo "memcheck exit $?"
+    "$sanitizer" --tool racecheck --error-exitcode 1 "$build_dir/tests/test_gpu_ops" \
+      "[matmul],[linear],[conv2d],[softmax],[log_softmax],[layer_norm],[rms_norm],[sum],[mean],[max],[argmax],[cross_entropy],[embedding],[adamw]"
+    echo "racecheck exit $?"
+  } >"$OUT/sanitize.log" 2>&1
+  note "sanitize: $(grep -E '^(memcheck|racecheck) exit' "$OUT/sanitize.log" | tr '\n' ' ')"
+}
+
+stage_train() {
+  {
+    echo "\$ brigade train   (the main job: on a GPU, 4 pipeline stages on streams, bf16 compute)"
+    "$build_dir/examples/brigade" train --trace none --svg none
+    echo "exit $?"
+    echo "\$ brigade train --stages 0   (one device)"
+    "$build_dir/examples/brigade" train --stages 0 --trace none --svg none
+    echo "exit $?"
+  } >"$OUT/train.log" 2>&1
+  note "train: $(grep -E '^(exit|held-out|bubble)' "$OUT/train.log" | tr '\n' ' ')"
+}
+
+stage_bench() {
+  "$build_dir/examples/brigade" bench kernels --json "$OUT/bench-kernels.json" >"$OUT/bench.log" 2>&1
+  local kernels=$?
+  "$build_dir/examples/brigade" bench pipeline --json "$OUT/bench-pipeline.json" >>"$OUT/bench.log" 2>&1
+  note "bench: kernels exit $kernels, pipeline exit $?"
+}
+
+if command -v nvidia-smi >/dev/null; then
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,power.draw --format=csv,noheader 2>&1 | head -2 |
+    sed 's/^/gpu: /'
+else
+  echo "gpu: no nvidia-smi here (the GPU suites will report SKIP)"
+fi
+stages=("$@")
+((${#stages[@]} > 0)) || stages=(build test train)
+for stage in "${stages[@]}"; do
+  case $stage in
+    build | test | sanitize | train | bench) "stage_$stage" || break ;;
+    *) echo "gpu-session: unknown stage '$stage' (build, test, sanitize, train, bench)" >&2; exit 2 ;;
+  esac
+done
+echo "---- summary"
+printf '%s\n' "${summary[@]}"
