@@ -256,6 +256,7 @@ TEST_CASE("bench pipeline: flags, defaults and their errors", "[bench][pipeline]
     CHECK(o.steps == 3);
     CHECK(o.warmup == 1);
     CHECK(o.embd % o.heads == 0);
+    CHECK(o.precision == "f32");  // the CPU's default (bf16 on a GPU)
   }
   SECTION("explicit values win") {
     ParsedBenchArgs p = parse_bench_args({"--quick", "--device=cpu", "--steps", "7", "--warmup", "0", "--batch", "12",
@@ -265,12 +266,16 @@ TEST_CASE("bench pipeline: flags, defaults and their errors", "[bench][pipeline]
     CHECK(p.options.warmup == 0);
     CHECK(p.options.batch == 12);
     CHECK(p.options.schedules == std::vector<std::string>{"zb-h1", "1f1b"});
+    ParsedBenchArgs mixed = parse_bench_args({"--quick", "--device", "cpu", "--precision", "bf16"});
+    mixed.options.resolve();
+    CHECK(mixed.options.precision == "bf16");
   }
   SECTION("bad values name the flag") {
     CHECK_THROWS_WITH(parse_bench_args({"--schedules", "1f1b,2f2b"}), Contains("--schedules") && Contains("2f2b"));
     CHECK_THROWS_WITH(parse_bench_args({"--schedules", "gpipe,gpipe"}), Contains("twice"));
     CHECK_THROWS_WITH(parse_bench_args({"--chunks", "1"}), Contains("--chunks"));
     CHECK_THROWS_WITH(parse_bench_args({"--device", "tpu"}), Contains("--device"));
+    CHECK_THROWS_WITH(parse_bench_args({"--precision", "fp8"}), Contains("--precision") && Contains("fp8"));
     ParsedBenchArgs uneven = parse_bench_args({"--device", "cpu", "--batch", "10", "--microbatches", "4"});
     CHECK_THROWS_WITH(uneven.options.resolve(), Contains("--batch 10") && Contains("--microbatches 4"));
     ParsedBenchArgs heads = parse_bench_args({"--device", "cpu", "--embd", "30", "--heads", "4"});
@@ -319,6 +324,8 @@ TEST_CASE("bench pipeline: --quick on the CPU, every schedule against theory", "
   REQUIRE(M == 8);
   REQUIRE(V == 2);
   CHECK(doc["device"]["type"].str == "cpu");
+  CHECK(doc["model"]["precision"].str == "f32");
+  CHECK_THAT(r.out, Contains("parameters, f32\n"));
   CHECK(!doc["device"]["name"].str.empty());
   CHECK(doc["device"]["cpu_threads"].as_number() >= 1);
   CHECK(!doc["date"].str.empty());

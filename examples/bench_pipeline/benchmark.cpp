@@ -168,6 +168,7 @@ BenchResult run_benchmark(const BenchOptions& o, std::ostream& progress) {
   config.n_head = o.heads;
   config.n_embd = o.embd;
   config.device = device;
+  config.compute_dtype = o.precision == "bf16" ? DType::bf16 : DType::f32;
   config.seed = 1;
   const Workload work = make_workload(config, o.batch, o.seq, o.microbatches);
   result.tokens_per_step = work.tokens_per_step;

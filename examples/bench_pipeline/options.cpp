@@ -83,6 +83,12 @@ const std::vector<Flag>& flags() {
          o.device = v;
        },
        [](const BenchOptions&) { return std::string("cuda with a GPU, else cpu"); }},
+      {"--precision", "P", "f32 or bf16 compute (weights stay f32)",
+       [](BenchOptions& o, const std::string& v) {
+         if (v != "f32" && v != "bf16") bad("--precision", "expected f32 or bf16, got '" + v + "'");
+         o.precision = v;
+       },
+       [](const BenchOptions&) { return std::string("bf16 on a GPU, else f32"); }},
       {"--quick", "", "a tiny model and 3 steps: a smoke run in seconds",
        [](BenchOptions& o, const std::string&) { o.quick = true; }, [](const BenchOptions&) { return std::string("off"); }},
       {"--json", "FILE", "also write every number as JSON (atomically)",
@@ -121,6 +127,7 @@ void BenchOptions::resolve() {
   if (d.is_cuda() && cuda_device_count() == 0) {
     throw UsageError("--device " + device + ": no GPU here (no CUDA device, or a build without CUDA)");
   }
+  if (precision.empty()) precision = d.is_cuda() ? "bf16" : "f32";
   const Size& size = quick ? kQuick : d.is_cuda() ? kGpu : kCpu;
   // A flag given on the command line wins over the defaults.
   const bool batch_given = batch > 0;

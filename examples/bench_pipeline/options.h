@@ -28,6 +28,7 @@ struct BenchOptions {
   int64_t batch = 0;      // sequences per step, split into M micro-batches; 0: by device
   int64_t vocab = 0;      // vocabulary size; 0: by device
   std::string device;     // "cpu" or "cuda[:N]"; empty: cuda when this build and machine have a GPU
+  std::string precision;  // compute dtype, "f32" or "bf16" (weights stay f32); empty: bf16 on a GPU, f32 on the CPU
   bool quick = false;     // a tiny model and three steps: what the tests run
   std::string json;       // write every number here (atomically)
   std::string trace_dir;  // write each schedule's Chrome trace and measured-vs-simulated SVG here

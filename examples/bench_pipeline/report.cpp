@@ -59,7 +59,7 @@ std::string header(const BenchResult& r) {
   os << "brigade bench pipeline" << (o.quick ? " (quick)" : "") << "\n"
      << "  model    GPT, " << o.layers << " blocks (" << o.layers + 2 << " pipeline layers), C=" << o.embd << ", "
      << o.heads << " heads, T=" << o.seq << ", vocab " << o.vocab << ", " << with_commas(double(r.parameters))
-     << " parameters\n"
+     << " parameters, " << (o.precision == "bf16" ? "bf16 compute with f32 weights" : "f32") << "\n"
      << "  batch    " << o.batch << " sequences = " << o.microbatches << " micro-batches of " << o.batch / o.microbatches
      << " (" << r.tokens_per_step << " tokens per step)\n"
      << "  pipeline P=" << o.stages << (o.stages == 1 ? " rank" : " ranks") << " on threads, local communicators; V="
@@ -219,7 +219,8 @@ std::string result_json(const BenchResult& r) {
      << ", \"cuda_runtime_version\": " << json_string(e.runtime_version) << "},\n"
      << "  \"quick\": " << (o.quick ? "true" : "false") << ",\n"
      << "  \"model\": {\"layers\": " << o.layers << ", \"embd\": " << o.embd << ", \"heads\": " << o.heads
-     << ", \"seq\": " << o.seq << ", \"vocab\": " << o.vocab << ", \"parameters\": " << r.parameters << "},\n"
+     << ", \"seq\": " << o.seq << ", \"vocab\": " << o.vocab << ", \"parameters\": " << r.parameters
+     << ", \"precision\": " << json_string(o.precision) << "},\n"
      << "  \"batch\": " << o.batch << ", \"tokens_per_step\": " << r.tokens_per_step << ",\n"
      << "  \"stages\": " << o.stages << ", \"microbatches\": " << o.microbatches << ", \"chunks\": " << o.chunks
      << ", \"steps\": " << o.steps << ", \"warmup\": " << o.warmup << ",\n"

@@ -156,6 +156,9 @@ TEST_CASE("gpu pipeline: 4 rank threads, each on its own stream, give one device
           want_loss += loss.to(Device::cpu()).item() / M;
         }
 
+        // The inputs were copied on this thread's stream; the rank threads read them on streams of
+        // their own (non-blocking: no implicit ordering with this one), so wait for the copies.
+        device_synchronize(kGpu);
         const Schedule schedule = make_schedule(kind, P, M, V);
         const Partition partition = partition_uniform(int64_t(config.n_layer) + 2, int64_t(P) * V);
         auto comms = comm::local_group(std::vector<Device>(size_t(P), kGpu));
