@@ -80,36 +80,45 @@ class GlooCommunicator final : public Communicator {
  protected:
   void run_exchange(std::vector<Transfer>& transfers, const Deadline& deadline) override {
     exchange_with_self(transfers);
-    // Phase 1: headers, for the messages that carry one. Every header of the batch is posted before
-    // any is waited for, so the batch cannot deadlock on itself.
+    // Gloo's sends complete only once the receiver has posted the matching receive, so nothing a
+    // send needs may wait for anything a receive needs — or two ranks, each sending what the other
+    // receives later, wait for each other (a naive or GPipe pipeline would hang on its first
+    // step). So every send, header and data, is posted at once; a receive with a header posts its
+    // data receive as soon as that header is in. Headers and data travel in separate slots, so the
+    // order they are posted in does not change which message meets which receive.
     std::vector<WireHeader> headers(transfers.size());
-    std::vector<Posted> posted;
+    std::vector<Posted> sends, header_recvs, data_recvs;
+    std::vector<size_t> header_of;  // header_recvs[k] belongs to transfers[header_of[k]]
     for (size_t i = 0; i < transfers.size(); ++i) {
       Transfer& t = transfers[i];
-      if (!t.header || t.op->peer == rank()) continue;
-      if (t.op->kind == P2P::Kind::send) headers[i] = encode_header(TensorMeta::of(t.op->tensor, t.op->shapes));
-      post(posted, t, &headers[i], sizeof(WireHeader), slot(t.op->tag, false));
-    }
-    wait_all(posted, deadline);
-    // Every receive now knows its tensor: check it, allocate it.
-    for (size_t i = 0; i < transfers.size(); ++i) {
-      Transfer& t = transfers[i];
-      if (t.op->kind != P2P::Kind::recv || t.op->peer == rank()) continue;
-      if (t.header) {
-        TensorMeta sent = decode_header(headers[i], "rank " + std::to_string(t.op->peer));
-        on_header(t, sent);
-        allocate_destination(*t.op, sent);
+      if (t.op->peer == rank()) continue;
+      if (t.op->kind == P2P::Kind::send) {
+        if (t.header) {
+          headers[i] = encode_header(TensorMeta::of(t.op->tensor, t.op->shapes));
+          post(sends, t, &headers[i], sizeof(WireHeader), slot(t.op->tag, false));
+        }
+        if (t.op->tensor.nbytes() > 0)
+          post(sends, t, t.op->tensor.raw_data(), t.op->tensor.nbytes(), slot(t.op->tag, true));
+      } else if (t.header) {
+        post(header_recvs, t, &headers[i], sizeof(WireHeader), slot(t.op->tag, false));
+        header_of.push_back(i);
       } else {
-        allocate_destination(*t.op, without_header(t));
+        allocate_destination(*t.op, without_header(t));  // the channel's agreed tensor
+        post_data_recv(data_recvs, t);
       }
     }
-    // Phase 2: the data, all posted, then all waited for.
-    posted.clear();
-    for (Transfer& t : transfers) {
-      if (t.op->peer == rank() || t.op->tensor.nbytes() == 0) continue;
-      post(posted, t, t.op->tensor.raw_data(), t.op->tensor.nbytes(), slot(t.op->tag, true));
+    // Each header in turn: check it, allocate the destination, post the data receive.
+    for (size_t k = 0; k < header_recvs.size(); ++k) {
+      const size_t i = header_of[k];
+      Transfer& t = transfers[i];
+      wait_one(header_recvs[k], deadline);
+      TensorMeta sent = decode_header(headers[i], "rank " + std::to_string(t.op->peer));
+      on_header(t, sent);
+      allocate_destination(*t.op, sent);
+      post_data_recv(data_recvs, t);
     }
-    wait_all(posted, deadline);
+    for (Posted& p : data_recvs) wait_one(p, deadline);
+    for (Posted& p : sends) wait_one(p, deadline);
   }
 
   void run_all_reduce(const Tensor& t, ReduceOp op, const Deadline& deadline) override {
@@ -180,19 +189,22 @@ class GlooCommunicator final : public Communicator {
     }
   }
 
-  void wait_all(std::vector<Posted>& posted, const Deadline& deadline) {
-    for (Posted& p : posted) {
-      const Transfer& t = *p.transfer;
-      bool completed = false;
-      try {
-        completed = t.op->kind == P2P::Kind::send ? p.buffer->waitSend(deadline.remaining())
-                                                 : p.buffer->waitRecv(deadline.remaining());
-      } catch (const std::exception& e) {
-        if (deadline.passed()) fail_timeout(t.what, deadline);
-        fail(t.what, ": the connection to rank ", t.op->peer, " failed (", e.what(), "); did that rank exit or abort?");
-      }
-      BRIGADE_CHECK(completed, t.what, ": interrupted");
+  void post_data_recv(std::vector<Posted>& posted, const Transfer& t) {
+    if (t.op->tensor.nbytes() > 0)
+      post(posted, t, t.op->tensor.raw_data(), t.op->tensor.nbytes(), slot(t.op->tag, true));
+  }
+
+  void wait_one(Posted& p, const Deadline& deadline) {
+    const Transfer& t = *p.transfer;
+    bool completed = false;
+    try {
+      completed = t.op->kind == P2P::Kind::send ? p.buffer->waitSend(deadline.remaining())
+                                               : p.buffer->waitRecv(deadline.remaining());
+    } catch (const std::exception& e) {
+      if (deadline.passed()) fail_timeout(t.what, deadline);
+      fail(t.what, ": the connection to rank ", t.op->peer, " failed (", e.what(), "); did that rank exit or abort?");
     }
+    BRIGADE_CHECK(completed, t.what, ": interrupted");
   }
 
   template <class Fn>

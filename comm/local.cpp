@@ -88,7 +88,11 @@ class LocalCommunicator final : public Communicator {
     Parcel result = meet("broadcast", t, deadline, [=](std::vector<Parcel>& parts) {
       return wrap(ops::clone(unwrap(parts[size_t(root)], device)));
     });
-    if (rank() != root) ops::copy_(t, unwrap(result, device));
+    // Every rank unwraps, the root included: on a GPU that makes the root's stream wait for the
+    // combiner's clone, which reads the root's tensor — or the root could overwrite (or free and
+    // reuse) it before the clone ran.
+    const Tensor got = unwrap(result, device);
+    if (rank() != root) ops::copy_(t, got);
   }
 
   void run_barrier(const Deadline& deadline) override {

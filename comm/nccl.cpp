@@ -175,22 +175,34 @@ class NcclCommunicator final : public Communicator {
     cuda::DeviceGuard guard(device().index);
     std::string w = what("split");
     ncclConfig_t config = nonblocking_config();
-    ncclComm_t child = nullptr;
+    // A non-blocking split is a job of the PARENT, and NCCL writes the child's handle only when that
+    // job is done (until then it is null): poll the parent, then the child's own initialisation.
+    // The handle lives on the heap — if the deadline passes first, the job may still write it after
+    // this function has returned, so on a timeout it is left behind on purpose.
+    auto* child = new ncclComm_t(nullptr);
     ncclResult_t result;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       BRIGADE_CHECK(comm_ != nullptr, w, ": the communicator was aborted");
-      result = ncclCommSplit(comm_, members.empty() ? NCCL_SPLIT_NOCOLOR : color, key, &child, &config);
-      if (result == ncclInProgress) result = poll_ready(members.empty() ? comm_ : child, deadline);
+      result = ncclCommSplit(comm_, members.empty() ? NCCL_SPLIT_NOCOLOR : color, key, child, &config);
+      if (result == ncclInProgress) result = poll_ready(comm_, deadline);
+      if (result == ncclSuccess && *child != nullptr) result = poll_ready(*child, deadline);
     }
+    if (result == ncclInProgress) {
+      abort(w + " timed out");  // stops the parent's job, so it writes nothing more
+      fail_timeout(w, deadline);
+    }
+    const ncclComm_t made = *child;
+    delete child;
     if (result != ncclSuccess) {
-      if (child != nullptr) ncclCommAbort(child);
-      if (result == ncclInProgress) fail_timeout(w, deadline);
+      if (made != nullptr) ncclCommAbort(made);
       fail(w, ": ", nccl_error(comm_, result));
     }
     if (members.empty()) return nullptr;
+    BRIGADE_CHECK(made != nullptr, w, ": NCCL reported success but made no communicator");
+    ncclComm_t child_comm = made;
     int index = int(std::find(members.begin(), members.end(), rank()) - members.begin());
-    return std::make_unique<NcclCommunicator>(child, index, int(members.size()), device(), timeout());
+    return std::make_unique<NcclCommunicator>(child_comm, index, int(members.size()), device(), timeout());
   }
 
   void abort_transport(const std::string&) override {
@@ -291,7 +303,13 @@ class NcclCommunicator final : public Communicator {
       // From pageable memory: copied to a staging buffer before the call returns, so `outgoing` may go.
       BRIGADE_CUDA_CHECK(cudaMemcpyAsync(slot(i), &outgoing[i], sizeof(WireHeader), cudaMemcpyHostToDevice, raw()));
     }
-    std::string w = what("header exchange");
+    // Named after its transfers: a failure here (say, NCCL refusing a lone receive) is theirs.
+    size_t headered = 0;
+    for (const Transfer& t : transfers) headered += t.header ? 1 : 0;
+    std::string w;
+    for (const Transfer& t : transfers)
+      if (t.header && headered == 1) w = t.what + " (its header)";
+    if (w.empty()) w = what("header exchange of " + std::to_string(headered) + " transfers");
     enqueue(w, deadline, [&] {
       for (size_t i = 0; i < n; ++i) {
         Transfer& t = transfers[i];

@@ -7,6 +7,10 @@
 //   partition.h  cutting a list of layers into balanced stages
 //   exchange.h   a rank's list as blocking steps; the check that they cannot deadlock
 //   trace.h      a measured step: bubble, Chrome trace JSON, drawn against the simulation
+//   stage.h      what a rank runs: chunks of layers, the loss, tied weights, skip connections
+//   executor.h   one rank walking its action list with real tensors
+//   runtime.h    Pipeline: a training step across ranks (ties, replicas, global norm, tracing)
+//   gpt_stages.h a GPT cut into a rank's chunks
 #pragma once
 
 #include "pipeline/action.h"
@@ -17,3 +21,7 @@
 #include "pipeline/timeline.h"
 #include "pipeline/exchange.h"
 #include "pipeline/trace.h"
+#include "pipeline/stage.h"
+#include "pipeline/executor.h"
+#include "pipeline/runtime.h"
+#include "pipeline/gpt_stages.h"

@@ -5,12 +5,18 @@
 // owns two of 4 MiB and alternates between them, so the host fills (or drains) one while a copy
 // engine works on the other. A buffer records an Event after its copy is queued; before the host
 // touches the buffer again it waits for that event.
+//
+// Small host-to-device copies — a causal mask, an index range, a scalar: every forward makes a few
+// — take their own ring of 16 small buffers instead. With one buffer, each such copy would wait
+// for the previous one, i.e. for all the work queued before it on the stream: a host stall per
+// copy, and in a pipeline a stage that stops queueing work while its GPU stream is still busy.
 #include "core/cuda/transfer.h"
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include "core/cuda/check.h"
 #include "core/cuda/guard.h"
@@ -23,7 +29,7 @@ constexpr size_t kChunkBytes = size_t(4) << 20;
 
 class StagingBuffer {
  public:
-  StagingBuffer() = default;
+  explicit StagingBuffer(size_t bytes = kChunkBytes) : bytes_(bytes) {}
   StagingBuffer(const StagingBuffer&) = delete;
   StagingBuffer& operator=(const StagingBuffer&) = delete;
   ~StagingBuffer() {
@@ -36,7 +42,7 @@ class StagingBuffer {
   char* acquire() {
     if (host_ == nullptr) {
       // Portable: usable by copies on every GPU, not only the current one.
-      BRIGADE_CUDA_CHECK(cudaHostAlloc(&host_, kChunkBytes, cudaHostAllocPortable));
+      BRIGADE_CUDA_CHECK(cudaHostAlloc(&host_, bytes_, cudaHostAllocPortable));
     }
     if (done_.defined()) done_.synchronize();
     return static_cast<char*>(host_);
@@ -53,6 +59,7 @@ class StagingBuffer {
   }
 
  private:
+  size_t bytes_;
   void* host_ = nullptr;
   Event done_;
   Device done_device_;
@@ -63,11 +70,31 @@ StagingBuffer& staging(size_t chunk_index) {
   return buffers[chunk_index % 2];
 }
 
+constexpr size_t kSmallBytes = size_t(64) << 10;
+constexpr size_t kSmallSlots = 16;
+
+StagingBuffer& next_small_staging() {
+  thread_local std::unique_ptr<StagingBuffer> ring[kSmallSlots];
+  thread_local size_t next = 0;
+  std::unique_ptr<StagingBuffer>& slot = ring[next++ % kSmallSlots];
+  if (!slot) slot = std::make_unique<StagingBuffer>(kSmallBytes);
+  return *slot;
+}
+
 size_t chunk_count(size_t nbytes) { return (nbytes + kChunkBytes - 1) / kChunkBytes; }
 
 void host_to_device(char* dst, Device device, const char* src, size_t nbytes) {
   const Stream stream = current_stream(device);
   DeviceGuard guard(device.index);
+  if (nbytes <= kSmallBytes) {
+    StagingBuffer& slot = next_small_staging();
+    char* pinned = slot.acquire();
+    std::memcpy(pinned, src, nbytes);
+    BRIGADE_CUDA_CHECK(cudaMemcpyAsync(dst, pinned, nbytes, cudaMemcpyHostToDevice,
+                                       static_cast<cudaStream_t>(stream.raw())));
+    slot.used_by(stream);
+    return;
+  }
   for (size_t k = 0; k < chunk_count(nbytes); ++k) {
     const size_t begin = k * kChunkBytes, size = std::min(kChunkBytes, nbytes - begin);
     char* pinned = staging(k).acquire();

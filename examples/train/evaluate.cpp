@@ -24,7 +24,8 @@ Accuracy evaluate_sorting(nn::GPT& model, const SortTask& task, uint64_t seed, i
       prompts.insert(prompts.end(), seq.begin(), seq.begin() + prompt_length);
       truth.emplace_back(seq.begin() + prompt_length, seq.end());
     }
-    Tensor out = model.generate(from_vector(prompts, {count, prompt_length}, DType::i64), D);
+    // The prompts go where the model is (generate's embedding wants its ids on the weight's device).
+    Tensor out = model.generate(from_vector(prompts, {count, prompt_length}, DType::i64, model.config().device), D);
     std::vector<double> decoded = out.slice(1, prompt_length, prompt_length + D).to_vector();
     for (int64_t b = 0; b < count; ++b) {
       int64_t right = 0;

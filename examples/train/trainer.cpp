@@ -284,9 +284,12 @@ std::pair<nn::StateDict, optim::StateDict> Trainer::gather_state() {
       names.push_back("optim:" + key);
       tensors.push_back(t);
     }
-    comm.send(encode_names(names), 0, kGatherTag, comm::Shapes::varying);
-    // Clones: the local transport hands the tensor itself over, and training goes on modifying it.
-    for (const Tensor& t : tensors) comm.send(t.clone(), 0, kGatherTag + 1, comm::Shapes::varying);
+    // Everything travels on the communicator's device: the names are made on the host, and the
+    // optimizer's step and lr are host scalars even when the parameters live on a GPU.
+    const Device on = comm.device();
+    comm.send(encode_names(names).to(on), 0, kGatherTag, comm::Shapes::varying);
+    // Copies: the local transport hands the tensor itself over, and training goes on modifying it.
+    for (const Tensor& t : tensors) comm.send(t.device() == on ? t.clone() : t.to(on), 0, kGatherTag + 1, comm::Shapes::varying);
     return {};
   }
   nn::StateDict model;
