@@ -150,6 +150,9 @@ Trainer::Trainer(const TrainOptions& options, const pipeline::PipelineGroups* gr
       first_loss_(std::numeric_limits<double>::quiet_NaN()) {
   nn::GPTConfig config = gpt_config(options_, task_);
   config.device = resolve_device(options_.device);
+  // Under `brigade launch` each process drives the GPU of its local rank, which its communicator
+  // was made for: the model goes there too (not to cuda:0 in every process).
+  if (groups_ != nullptr && config.device.is_cuda()) config.device = groups_->pipeline->device();
   config.compute_dtype = resolve_precision(options_.precision, config.device);
   model_ = std::make_shared<nn::GPT>(config);
   if (groups_ != nullptr) {
