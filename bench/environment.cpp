@@ -1,5 +1,6 @@
 #include "bench/environment.h"
 
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <sstream>
@@ -39,7 +40,10 @@ std::string utc_timestamp() {
 Environment describe_environment([[maybe_unused]] Device device) {
   Environment e;
   e.date = utc_timestamp();
-  e.git_commit = BRIGADE_GIT_COMMIT;
+  // Built from a copy without .git (a lent GPU machine gets the files, not the history), the build
+  // knows no commit: BRIGADE_GIT_COMMIT in the environment then says which one it was.
+  const char* given = std::getenv("BRIGADE_GIT_COMMIT");
+  e.git_commit = given != nullptr && *given != '\0' ? given : BRIGADE_GIT_COMMIT;
   std::ifstream proc("/proc/driver/nvidia/version");
   if (proc) {
     std::stringstream text;

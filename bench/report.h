@@ -25,7 +25,7 @@ struct Environment {
   std::string driver_cuda_version;  // the newest CUDA the driver supports, "12.8"
   std::string runtime_version;      // the CUDA runtime brigade runs on, "13.0"
   std::string date;                 // UTC, ISO 8601
-  std::string git_commit;           // `git describe --always --dirty` at build time
+  std::string git_commit;           // `git describe --always --dirty` at build time, or $BRIGADE_GIT_COMMIT
 };
 
 // A roofline measured on this machine: the best a kernel of its kind can hope for.

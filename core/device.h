@@ -26,5 +26,8 @@ struct Device {
 // driver is installed, or when no GPU is present. Never throws.
 int cuda_device_count();
 bool cuda_available();
+// Why cuda_device_count() is 0, for messages: "cudaErrorInsufficientDriver: CUDA driver version is
+// insufficient for CUDA runtime version", "no CUDA device", "built without CUDA"; "" with a GPU.
+std::string cuda_unavailable_reason();
 
 }  // namespace brigade

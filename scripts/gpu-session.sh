@@ -2,12 +2,15 @@
 # Everything a GPU session checks, in stages that each fit one command on a lent GPU machine (the
 # `device` tool's `run`: 10 minutes a command, 30 a session, results come back from $OUT).
 #
-#   bash scripts/gpu-session.sh build test train     # build, every GPU suite, the main job
-#   bash scripts/gpu-session.sh sanitize             # the GPU suites under compute-sanitizer
-#   bash scripts/gpu-session.sh bench                # brigade bench kernels + bench pipeline
+#   bash scripts/gpu-session.sh build test train       # build, every GPU suite, the main job
+#   bash scripts/gpu-session.sh memcheck-ops           # one GPU suite under compute-sanitizer memcheck
+#   bash scripts/gpu-session.sh memcheck-core memcheck-comm memcheck-train racecheck
+#   bash scripts/gpu-session.sh bench                  # brigade bench kernels + bench pipeline
 #
-# Stages: build, test, sanitize, train, bench (in the order given). Logs and JSON go to $OUT (default
-# gpu-out/), at most 8 files, and a summary is printed last.
+# Stages: build, test, memcheck-{core,ops,comm,train}, racecheck, train, bench (in the order given);
+# each is sized to fit one 10-minute command. A fresh machine needs `build` first in every command
+# (it is quick when the build directory is still there). Logs and JSON go to $OUT (default
+# gpu-out/), a few files per stage, and a summary is printed last.
 #
 # The GPU machine is not a Debian box with packages: there is no Catch2 and no Gloo, and cuDNN and
 # NCCL may live in Python wheels. So this script
@@ -16,6 +19,9 @@
 #   - builds with Gloo disabled,
 #   - finds cuDNN and NCCL wherever they are, gives meson a prefix with lib/ and include/ links to
 #     them (-Dextra_cuda_dirs), and puts their directories on LD_LIBRARY_PATH.
+# The lent machine gets the files without .git: pass the commit the results belong to,
+#   BRIGADE_GIT_COMMIT=$(git describe --always --dirty --abbrev=12) bash scripts/gpu-session.sh bench
+# (the bench JSON records it; without it, the commit reads "unknown").
 # It changes nothing on the GPU itself: no clocks, modes or resets.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -24,6 +30,9 @@ mkdir -p "$OUT"
 build_dir=${BUILD_DIR:-build-gpu}
 carry=${CATCH2_DIR:-$PWD/.gpu-carry}
 summary=()
+if [[ -z ${BRIGADE_GIT_COMMIT:-} ]] && git rev-parse --git-dir >/dev/null 2>&1; then
+  export BRIGADE_GIT_COMMIT=$(git describe --always --dirty --abbrev=12)
+fi
 note() { summary+=("$*"); echo "== $*"; }
 
 # ---- where cuDNN and NCCL are ----------------------------------------------------------------------
@@ -69,24 +78,35 @@ stage_build() {
 }
 
 stage_test() {
-  meson test -C "$build_dir" --suite gpu --print-errorlogs -t 2 >"$OUT/gpu-tests.log" 2>&1
+  # Every GPU suite, in parallel, each capped below the device's 10-minute command limit (-t 0.8 of
+  # meson's 600 s), stopping a suite after 10 failures (a sticky CUDA error fails everything after
+  # it; the first ones are the story). A missing GPU fails here instead of skipping.
+  BRIGADE_REQUIRE_GPU=1 meson test -C "$build_dir" --suite gpu --print-errorlogs -t 0.8 --test-args '--abortx 10' \
+    >"$OUT/gpu-tests.log" 2>&1
   local rc=$?
   note "test: exit $rc; $(grep -E '^(Ok|Fail|Skipped|Timeout):' "$OUT/gpu-tests.log" | tr -s ' ' | tr '\n' ' ')"
   cp "$build_dir/meson-logs/testlog.txt" "$OUT/gpu-testlog.txt" 2>/dev/null
 }
 
-stage_sanitize() {
-  local sanitizer=/usr/local/cuda/bin/compute-sanitizer
-  command -v compute-sanitizer >/dev/null && sanitizer=$(command -v compute-sanitizer)
-  {
-    BRIGADE_TEST_EXACT_ALLOCATIONS=1 meson test -C "$build_dir" --suite gpu -t 20 --print-errorlogs \
-      --wrapper "$sanitizer --tool memcheck --error-exitcode 1"
-    echo "memcheck exit $?"
-    "$sanitizer" --tool racecheck --error-exitcode 1 "$build_dir/tests/test_gpu_ops" \
-      "[matmul],[linear],[conv2d],[softmax],[log_softmax],[layer_norm],[rms_norm],[sum],[mean],[max],[argmax],[cross_entropy],[embedding],[adamw]"
-    echo "racecheck exit $?"
-  } >"$OUT/sanitize.log" 2>&1
-  note "sanitize: $(grep -E '^(memcheck|racecheck) exit' "$OUT/sanitize.log" | tr '\n' ' ')"
+# memcheck on one GPU suite (core, ops, comm or train), as its own stage: the instrumented kernels
+# and one cudaMalloc per tensor make these slow, so each gets a command of its own. "~[oom]" skips the
+# test that asks for 16 TiB on purpose — memcheck reports the failed cudaMalloc as an error.
+stage_memcheck() {
+  local suite=$1 sanitizer
+  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  BRIGADE_REQUIRE_GPU=1 BRIGADE_TEST_EXACT_ALLOCATIONS=1 timeout 540 "$sanitizer" --tool memcheck --error-exitcode 1 \
+    "$build_dir/tests/test_gpu_$suite" "~[oom]" --abortx 10 >"$OUT/memcheck-$suite.log" 2>&1
+  note "memcheck $suite: exit $? ($(grep -m1 -E 'ERROR SUMMARY' "$OUT/memcheck-$suite.log"))"
+}
+
+# racecheck on the kernels that share memory between threads.
+stage_racecheck() {
+  local sanitizer
+  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  BRIGADE_REQUIRE_GPU=1 timeout 540 "$sanitizer" --tool racecheck --error-exitcode 1 "$build_dir/tests/test_gpu_ops" \
+    "[matmul],[linear],[conv2d],[softmax],[log_softmax],[layer_norm],[rms_norm],[sum],[mean],[max],[argmax],[cross_entropy],[embedding],[adamw]" \
+    >"$OUT/racecheck.log" 2>&1
+  note "racecheck: exit $? ($(grep -m1 -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$OUT/racecheck.log"))"
 }
 
 stage_train() {
@@ -118,8 +138,9 @@ stages=("$@")
 ((${#stages[@]} > 0)) || stages=(build test train)
 for stage in "${stages[@]}"; do
   case $stage in
-    build | test | sanitize | train | bench) "stage_$stage" || break ;;
-    *) echo "gpu-session: unknown stage '$stage' (build, test, sanitize, train, bench)" >&2; exit 2 ;;
+    build | test | racecheck | train | bench) "stage_$stage" || break ;;
+    memcheck-core | memcheck-ops | memcheck-comm | memcheck-train) stage_memcheck "${stage#memcheck-}" ;;
+    *) echo "gpu-session: unknown stage '$stage' (build, test, memcheck-{core,ops,comm,train}, racecheck, train, bench)" >&2; exit 2 ;;
   esac
 done
 echo "---- summary"

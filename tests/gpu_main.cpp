@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "core/device.h"
@@ -13,14 +14,14 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)
     if (std::string(argv[i]).rfind("--list", 0) == 0) return Catch::Session().run(argc, argv);
   if (brigade::cuda_device_count() == 0) {
-    std::printf("no usable GPU (CUDA %s in this build): skipping\n",
-#if BRIGADE_HAVE_CUDA
-                "enabled"
-#else
-                "disabled"
-#endif
-    );
-    return 77;
+    // Where a GPU is expected (BRIGADE_REQUIRE_GPU=1, as scripts/gpu-session.sh sets), not finding
+    // one is a failure — a too-old driver must not pass as "skipped".
+    const char* required = std::getenv("BRIGADE_REQUIRE_GPU");
+    const bool must = required != nullptr && std::string(required) == "1";
+    std::printf("no usable GPU (%s): %s\n", brigade::cuda_unavailable_reason().c_str(),
+                must ? "failing, BRIGADE_REQUIRE_GPU=1" : "skipping");
+    return must ? 1 : 77;
   }
-  return Catch::Session().run(argc, argv);
+  const int failed = Catch::Session().run(argc, argv);
+  return failed == 77 ? 1 : failed;  // Catch returns the number of failures: 77 would read as SKIP
 }

@@ -1,5 +1,6 @@
 // The benchmark harness's CPU-side pieces: statistics, the table and the JSON it writes, the
 // environment strings, and `brigade bench kernels` flag parsing and its no-GPU behaviour.
+#include <cstdlib>
 #include <catch2/catch.hpp>
 
 #include <sstream>
@@ -169,6 +170,11 @@ TEST_CASE("environment strings") {
   const brigade::bench::Environment e = describe_environment(brigade::Device::cpu());
   CHECK(!e.git_commit.empty());
   CHECK(!e.date.empty());
+  // A build without .git (a lent GPU machine) is told its commit through the environment.
+  ::setenv("BRIGADE_GIT_COMMIT", "0123456789ab-dirty", 1);
+  CHECK(describe_environment(brigade::Device::cpu()).git_commit == "0123456789ab-dirty");
+  ::unsetenv("BRIGADE_GIT_COMMIT");
+  CHECK(describe_environment(brigade::Device::cpu()).git_commit == e.git_commit);
 }
 
 TEST_CASE("bench kernels: flags") {

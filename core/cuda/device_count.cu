@@ -18,4 +18,12 @@ int cuda_device_count() {
   return count;
 }
 
+std::string cuda_unavailable_reason() {
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err == cudaSuccess) return count > 0 ? "" : "no CUDA device";
+  cudaGetLastError();
+  return std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err);
+}
+
 }  // namespace brigade

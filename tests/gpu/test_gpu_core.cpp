@@ -180,7 +180,10 @@ TEST_CASE("gpu allocator: statistics, peak and empty_cache", "[gpu][allocator]")
   REQUIRE(cuda_memory_stats(kGpu).reserved == before.reserved);
 }
 
-TEST_CASE("gpu allocator: an impossible size throws out of memory, and the allocator still works", "[gpu][allocator]") {
+// Tagged [oom]: under compute-sanitizer the failed cudaMalloc itself counts as an error, so the
+// sanitizer runs exclude it ("~[oom]", scripts/gpu-session.sh).
+TEST_CASE("gpu allocator: an impossible size throws out of memory, and the allocator still works",
+          "[gpu][allocator][oom]") {
   const int64_t elements = int64_t(1) << 42;  // 16 TiB of f32
   try {
     Tensor t = empty({elements}, DType::f32, kGpu);

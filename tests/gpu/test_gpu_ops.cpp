@@ -99,6 +99,9 @@ TEST_CASE("guarded allocator: fresh memory is NaN and overruns are caught", "[gp
     if (guarded_allocator().exact()) return;  // exact allocations have no guards (memcheck's job then)
     {
       Tensor t = empty({5}, DType::f32, kGpu);
+      // The guards were filled on brigade's (non-blocking) current stream: let that land first, or
+      // this write on the legacy stream could come before it and be painted over.
+      current_stream(kGpu).synchronize();
       REQUIRE(cudaMemset(static_cast<char*>(t.raw_data()) + 5 * sizeof(float), 0, 1) == cudaSuccess);
       REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
     }
@@ -109,6 +112,7 @@ TEST_CASE("guarded allocator: fresh memory is NaN and overruns are caught", "[gp
   SECTION("a write just before the start is reported while the block is live") {
     if (guarded_allocator().exact()) return;
     Tensor t = empty({3}, DType::bf16, kGpu);
+    current_stream(kGpu).synchronize();  // as above: the guard fill first
     REQUIRE(cudaMemset(static_cast<char*>(t.raw_data()) - 2, 0, 2) == cudaSuccess);
     guarded_allocator().check_live_blocks();
     const std::vector<std::string> problems = guarded_allocator().take_problems();
