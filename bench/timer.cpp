@@ -8,21 +8,27 @@
 #include "core/cuda/check.h"
 #include "core/stream.h"
 #include "core/tensor.h"
+#include "kernels/ops.h"
 
 namespace brigade::bench {
 namespace {
 
-// A buffer twice the size of L2, rewritten before each repeat so nothing a kernel reads is cached.
+// A buffer twice the size of L2, rewritten before each repeat so nothing a kernel reads is cached —
+// then read back once, so that what L2 holds when the timed kernel starts is clean: after the write
+// alone, about one L2 of dirty lines would still wait to be written back, and the timed kernel would
+// pay for that (~10 us on an H200, as long as a whole 1024^3 bf16 GEMM).
 class L2Flush {
  public:
   explicit L2Flush(Device device) {
     int l2_bytes = 0;
     BRIGADE_CUDA_CHECK(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device.index));
     bytes_ = std::max<size_t>(2 * size_t(l2_bytes), size_t(64) << 20);
-    buffer_ = empty({int64_t(bytes_ / 4)}, DType::i32, device);
+    buffer_ = empty({int64_t(bytes_ / 4)}, DType::f32, device);  // f32: the read-back is a sum
   }
   void enqueue(cudaStream_t stream) {
     BRIGADE_CUDA_CHECK(cudaMemsetAsync(buffer_.raw_data(), ++value_, bytes_, stream));
+    // A reduction reads every byte (on the current stream, which `stream` is: see time_gpu).
+    ops::sum(buffer_, {}, false);
   }
 
  private:
