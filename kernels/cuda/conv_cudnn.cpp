@@ -13,6 +13,7 @@
 // Workspaces come from the caching allocator as tensors allocated on the current stream, freed once
 // the call is enqueued (stream order keeps the next user of the block behind this call).
 #include <array>
+#include <atomic>
 #include <climits>
 #include <cstdint>
 #include <map>
@@ -212,7 +213,12 @@ struct Scale {
 };
 constexpr Scale kOne{1, 1}, kZero{0, 0};
 
+std::atomic<int64_t> fallbacks{0};
+void fall_back() { fallbacks.fetch_add(1, std::memory_order_relaxed); }
+
 }  // namespace
+
+int64_t cudnn_conv_fallbacks() { return fallbacks.load(std::memory_order_relaxed); }
 
 cudnnHandle_t cudnn_handle(Device device, cudaStream_t stream) {
   thread_local ThreadHandles handles;
@@ -228,7 +234,10 @@ void conv2d_cudnn(const Tensor& y, const Tensor& x, const Tensor& weight, const 
   cudaStream_t stream = stream_for(y);
   cudnnHandle_t handle = cudnn_handle(y.device(), stream);
   const Plan& plan = plan_for("conv2d", x.shape(), weight.shape(), y.shape(), p, y.dtype(), y.device(), handle);
-  if (!plan.forward.available) return conv2d_direct(y, x, weight, bias, p);
+  if (!plan.forward.available) {  // no acceptable cuDNN algorithm
+    fall_back();
+    return conv2d_direct(y, x, weight, bias, p);
+  }
   // y = bias, then y = conv(x, w) + 1 * y: cuDNN adds the bias in f32, so 16-bit outputs round once.
   if (bias.defined()) fill_channel_bias(y, bias);
   const Tensor ws = workspace(plan.forward.workspace, y.device());
@@ -246,7 +255,10 @@ void conv2d_backward_input_cudnn(const Tensor& grad_x, const Tensor& grad_y, con
   cudnnHandle_t handle = cudnn_handle(grad_x.device(), stream);
   const Plan& plan = plan_for("conv2d_backward_input", grad_x.shape(), weight.shape(), grad_y.shape(), p,
                               grad_x.dtype(), grad_x.device(), handle);
-  if (!plan.backward_data.available) return conv2d_backward_input_direct(grad_x, grad_y, weight, p);
+  if (!plan.backward_data.available) {  // no acceptable cuDNN algorithm
+    fall_back();
+    return conv2d_backward_input_direct(grad_x, grad_y, weight, p);
+  }
   const Tensor ws = workspace(plan.backward_data.workspace, grad_x.device());
   const Tensor wa = aligned(weight), gya = aligned(grad_y);
   BRIGADE_CUDNN_CHECK(cudnnConvolutionBackwardData(
@@ -261,7 +273,10 @@ void conv2d_backward_weight_cudnn(const Tensor& grad_weight, const Tensor& grad_
   cudnnHandle_t handle = cudnn_handle(grad_weight.device(), stream);
   const Plan& plan = plan_for("conv2d_backward_weight", x.shape(), grad_weight.shape(), grad_y.shape(), p,
                               grad_weight.dtype(), grad_weight.device(), handle);
-  if (!plan.backward_filter.available) return conv2d_backward_weight_direct(grad_weight, grad_y, x, p);
+  if (!plan.backward_filter.available) {  // no acceptable cuDNN algorithm
+    fall_back();
+    return conv2d_backward_weight_direct(grad_weight, grad_y, x, p);
+  }
   const Tensor ws = workspace(plan.backward_filter.workspace, grad_weight.device());
   const Tensor xa = aligned(x), gya = aligned(grad_y);
   BRIGADE_CUDNN_CHECK(cudnnConvolutionBackwardFilter(

@@ -13,4 +13,8 @@ void conv2d_backward_input_cudnn(const Tensor& grad_x, const Tensor& grad_y, con
 void conv2d_backward_weight_cudnn(const Tensor& grad_weight, const Tensor& grad_y, const Tensor& x,
                                   ops::Conv2dParams p);
 
+// How many calls above found no acceptable cuDNN algorithm and ran the direct kernel instead (since
+// the process started). The benchmark checks it, so a "cuDNN" row never times the direct kernel.
+int64_t cudnn_conv_fallbacks();
+
 }  // namespace brigade::cuda
