@@ -141,6 +141,7 @@ Pipeline::Pipeline(const PipelineGroups& groups, Schedule schedule, std::vector<
   // schedule passes; a hand-written one that does not is refused with the marked grid rather than
   // left to hang (pipeline/exchange.h).
   if (!comm.queues_sends() && layout.ranks > 1) check_exchanges(schedule);
+  if (comm.backend() == "nccl" && layout.ranks > 1) check_exchanges_headers_first(schedule, options_.variable_shapes);
 
   ExecutorOptions exec;
   exec.recompute = options_.recompute;

@@ -437,3 +437,60 @@ TEST_CASE("check_exchanges: a RECV matched with the wrong micro-batch, and messa
     CHECK(contains(e.problem, "leave the pipeline"));
   }
 }
+
+TEST_CASE("check_exchanges_headers_first: which schedules NCCL's headers-then-data exchanges can run", "[pipeline]") {
+  // Every schedule check_exchanges accepts, P <= 6, M <= 16: with fixed shapes, exactly 1f1b and
+  // zb-h1 with M >= P and interleaved with M >= 2P (or P = 2) pass — the set the error message names.
+  int fixed_ok = 0, varying_ok = 0, total = 0;
+  for (ScheduleKind kind : all_schedule_kinds()) {
+    for (int P = 2; P <= 6; ++P) {
+      for (int M = 1; M <= 16; ++M) {
+        for (int V = 1; V <= 3; ++V) {
+          Schedule s;
+          try {
+            s = make_schedule(kind, P, M, V);
+          } catch (const Error&) {
+            continue;
+          }
+          ++total;
+          INFO(schedule_name(kind) << " P=" << P << " M=" << M << " V=" << V);
+          const bool expected = ((kind == ScheduleKind::one_f_one_b || kind == ScheduleKind::zb_h1) && M >= P) ||
+                                (kind == ScheduleKind::interleaved && (M >= 2 * P || P == 2));
+          bool fixed = true;
+          try {
+            check_exchanges_headers_first(s, false);
+          } catch (const ScheduleError& e) {
+            fixed = false;
+            CHECK(contains(e.problem, "on NCCL, ranks"));
+            CHECK(contains(e.what(), "! marks the exchange each stuck rank waits in"));
+          }
+          CHECK(fixed == expected);
+          fixed_ok += fixed;
+          bool varying = true;
+          try {
+            check_exchanges_headers_first(s, true);
+          } catch (const ScheduleError&) {
+            varying = false;
+          }
+          CHECK((!varying || fixed));  // every header that fixed shapes send, varying ones send too
+          varying_ok += varying;
+        }
+      }
+    }
+  }
+  REQUIRE(total > 300);
+  CHECK(fixed_ok > 0);
+  CHECK(varying_ok < fixed_ok);
+  // Naive with P = 2, M = 1 by hand: rank 0's exchange {send A0, recv G0} carries two headers; it
+  // waits for G0's header, which rank 1 sends only after A0's data, which follows the headers.
+  const ScheduleError e = [] {
+    try {
+      check_exchanges_headers_first(make_schedule(ScheduleKind::naive, 2, 1), false);
+    } catch (const ScheduleError& err) {
+      return err;
+    }
+    FAIL("naive P=2 M=1 passed");
+    throw;
+  }();
+  CHECK(e.problem.rfind("on NCCL, ranks 0 1 would wait for each other", 0) == 0);
+}
