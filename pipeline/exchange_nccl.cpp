@@ -3,8 +3,10 @@
 // in one rule: NCCL matches the messages between two ranks by their order, whatever they carry,
 // and an exchange whose messages carry headers runs as two NCCL groups — every header, which the
 // host waits for, then every payload. A group ends when all its operations have met their peers'.
+#include <algorithm>
 #include <map>
 #include <sstream>
+#include <tuple>
 #include <utility>
 #include <vector>
 
