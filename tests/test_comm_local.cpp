@@ -8,6 +8,7 @@
 #include "test_util.h"
 
 using namespace brigade;
+using test::all_ok;
 using comm::P2P;
 using comm::Shapes;
 using Catch::Contains;
@@ -15,15 +16,6 @@ using Catch::Contains;
 namespace {
 
 auto ms(int n) { return std::chrono::milliseconds(n); }
-
-bool all_ok(const std::vector<std::string>& errors) {
-  for (size_t r = 0; r < errors.size(); ++r)
-    if (!errors[r].empty()) {
-      UNSCOPED_INFO("rank " << r << ": " << errors[r]);
-      return false;
-    }
-  return true;
-}
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -14,9 +14,11 @@
 #include "pipeline/exchange.h"
 #include "pipeline/schedule.h"
 #include "pipeline/simulator.h"
+#include "test_util.h"
 
 using namespace brigade;
 using namespace brigade::pipeline;
+using test::grid_line;
 
 namespace {
 
@@ -55,16 +57,6 @@ ScheduleError exchange_error(const Schedule& s) {
   throw;  // unreachable
 }
 
-// The grid line of step `step` in an error message ("   5  !sendA2>1  !sendG0>0").
-std::string grid_line(const std::string& message, int step) {
-  std::istringstream lines(message);
-  const std::string number = std::to_string(step);
-  for (std::string line; std::getline(lines, line);) {
-    const size_t first = line.find_first_not_of(' ');
-    if (first != std::string::npos && line.compare(first, number.size() + 2, number + "  ") == 0) return line;
-  }
-  return "(no line for step " + number + ")";
-}
 
 // "the exchange at step 5" or "the exchange at steps 5-7", for the run of messages starting at `first`.
 std::string exchange_at(const std::vector<Action>& list, size_t first) {

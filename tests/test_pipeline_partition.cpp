@@ -10,17 +10,9 @@
 
 using namespace brigade;
 using namespace brigade::pipeline;
+using test::error_of;
 
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 // Every contiguous split of n layers into S non-empty stages (S <= n), as bound vectors.
 void all_splits(int64_t n, int64_t S, std::vector<int64_t>& bounds, std::vector<std::vector<int64_t>>& out) {

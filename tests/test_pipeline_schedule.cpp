@@ -19,20 +19,14 @@
 #include "pipeline/schedule.h"
 #include "pipeline/simulator.h"
 #include "pipeline/timeline.h"
+#include "test_util.h"
 
 using namespace brigade;
 using namespace brigade::pipeline;
+using test::error_of;
+using test::grid_line;
 
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 // Runs `schedule` expecting the simulator to reject it; returns the error.
 ScheduleError rejection(const Schedule& schedule, const Costs& costs = {}) {
@@ -45,16 +39,6 @@ ScheduleError rejection(const Schedule& schedule, const Costs& costs = {}) {
   throw;  // unreachable
 }
 
-// The grid line of step `step` in a ScheduleError's message ("   7   B0   !F1 ...").
-std::string grid_line(const std::string& message, int step) {
-  std::istringstream lines(message);
-  const std::string number = std::to_string(step);
-  for (std::string line; std::getline(lines, line);) {
-    const size_t first = line.find_first_not_of(' ');
-    if (first != std::string::npos && line.compare(first, number.size() + 2, number + "  ") == 0) return line;
-  }
-  return "(no line for step " + number + ")";
-}
 
 Costs unit_fb() {  // F = B = 1: W folded into B costs nothing extra
   Costs c;

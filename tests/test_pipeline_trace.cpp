@@ -18,20 +18,13 @@
 #include "pipeline/simulator.h"
 #include "pipeline/timeline.h"
 #include "pipeline/trace.h"
+#include "test_util.h"
 
 using namespace brigade;
 using namespace brigade::pipeline;
+using test::error_of;
 
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 

@@ -109,4 +109,26 @@ inline void require_equal(const Tensor& got, const Tensor& expected) {
 // Row-major flat index helpers for writing f64 references as plain loops.
 inline std::vector<double> values(const Tensor& t) { return t.to_vector(); }
 
+// The message of the brigade::Error that `f` throws, or "(no error)".
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// The line of step `step` in a pipeline rank x step grid (pipeline/grid.h) printed inside an error
+// message, e.g. "   5  !sendA2>1  !sendG0>0".
+inline std::string grid_line(const std::string& message, int step) {
+  std::istringstream lines(message);
+  const std::string number = std::to_string(step);
+  for (std::string line; std::getline(lines, line);) {
+    const size_t first = line.find_first_not_of(' ');
+    if (first != std::string::npos && line.compare(first, number.size() + 2, number + "  ") == 0) return line;
+  }
+  return "(no line for step " + number + ")";
+}
+
 }  // namespace test

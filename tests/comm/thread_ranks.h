@@ -2,6 +2,8 @@
 // every rank's outcome on the main thread (Catch2's assertions are not thread-safe).
 #pragma once
 
+#include <catch2/catch.hpp>
+
 #include <exception>
 #include <functional>
 #include <memory>
@@ -29,6 +31,17 @@ inline std::vector<std::string> run_ranks(std::vector<std::unique_ptr<brigade::c
     });
   for (std::thread& t : threads) t.join();
   return errors;
+}
+
+// True when every rank returned normally; otherwise reports each rank's error (as Catch info on
+// the next assertion) and returns false — for REQUIRE(all_ok(run_ranks(...))).
+inline bool all_ok(const std::vector<std::string>& errors) {
+  for (size_t r = 0; r < errors.size(); ++r)
+    if (!errors[r].empty()) {
+      UNSCOPED_INFO("rank " << r << ": " << errors[r]);
+      return false;
+    }
+  return true;
 }
 
 }  // namespace test

@@ -13,6 +13,7 @@
 #include "core/stream.h"
 
 using namespace brigade;
+using test::all_ok;
 using comm::P2P;
 using comm::Shapes;
 using Catch::Contains;
@@ -31,15 +32,6 @@ void require_same(const Tensor& got, const Tensor& expected) {
   REQUIRE(got.shape() == expected.shape());
   REQUIRE(got.dtype() == expected.dtype());
   REQUIRE(got.to(Device::cpu()).to_vector() == expected.to(Device::cpu()).to_vector());
-}
-
-bool all_ok(const std::vector<std::string>& errors) {
-  for (size_t r = 0; r < errors.size(); ++r)
-    if (!errors[r].empty()) {
-      UNSCOPED_INFO("rank " << r << ": " << errors[r]);
-      return false;
-    }
-  return true;
 }
 
 // The same conversation every multi-rank test holds: point to point, collectives, a split.
