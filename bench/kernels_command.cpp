@@ -6,7 +6,10 @@
 #include "core/device.h"
 #include "core/error.h"
 
-#if BRIGADE_HAVE_CUDA
+// The GPU benchmarks need a real GPU: the CPU emulator's timings would mean nothing.
+#define BRIGADE_BENCH_GPU (BRIGADE_HAVE_CUDA && !BRIGADE_CUDA_EMULATOR)
+
+#if BRIGADE_BENCH_GPU
 #include "bench/session.h"
 #endif
 
@@ -25,7 +28,7 @@ const char* kUsage =
     "  --json FILE   write the report as JSON to FILE\n"
     "  --quick       fewer sizes and repeats (a smoke run)\n";
 
-#if BRIGADE_HAVE_CUDA
+#if BRIGADE_BENCH_GPU
 Report run_all(bool quick, std::ostream& progress) {
   Session s(Device::cuda(0), quick, progress);
   s.measure_copy_ceiling();
@@ -99,6 +102,11 @@ int kernels_command(const std::vector<std::string>& args, std::ostream& out, std
     out << kUsage;
     return 0;
   }
+#if BRIGADE_CUDA_EMULATOR
+  out << "brigade bench kernels: this build runs CUDA kernels on the CPU emulator (-Dgpu_emulator=true), "
+         "whose timings mean nothing: build with nvcc on a GPU machine.\n";
+  return 0;
+#endif
   if (cuda_device_count() == 0) {
 #if BRIGADE_HAVE_CUDA
     out << "brigade bench kernels: no GPU found (no device or no CUDA driver): nothing to measure.\n";
@@ -108,7 +116,7 @@ int kernels_command(const std::vector<std::string>& args, std::ostream& out, std
 #endif
     return 0;
   }
-#if BRIGADE_HAVE_CUDA
+#if BRIGADE_BENCH_GPU
   try {
     const Report report = run_all(options->quick, err);
     out << "\n" << report_text(report);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the whole test suite and ends with one summary line:
+# Runs the whole test suite (then the GPU suites on the CPU emulator) and ends with one summary line:
 #   tests: N passed, N failed, N skipped
 # Exits non-zero when a test failed (or the suite could not run). Extra arguments go to
 # `meson test`, e.g. `bash scripts/test.sh core autograd` runs two suites.
@@ -12,16 +12,36 @@ rm -f "$log"  # a stale log from an earlier run must not be counted
 meson test -C "$build_dir" --print-errorlogs "$@"
 status=$?
 
+# The GPU suites again, on the CPU emulator (core/cuda/emulator/, docs/cuda.md): without a GPU they
+# SKIP above, but here every hand-written kernel still runs and is compared with the CPU reference.
+# Only on a full run, and only where the CUDA toolkit's headers are; BRIGADE_EMULATOR=0 leaves it out.
+emu_dir=${EMU_BUILD_DIR:-build-emu}
+emu_log="$emu_dir/meson-logs/testlog.json"
+logs=("$log")
+if [[ ${BRIGADE_EMULATOR:-1} != 0 && $# -eq 0 && -f /usr/local/cuda/include/cuda_runtime_api.h ]]; then
+  echo "== the GPU suites on the CPU emulator ($emu_dir) =="
+  rm -f "$emu_log"
+  logs+=("$emu_log")
+  if [[ ! -f "$emu_dir/meson-private/coredata.dat" ]]; then
+    meson setup "$emu_dir" -Dgpu_emulator=true -Dgloo=disabled || status=1
+  fi
+  ninja -C "$emu_dir" tests/test_gpu_core tests/test_gpu_ops tests/test_gpu_comm tests/test_gpu_train \
+    tests/test_gpu_emulator || status=1
+  meson test -C "$emu_dir" --suite gpu --no-rebuild --print-errorlogs || status=1
+fi
+
 # testlog.json holds one JSON object per test; meson is Python, so python3 is always here.
-summary=$(python3 - "$log" <<'PY'
+summary=$(python3 - "${logs[@]}" <<'PY'
 import json, os, sys
 counts = {"passed": 0, "failed": 0, "skipped": 0}
 kind = {"OK": "passed", "EXPECTEDFAIL": "passed", "SKIP": "skipped"}  # everything else is a failure
-path = sys.argv[1]
-if os.path.exists(path):
-    for line in open(path):
-        if line.strip():
-            counts[kind.get(json.loads(line)["result"], "failed")] += 1
+for path in sys.argv[1:]:
+    if os.path.exists(path):
+        for line in open(path):
+            if line.strip():
+                counts[kind.get(json.loads(line)["result"], "failed")] += 1
+    else:
+        counts["failed"] += 1  # a suite that could not run at all
 print(counts["passed"], counts["failed"], counts["skipped"])
 PY
 ) || summary="0 0 0"

@@ -10,9 +10,14 @@
 //   2. find where each row's run of positions starts (a binary search per row);
 //   3. give every row of grad_weight to one block, which adds its run in order, column by column.
 // The sums therefore run in the CPU reference's order: f32 results match it bit for bit.
+#if !BRIGADE_CUDA_EMULATOR
 #include <cub/device/device_radix_sort.cuh>
+#endif
 
+#include <algorithm>
 #include <bit>
+#include <numeric>
+#include <vector>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/embedding.h"
@@ -110,6 +115,20 @@ void embedding_backward(const Tensor& grad_weight, const Tensor& grad_y, const T
   const Tensor sorted_positions = empty({n}, DType::i64, device);
   iota_kernel<<<grid_for(n, device), kThreads, 0, stream>>>(positions.data<int64_t>(), n);
   BRIGADE_CUDA_CHECK_LAUNCH();
+#if BRIGADE_CUDA_EMULATOR
+  // CUB's sort is library device code the CPU emulator cannot compile; it sorts on the host instead
+  // (device memory is host memory there), stably, as the radix sort does.
+  {
+    const int64_t* keys = indices.data<int64_t>();
+    std::vector<int64_t> order(size_t(n), 0);
+    std::iota(order.begin(), order.end(), int64_t(0));
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return keys[a] < keys[b]; });
+    for (int64_t i = 0; i < n; ++i) {
+      sorted_indices.data<int64_t>()[i] = keys[order[size_t(i)]];
+      sorted_positions.data<int64_t>()[i] = positions.data<int64_t>()[order[size_t(i)]];
+    }
+  }
+#else
   const int end_bit = std::max(1, int(std::bit_width(uint64_t(rows - 1))));
   size_t temp_bytes = 0;
   BRIGADE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, indices.data<int64_t>(),
@@ -119,6 +138,7 @@ void embedding_backward(const Tensor& grad_weight, const Tensor& grad_y, const T
   BRIGADE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.raw_data(), temp_bytes, indices.data<int64_t>(),
                                                      sorted_indices.data<int64_t>(), positions.data<int64_t>(),
                                                      sorted_positions.data<int64_t>(), n, 0, end_bit, stream));
+#endif
 
   // 2. Where each row's run starts.
   const Tensor starts = empty({rows + 1}, DType::i64, device);

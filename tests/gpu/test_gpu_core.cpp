@@ -24,6 +24,14 @@ using namespace brigade;
 namespace {
 
 const Device kGpu = Device::cuda(0);
+
+// 64 MiB of f32 keeps a GPU stream busy long enough for a missing wait to show. The CPU emulator
+// runs every kernel as it is issued (no race can show there) at ~60 ns a thread, so it gets 256 KiB.
+#if BRIGADE_CUDA_EMULATOR
+constexpr int64_t kBusyElements = int64_t(1) << 16;
+#else
+constexpr int64_t kBusyElements = int64_t(1) << 24;
+#endif
 const Device kCpu = Device::cpu();
 const DType kAllDTypes[] = {DType::f32, DType::f64, DType::bf16, DType::f16, DType::i32, DType::i64};
 const DType kFloatDTypes[] = {DType::f32, DType::f64, DType::bf16, DType::f16};
@@ -128,7 +136,7 @@ TEST_CASE("gpu allocator: record_stream holds a freed block until the other stre
   device_synchronize(kGpu);
   cuda_empty_cache();
   Stream a = Stream::create(kGpu), b = Stream::create(kGpu);
-  const int64_t n = int64_t(1) << 24;  // 64 MiB: stream b stays busy for a while
+  const int64_t n = kBusyElements;  // stream b stays busy for a while
   void* block = nullptr;
   {
     StreamGuard on_a(a);
@@ -240,7 +248,7 @@ TEST_CASE("gpu streams: current stream, guards nest and set the device", "[gpu][
 
 TEST_CASE("gpu streams: an event orders work between two streams", "[gpu][stream]") {
   Stream producer = Stream::create(kGpu), consumer = Stream::create(kGpu);
-  const int64_t n = int64_t(1) << 24;  // 64 MiB: each fill takes long enough that a race would show
+  const int64_t n = kBusyElements;  // each fill takes long enough that a race would show
   Tensor x;
   {
     StreamGuard g(producer);

@@ -1,0 +1,362 @@
+// The CUDA emulator's runtime: the part of the CUDA runtime API brigade calls, on host memory.
+//
+// A -Dgpu_emulator=true build links this file instead of libcudart (the declarations still come
+// from the toolkit's cuda_runtime_api.h, so every signature is checked against the real one).
+//
+//   - Devices: BRIGADE_EMULATED_GPUS of them (default 1), each with BRIGADE_EMULATED_GPU_MEMORY
+//     bytes (default 16 GiB) counted against cudaMalloc, so out-of-memory paths run.
+//   - Streams and events: work runs when it is issued, so every stream is always complete; events
+//     record the host clock. Stream-ordering bugs therefore cannot show here: that is the GPU's job.
+//   - Memory: device and pinned allocations are remembered, so a copy whose direction does not match
+//     its pointers (a host pointer passed as device memory, or the reverse) fails with a message, and
+//     so does a kernel given a host pointer (core/cuda/emulator/simt.h checks its arguments).
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "core/cuda/emulator/simt.h"
+
+namespace brigade::emu {
+namespace {
+
+int device_count() {
+  static const int count = [] {
+    const char* env = std::getenv("BRIGADE_EMULATED_GPUS");
+    return env ? std::max(0, std::atoi(env)) : 1;
+  }();
+  return count;
+}
+
+size_t memory_per_device() {
+  static const size_t bytes = [] {
+    const char* env = std::getenv("BRIGADE_EMULATED_GPU_MEMORY");
+    return env ? size_t(std::strtoull(env, nullptr, 10)) : size_t(16) << 30;
+  }();
+  return bytes;
+}
+
+enum class Kind { device, pinned };
+
+struct Allocation {
+  size_t bytes;
+  Kind kind;
+  int device;
+};
+
+struct Memory {
+  std::mutex mutex;
+  std::map<uintptr_t, Allocation> blocks;  // by start address
+  std::map<int, size_t> used;              // device -> bytes
+};
+
+Memory& memory() {
+  static Memory* m = new Memory;  // never destroyed: frees may come from static destructors
+  return *m;
+}
+
+// The allocation holding [p, p + bytes), if any.
+const Allocation* find(const void* p, size_t bytes, uintptr_t* start = nullptr) {
+  Memory& m = memory();
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  auto it = m.blocks.upper_bound(a);
+  if (it == m.blocks.begin()) return nullptr;
+  --it;
+  if (a + bytes > it->first + it->second.bytes) return nullptr;
+  if (start) *start = it->first;
+  return &it->second;
+}
+
+thread_local int current_device = 0;
+thread_local cudaError_t last_error = cudaSuccess;
+// The emulator's own, more precise text for the last error it raised on this thread; it outlives
+// cudaGetLastError so that a check which reads the code first can still print it.
+thread_local cudaError_t message_code = cudaSuccess;
+thread_local std::string last_message;
+
+cudaError_t fail(cudaError_t code, const std::string& message) {
+  last_error = message_code = code;
+  last_message = message;
+  return code;
+}
+
+const char* message_for(cudaError_t code) {
+  if (code == message_code && !last_message.empty()) return last_message.c_str();
+  return nullptr;
+}
+
+struct Event {
+  std::chrono::steady_clock::time_point when{};
+  bool recorded = false;
+};
+
+struct Stream {
+  int device;
+};
+
+void* allocate(size_t bytes) { return std::aligned_alloc(256, std::max<size_t>(256, (bytes + 255) / 256 * 256)); }
+
+// The direction a pointer pair must have for `kind`; "" when it matches.
+std::string check_copy(const char* call, void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
+  if (count == 0) return "";
+  std::lock_guard<std::mutex> lock(memory().mutex);
+  const Allocation* d = find(dst, count);
+  const Allocation* s = find(src, count);
+  const bool dst_device = d && d->kind == Kind::device, src_device = s && s->kind == Kind::device;
+  auto where = [](bool device) { return device ? "device memory" : "host memory"; };
+  bool want_dst = false, want_src = false;
+  switch (kind) {
+    case cudaMemcpyHostToHost: want_dst = false; want_src = false; break;
+    case cudaMemcpyHostToDevice: want_dst = true; want_src = false; break;
+    case cudaMemcpyDeviceToHost: want_dst = false; want_src = true; break;
+    case cudaMemcpyDeviceToDevice: want_dst = true; want_src = true; break;
+    default: return "";  // cudaMemcpyDefault: any direction
+  }
+  // A device range must lie inside one allocation; a host range is anything else.
+  if (want_dst != dst_device || want_src != src_device) {
+    return std::string(call) + " of " + std::to_string(count) + " bytes: the kind says " + where(want_src) + " to " +
+           where(want_dst) + ", but the source is " + where(src_device) + " and the destination is " +
+           where(dst_device) + " (or a device range runs past its allocation)";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string check_kernel_pointer(const char* kernel, int index, const void* pointer) {
+  if (!pointer) return "";
+  std::lock_guard<std::mutex> lock(memory().mutex);
+  if (find(pointer, 1)) return "";  // device or pinned memory: both readable from a kernel
+  return std::string(kernel) + ": argument " + std::to_string(index) +
+         " points to host memory, which a GPU kernel cannot read (use device or pinned memory)";
+}
+
+void record_launch_error(cudaError_t code, const std::string& what) { fail(code, "CUDA emulator: " + what); }
+
+}  // namespace brigade::emu
+
+using namespace brigade::emu;
+
+// ---- devices and versions ---------------------------------------------------------------------------
+
+cudaError_t cudaGetDeviceCount(int* count) {
+  *count = device_count();
+  return device_count() > 0 ? cudaSuccess : fail(cudaErrorNoDevice, "no emulated GPUs (BRIGADE_EMULATED_GPUS=0)");
+}
+
+cudaError_t cudaSetDevice(int device) {
+  if (device < 0 || device >= device_count())
+    return fail(cudaErrorInvalidDevice, "cudaSetDevice(" + std::to_string(device) + "): the emulator has " +
+                                            std::to_string(device_count()) + " device(s)");
+  current_device = device;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDevice(int* device) {
+  *device = current_device;
+  return cudaSuccess;
+}
+
+cudaError_t cudaRuntimeGetVersion(int* version) {
+  *version = CUDART_VERSION;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDriverGetVersion(int* version) {
+  *version = CUDART_VERSION;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
+  if (device < 0 || device >= device_count()) return fail(cudaErrorInvalidDevice, "cudaDeviceGetAttribute: no such device");
+  switch (attr) {
+    case cudaDevAttrMultiProcessorCount: *value = 132; return cudaSuccess;  // an H200's
+    case cudaDevAttrMaxThreadsPerBlock: *value = 1024; return cudaSuccess;
+    case cudaDevAttrWarpSize: *value = 32; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMajor: *value = 9; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMinor: *value = 0; return cudaSuccess;
+    default: return fail(cudaErrorInvalidValue, "cudaDeviceGetAttribute: the emulator does not model attribute " +
+                                                    std::to_string(int(attr)));
+  }
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
+  if (device < 0 || device >= device_count()) return fail(cudaErrorInvalidDevice, "cudaGetDeviceProperties: no such device");
+  *prop = cudaDeviceProp{};
+  std::snprintf(prop->name, sizeof(prop->name), "brigade CUDA emulator (CPU)");
+  prop->totalGlobalMem = memory_per_device();
+  prop->multiProcessorCount = 132;
+  prop->major = 9;
+  prop->minor = 0;
+  prop->warpSize = 32;
+  prop->maxThreadsPerBlock = 1024;
+  prop->sharedMemPerBlock = 48 * 1024;
+  prop->l2CacheSize = 50 * 1024 * 1024;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+
+// ---- errors -----------------------------------------------------------------------------------------
+
+cudaError_t cudaGetLastError() {
+  const cudaError_t e = last_error;
+  last_error = cudaSuccess;
+  return e;
+}
+
+cudaError_t cudaPeekAtLastError() { return last_error; }
+
+const char* cudaGetErrorName(cudaError_t error) {
+  switch (error) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorNoDevice: return "cudaErrorNoDevice";
+    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+    case cudaErrorNotReady: return "cudaErrorNotReady";
+    default: return "cudaErrorUnknown";
+  }
+}
+
+const char* cudaGetErrorString(cudaError_t error) {
+  if (const char* m = message_for(error)) return m;
+  return cudaGetErrorName(error);
+}
+
+// ---- memory -----------------------------------------------------------------------------------------
+
+cudaError_t cudaMalloc(void** p, size_t bytes) {
+  Memory& m = memory();
+  std::lock_guard<std::mutex> lock(m.mutex);
+  size_t& used = m.used[current_device];
+  if (bytes > memory_per_device() - used) {
+    *p = nullptr;
+    return fail(cudaErrorMemoryAllocation, "out of memory: " + std::to_string(bytes) + " bytes asked, " +
+                                               std::to_string(used) + " of " + std::to_string(memory_per_device()) +
+                                               " in use on emulated device " + std::to_string(current_device));
+  }
+  *p = allocate(bytes);
+  if (!*p) return fail(cudaErrorMemoryAllocation, "the host could not back a device allocation");
+  used += bytes;
+  m.blocks[reinterpret_cast<uintptr_t>(*p)] = Allocation{std::max<size_t>(bytes, 1), Kind::device, current_device};
+  return cudaSuccess;
+}
+
+namespace {
+cudaError_t release(void* p, Kind kind, const char* call) {
+  if (!p) return cudaSuccess;
+  Memory& m = memory();
+  std::lock_guard<std::mutex> lock(m.mutex);
+  auto it = m.blocks.find(reinterpret_cast<uintptr_t>(p));
+  if (it == m.blocks.end() || it->second.kind != kind)
+    return fail(cudaErrorInvalidValue, std::string(call) + ": not the start of a live " +
+                                           (kind == Kind::device ? "device" : "pinned") + " allocation");
+  if (kind == Kind::device) m.used[it->second.device] -= it->second.bytes;
+  m.blocks.erase(it);
+  std::free(p);
+  return cudaSuccess;
+}
+
+cudaError_t pinned(void** p, size_t bytes) {
+  *p = allocate(bytes);
+  if (!*p) return fail(cudaErrorMemoryAllocation, "pinned allocation failed");
+  Memory& m = memory();
+  std::lock_guard<std::mutex> lock(m.mutex);
+  m.blocks[reinterpret_cast<uintptr_t>(*p)] = Allocation{std::max<size_t>(bytes, 1), Kind::pinned, -1};
+  return cudaSuccess;
+}
+
+cudaError_t copy(const char* call, void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
+  const std::string problem = check_copy(call, dst, src, count, kind);
+  if (!problem.empty()) return fail(cudaErrorInvalidValue, "CUDA emulator: " + problem);
+  if (count) std::memmove(dst, src, count);
+  return cudaSuccess;
+}
+
+cudaError_t set(const char* call, void* p, int value, size_t count) {
+  if (count) {
+    std::lock_guard<std::mutex> lock(memory().mutex);
+    const Allocation* a = find(p, count);
+    if (!a || a->kind != Kind::device)
+      return fail(cudaErrorInvalidValue, std::string("CUDA emulator: ") + call + " of " + std::to_string(count) +
+                                             " bytes outside device memory");
+  }
+  if (count) std::memset(p, value, count);
+  return cudaSuccess;
+}
+}  // namespace
+
+cudaError_t cudaFree(void* p) { return release(p, Kind::device, "cudaFree"); }
+cudaError_t cudaMallocHost(void** p, size_t bytes) { return pinned(p, bytes); }
+cudaError_t cudaHostAlloc(void** p, size_t bytes, unsigned) { return pinned(p, bytes); }
+cudaError_t cudaFreeHost(void* p) { return release(p, Kind::pinned, "cudaFreeHost"); }
+
+cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
+  std::lock_guard<std::mutex> lock(memory().mutex);
+  *total = memory_per_device();
+  *free = *total - memory().used[current_device];
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
+  return copy("cudaMemcpy", dst, src, count, kind);
+}
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind, cudaStream_t) {
+  return copy("cudaMemcpyAsync", dst, src, count, kind);
+}
+cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int src_device, size_t count, cudaStream_t) {
+  if (dst_device < 0 || dst_device >= device_count() || src_device < 0 || src_device >= device_count())
+    return fail(cudaErrorInvalidDevice, "cudaMemcpyPeerAsync: no such device");
+  return copy("cudaMemcpyPeerAsync", dst, src, count, cudaMemcpyDeviceToDevice);
+}
+cudaError_t cudaMemset(void* p, int value, size_t count) { return set("cudaMemset", p, value, count); }
+cudaError_t cudaMemsetAsync(void* p, int value, size_t count, cudaStream_t) {
+  return set("cudaMemsetAsync", p, value, count);
+}
+
+// ---- streams and events: work runs when issued ------------------------------------------------------
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned) {
+  *stream = reinterpret_cast<cudaStream_t>(new Stream{current_device});
+  return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  delete reinterpret_cast<Stream*>(stream);
+  return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamQuery(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned) { return cudaSuccess; }
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned) {
+  *event = reinterpret_cast<cudaEvent_t>(new Event);
+  return cudaSuccess;
+}
+cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, 0); }
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  delete reinterpret_cast<Event*>(event);
+  return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
+  auto* e = reinterpret_cast<Event*>(event);
+  e->when = std::chrono::steady_clock::now();
+  e->recorded = true;
+  return cudaSuccess;
+}
+cudaError_t cudaEventQuery(cudaEvent_t) { return cudaSuccess; }
+cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  auto* a = reinterpret_cast<Event*>(start);
+  auto* b = reinterpret_cast<Event*>(end);
+  if (!a->recorded || !b->recorded) return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: an event was never recorded");
+  *ms = std::chrono::duration<float, std::milli>(b->when - a->when).count();
+  return cudaSuccess;
+}

@@ -1,0 +1,253 @@
+// The CUDA emulator's scheduler: a block's threads as fibers on the launching host thread.
+//
+// One block at a time: make a fiber per thread, then sweep. Each sweep resumes every runnable
+// fiber, which runs until it finishes or parks at a barrier (__syncthreads, or the halfway point of
+// a warp shuffle). Between sweeps, a warp whose live lanes have all parked in a shuffle is released,
+// then a block whose live threads have all parked at __syncthreads. If neither can open, the kernel
+// would hang on a GPU (a barrier inside divergent code): the launch fails and says who waits where.
+//
+// Switches are _setjmp/_longjmp, which stay in user space. A fiber starts on its stack with two
+// instructions on x86-64 (elsewhere through makecontext/swapcontext, which also make a system call
+// for the signal mask), so a thread that never waits costs well under a microsecond. Still, the
+// emulator is a checker for the test suite's small shapes, not a fast path.
+#undef _FORTIFY_SOURCE  // its longjmp check refuses jumps between stacks, which is what a fiber is
+#include "core/cuda/emulator/simt.h"
+
+#include <setjmp.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+#include <sstream>
+#include <vector>
+
+namespace brigade::emu {
+
+thread_local uint3 thread_index, block_index;
+thread_local dim3 block_size, grid_size;
+
+namespace {
+
+constexpr size_t kStackBytes = 64 * 1024;  // kernels keep small arrays in registers; 64 KiB is plenty
+constexpr int kWarp = 32;
+
+// A stack with a PROT_NONE page below it, so an overflow faults instead of corrupting a neighbour.
+class FiberStack {
+ public:
+  FiberStack() {
+    const size_t page = size_t(sysconf(_SC_PAGESIZE));
+    bytes_ = kStackBytes + page;
+    void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    mprotect(p, page, PROT_NONE);
+    base_ = static_cast<char*>(p);
+    top_ = base_ + page;
+  }
+  ~FiberStack() { munmap(base_, bytes_); }
+  FiberStack(const FiberStack&) = delete;
+  FiberStack& operator=(const FiberStack&) = delete;
+  char* bottom() const { return top_; }
+
+ private:
+  char* base_ = nullptr;
+  char* top_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+enum class State { runnable, at_block_barrier, at_warp_barrier, done };
+
+struct Fiber {
+  jmp_buf resume;  // where a parked fiber continues
+  bool started = false;
+  uint3 index;
+  int warp = 0, lane = 0;
+  State state = State::runnable;
+};
+
+struct Block {
+  const std::function<void()>* body = nullptr;
+  std::vector<Fiber> fibers;
+  std::vector<uint64_t> posted;  // one shuffle slot per thread
+  Fiber* current = nullptr;
+  jmp_buf scheduler;       // where the scheduler continues when a fiber parks or ends
+  ucontext_t start;        // makecontext's template for starting a fiber
+  ucontext_t start_from;   // swapcontext's save area (the scheduler returns through `scheduler`)
+  std::string fault;
+};
+
+thread_local std::vector<std::unique_ptr<FiberStack>> stacks;  // reused by every block of this thread
+thread_local Block* running = nullptr;
+
+void park(State state) {
+  Fiber* f = running->current;
+  f->state = state;
+  if (_setjmp(f->resume) == 0) _longjmp(running->scheduler, 1);
+}
+
+[[noreturn]] void fiber_main() {
+  Block* block = running;
+  (*block->body)();
+  block->current->state = State::done;
+  _longjmp(block->scheduler, 1);  // the stack is reused by the next thread; nothing returns here
+}
+
+// Resumes fiber f (starting it on stack `stack` the first time) until it parks or ends.
+void resume(Block& b, Fiber& f, FiberStack& stack) {
+  b.current = &f;
+  thread_index = f.index;
+  if (_setjmp(b.scheduler) != 0) return;
+  if (f.started) _longjmp(f.resume, 1);
+  f.started = true;
+#if defined(__x86_64__)
+  // Point the stack pointer at the top of the fiber's stack (16-byte aligned, as the ABI wants at a
+  // call) and call fiber_main there. It never returns: it longjmps back to `scheduler`.
+  char* top = stack.bottom() + kStackBytes;
+  asm volatile("mov %0, %%rsp\n\tcall *%1" : : "r"(top), "r"(&fiber_main) : "memory");
+  __builtin_unreachable();
+#else
+  b.start.uc_stack.ss_sp = stack.bottom();
+  b.start.uc_stack.ss_size = kStackBytes;
+  b.start.uc_link = nullptr;
+  makecontext(&b.start, fiber_main, 0);
+  swapcontext(&b.start_from, &b.start);
+#endif
+}
+
+std::string describe(const uint3& v) {
+  std::ostringstream s;
+  s << "(" << v.x << "," << v.y << "," << v.z << ")";
+  return s.str();
+}
+
+// The threads parked in `state`, e.g. "(0,0,0) (1,0,0) ... 64 threads".
+std::string who(const Block& b, State state) {
+  std::string out;
+  int count = 0;
+  for (const Fiber& f : b.fibers)
+    if (f.state == state && count++ < 4) out += describe(f.index) + " ";
+  return out + "(" + std::to_string(count) + " threads)";
+}
+
+bool release_warps(Block& b) {
+  bool released = false;
+  const int warps = int((b.fibers.size() + kWarp - 1) / kWarp);
+  for (int w = 0; w < warps; ++w) {
+    bool waiting = false, all = true;
+    for (size_t t = size_t(w) * kWarp; t < std::min(b.fibers.size(), size_t(w + 1) * kWarp); ++t) {
+      const State s = b.fibers[t].state;
+      if (s == State::at_warp_barrier) waiting = true;
+      else if (s != State::done) all = false;
+    }
+    if (!waiting || !all) continue;
+    for (size_t t = size_t(w) * kWarp; t < std::min(b.fibers.size(), size_t(w + 1) * kWarp); ++t)
+      if (b.fibers[t].state == State::at_warp_barrier) b.fibers[t].state = State::runnable;
+    released = true;
+  }
+  return released;
+}
+
+bool release_block(Block& b) {
+  for (const Fiber& f : b.fibers)
+    if (f.state != State::done && f.state != State::at_block_barrier) return false;
+  for (Fiber& f : b.fibers)
+    if (f.state == State::at_block_barrier) f.state = State::runnable;
+  return true;
+}
+
+// Runs one block to the end; returns "" or the fault.
+std::string run_block(Block& b, uint3 block, dim3 block_dim) {
+  const size_t threads = size_t(block_dim.x) * block_dim.y * block_dim.z;
+  while (stacks.size() < threads) stacks.push_back(std::make_unique<FiberStack>());
+  b.fibers.assign(threads, Fiber{});
+  b.posted.assign(threads, 0);
+  b.fault.clear();
+  for (size_t t = 0; t < threads; ++t) {
+    Fiber& f = b.fibers[t];
+    f.index = make_uint3(unsigned(t % block_dim.x), unsigned(t / block_dim.x % block_dim.y),
+                         unsigned(t / (size_t(block_dim.x) * block_dim.y)));
+    f.warp = int(t / kWarp);
+    f.lane = int(t % kWarp);
+  }
+  block_index = block;
+  for (;;) {
+    bool live = false;
+    for (size_t t = 0; t < threads; ++t) {
+      Fiber& f = b.fibers[t];
+      if (f.state == State::runnable) {
+        resume(b, f, *stacks[t]);
+        if (!b.fault.empty()) return b.fault;
+      }
+      live = live || f.state != State::done;
+    }
+    if (!live) return "";
+    if (release_warps(b) || release_block(b)) continue;
+    return "threads of block " + describe(block) + " wait at barriers that cannot open (a barrier in divergent "
+           "code would hang a GPU): at __syncthreads " + who(b, State::at_block_barrier) +
+           "; in a warp shuffle " + who(b, State::at_warp_barrier);
+  }
+}
+
+}  // namespace
+
+void sync_block() { park(State::at_block_barrier); }
+
+uint64_t exchange_in_warp(uint64_t value, int source_lane) {
+  Block& b = *running;
+  Fiber& self = *b.current;
+  const size_t first = size_t(self.warp) * kWarp;
+  b.posted[first + size_t(self.lane)] = value;
+  park(State::at_warp_barrier);  // every live lane has posted
+  const size_t source = first + size_t(source_lane);
+  if (source_lane < 0 || source_lane >= kWarp || source >= b.fibers.size())
+    kernel_fault("thread " + describe(self.index) + " shuffles from lane " + std::to_string(source_lane) +
+                 ", which this block does not have");
+  if (b.fibers[source].state == State::done)
+    kernel_fault("thread " + describe(self.index) + " shuffles from lane " + std::to_string(source_lane) +
+                 ", which has already exited (undefined on a GPU)");
+  const uint64_t out = b.posted[source];
+  park(State::at_warp_barrier);  // every lane has read before anyone posts again
+  return out;
+}
+
+void kernel_fault(const std::string& what) {
+  Block& b = *running;
+  b.fault = what;
+  b.current->state = State::done;
+  _longjmp(b.scheduler, 1);  // the block stops here; this fiber is never resumed
+}
+
+std::string run_grid(const char* kernel, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t,
+                     const std::function<void()>& body) {
+  std::ostringstream config;
+  config << "<<<(" << grid.x << "," << grid.y << "," << grid.z << "), (" << block.x << "," << block.y << ","
+         << block.z << "), " << shared_bytes << ">>>";
+  const uint64_t threads = uint64_t(block.x) * block.y * block.z;
+  // The limits of every GPU since Volta; a launch beyond them fails on the device too.
+  std::string bad;
+  if (threads == 0 || uint64_t(grid.x) * grid.y * grid.z == 0) bad = "an empty grid or block";
+  else if (threads > 1024) bad = "more than 1024 threads in a block";
+  else if (block.z > 64) bad = "blockDim.z above 64";
+  else if (grid.y > 65535 || grid.z > 65535) bad = "gridDim.y or gridDim.z above 65535";
+  else if (grid.x > 2147483647u) bad = "gridDim.x above 2^31 - 1";
+  else if (shared_bytes > 227 * 1024) bad = "more than 227 KiB of dynamic shared memory";
+  if (!bad.empty()) return std::string(kernel) + config.str() + ": invalid launch configuration: " + bad;
+
+  Block b;
+  b.body = &body;
+  getcontext(&b.start);
+  Block* outer = running;
+  running = &b;
+  grid_size = grid;
+  block_size = block;
+  std::string fault;
+  for (unsigned z = 0; z < grid.z && fault.empty(); ++z)
+    for (unsigned y = 0; y < grid.y && fault.empty(); ++y)
+      for (unsigned x = 0; x < grid.x && fault.empty(); ++x) fault = run_block(b, make_uint3(x, y, z), block);
+  running = outer;
+  if (!fault.empty()) return std::string(kernel) + config.str() + ": " + fault;
+  return "";
+}
+
+}  // namespace brigade::emu

@@ -1,0 +1,191 @@
+// The device side of the CUDA emulator: what a kernel sees when g++ compiles it for the CPU.
+//
+// A build configured with -Dgpu_emulator=true compiles every .cu file with g++ instead of nvcc
+// (scripts/cuda_emulate.py turns `kernel<<<grid, block, smem, stream>>>(args)` into
+// `Launch(grid, block, smem, stream).run("kernel", kernel, args)`), and links the fake runtime of
+// core/cuda/emulator/runtime.cpp instead of libcudart. The kernels are the very code a GPU runs; only
+// the machine under them changes:
+//
+//   - each CUDA thread of a block is a fiber (its own stack, ucontext) on the launching host thread.
+//     Blocks run one after another, so `__shared__` arrays can be plain statics of the host thread;
+//   - __syncthreads() parks the fiber until every live thread of its block has arrived; a warp
+//     shuffle parks it until every live lane of its warp has posted its value. When nothing can run
+//     and no barrier can open, the kernel has a divergent barrier: the launch fails naming the
+//     kernel, block and threads (on a GPU that hangs or reads garbage);
+//   - a shuffle that reads a lane which has exited or does not exist fails the launch the same way;
+//   - pointer arguments must point into device memory (cudaMalloc) or pinned host memory, and launch
+//     configurations must respect the GPU's limits (1024 threads a block, 65535 blocks in y and z).
+//
+// What it cannot show: timing, the memory model between threads that do not synchronise, and
+// floating-point last bits where CUDA's libdevice and glibc's libm differ (expf, tanhf, ...).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+namespace brigade::emu {
+
+// The position of the fiber that runs now; the scheduler sets it before every switch.
+extern thread_local uint3 thread_index, block_index;
+extern thread_local dim3 block_size, grid_size;
+
+// Parks the running fiber at its block's barrier (__syncthreads).
+void sync_block();
+// Posts 8 bytes for this lane, waits for the warp, and returns what `source_lane` posted.
+uint64_t exchange_in_warp(uint64_t value, int source_lane);
+// Ends the running kernel with an error (an emulator-detected bug in the kernel).
+[[noreturn]] void kernel_fault(const std::string& what);
+
+// Runs body() once for every thread of the grid; returns "" or what went wrong.
+std::string run_grid(const char* kernel, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
+                     const std::function<void()>& body);
+// Checks kernel pointer argument `index` (device or pinned memory); "" when it is fine.
+std::string check_kernel_pointer(const char* kernel, int index, const void* pointer);
+// Records a failed launch for cudaGetLastError and the synchronising calls.
+void record_launch_error(cudaError_t code, const std::string& what);
+
+// What `kernel<<<grid, block, shared_bytes, stream>>>(args...)` becomes.
+class Launch {
+ public:
+  Launch(dim3 grid, dim3 block, size_t shared_bytes = 0, cudaStream_t stream = nullptr)
+      : grid_(grid), block_(block), shared_bytes_(shared_bytes), stream_(stream) {}
+
+  // `kernel` is a lambda that calls the kernel (`[](auto... a) { name(a...); }`), so template
+  // arguments are deduced from the call as nvcc deduces them.
+  template <class Kernel, class... Args>
+  void run(const char* name, Kernel kernel, Args&&... args) const {
+    // Kernel parameters are copies, made once at the launch, as the CUDA runtime makes them.
+    std::tuple<std::decay_t<Args>...> params(std::forward<Args>(args)...);
+    std::string error = check_pointers(name, params, std::index_sequence_for<Args...>{});
+    if (error.empty()) {
+      error = run_grid(name, grid_, block_, shared_bytes_, stream_, [&] {
+        auto copy = params;  // each thread gets its own parameters and may change them
+        std::apply(kernel, std::move(copy));
+      });
+    }
+    if (!error.empty()) record_launch_error(cudaErrorLaunchFailure, error);
+  }
+
+ private:
+  template <class Tuple, size_t... I>
+  static std::string check_pointers(const char* name, const Tuple& params, std::index_sequence<I...>) {
+    std::string error;
+    auto check = [&](int index, const auto& value) {
+      if constexpr (std::is_pointer_v<std::decay_t<decltype(value)>>) {
+        if (error.empty()) error = check_kernel_pointer(name, index, static_cast<const void*>(value));
+      }
+    };
+    (check(int(I), std::get<I>(params)), ...);
+    return error;
+  }
+
+  dim3 grid_, block_;
+  size_t shared_bytes_;
+  cudaStream_t stream_;
+};
+
+template <class T>
+T shuffle(T value, int source_lane) {
+  static_assert(sizeof(T) <= 8 && std::is_trivially_copyable_v<T>, "shuffles move up to 8 bytes");
+  uint64_t bits = 0;
+  std::memcpy(&bits, &value, sizeof(T));
+  bits = exchange_in_warp(bits, source_lane);
+  T out;
+  std::memcpy(&out, &bits, sizeof(T));
+  return out;
+}
+
+inline int lane() { return int((thread_index.x + block_size.x * (thread_index.y + block_size.y * thread_index.z)) % 32); }
+
+inline void check_full_mask(unsigned mask, const char* intrinsic) {
+  if (mask != 0xffffffffu) kernel_fault(std::string(intrinsic) + " with a partial mask: the emulator models full warps only");
+}
+
+}  // namespace brigade::emu
+
+// ---- the built-in variables ----------------------------------------------------------------------
+#define threadIdx (::brigade::emu::thread_index)
+#define blockIdx (::brigade::emu::block_index)
+#define blockDim (::brigade::emu::block_size)
+#define gridDim (::brigade::emu::grid_size)
+constexpr int warpSize = 32;
+
+// __shared__ memory belongs to the block; blocks of one launch run one after another on one host
+// thread, so a static of that host thread is exactly one block's shared memory.
+#undef __shared__
+#define __shared__ static thread_local
+#undef __launch_bounds__
+#define __launch_bounds__(...)
+
+// ---- synchronisation and warp intrinsics ------------------------------------------------------------
+inline void __syncthreads() { ::brigade::emu::sync_block(); }
+
+template <class T>
+T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = 32) {
+  ::brigade::emu::check_full_mask(mask, "__shfl_xor_sync");
+  const int lane = ::brigade::emu::lane();
+  int source = lane ^ lane_mask;
+  if ((source & ~(width - 1)) != (lane & ~(width - 1))) source = lane;  // outside the segment: own value
+  return ::brigade::emu::shuffle(value, source);
+}
+template <class T>
+T __shfl_down_sync(unsigned mask, T value, unsigned delta, int width = 32) {
+  ::brigade::emu::check_full_mask(mask, "__shfl_down_sync");
+  const int lane = ::brigade::emu::lane();
+  const int source = (lane % width) + int(delta) < width ? lane + int(delta) : lane;
+  return ::brigade::emu::shuffle(value, source);
+}
+template <class T>
+T __shfl_sync(unsigned mask, T value, int source_lane, int width = 32) {
+  ::brigade::emu::check_full_mask(mask, "__shfl_sync");
+  const int lane = ::brigade::emu::lane();
+  return ::brigade::emu::shuffle(value, (lane & ~(width - 1)) + (source_lane % width));
+}
+
+// Fibers of one host thread never run at the same time, so a read-modify-write is atomic.
+template <class T>
+T atomicAdd(T* address, T value) {
+  const T old = *address;
+  *address = old + value;
+  return old;
+}
+template <class T>
+T atomicMin(T* address, T value) {
+  const T old = *address;
+  if (value < old) *address = value;
+  return old;
+}
+
+// ---- math device code calls unqualified --------------------------------------------------------------
+// CUDA's min and max take mixed integer types and return their common type.
+template <class A, class B>
+std::common_type_t<A, B> min(A a, B b) {
+  return b < a ? std::common_type_t<A, B>(b) : std::common_type_t<A, B>(a);
+}
+template <class A, class B>
+std::common_type_t<A, B> max(A a, B b) {
+  return a < b ? std::common_type_t<A, B>(b) : std::common_type_t<A, B>(a);
+}
+using std::isinf;
+using std::isnan;
+
+// ---- bit casts and rounding intrinsics -----------------------------------------------------------
+inline float __uint_as_float(unsigned v) { float f; std::memcpy(&f, &v, 4); return f; }
+inline unsigned __float_as_uint(float f) { unsigned v; std::memcpy(&v, &f, 4); return v; }
+inline float __int_as_float(int v) { float f; std::memcpy(&f, &v, 4); return f; }
+inline int __float_as_int(float f) { int v; std::memcpy(&v, &f, 4); return v; }
+// IEEE products rounded to nearest: what the host's * gives (g++ -std=c++20 does not contract FMAs).
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline double __dmul_rn(double a, double b) { return a * b; }
+inline float __double2float_rn(double v) { return float(v); }
+inline float __expf(float v) { return std::exp(v); }

@@ -1,0 +1,64 @@
+// Small kernels that exercise the CPU emulator itself (tests/gpu/test_gpu_emulator.cpp): what it
+// must run exactly as a GPU does, and the bugs it must refuse. Built only with -Dgpu_emulator=true,
+// through scripts/cuda_emulate.py like every other .cu file of that build.
+#include "tests/gpu/emulator_kernels.h"
+
+namespace brigade::emu_test {
+namespace {
+
+// Every thread of a 3-D grid of 3-D blocks writes its global linear id at that position.
+__global__ void positions_kernel(int64_t* out) {
+  const int64_t block = blockIdx.x + int64_t(gridDim.x) * (blockIdx.y + int64_t(gridDim.y) * blockIdx.z);
+  const int64_t thread = threadIdx.x + int64_t(blockDim.x) * (threadIdx.y + int64_t(blockDim.y) * threadIdx.z);
+  const int64_t threads_per_block = int64_t(blockDim.x) * blockDim.y * blockDim.z;
+  out[block * threads_per_block + thread] = block * threads_per_block + thread;
+}
+
+// A block sum through shared memory: the tree halves the active threads at each __syncthreads.
+__global__ void block_sum_kernel(const float* x, float* sums) {
+  __shared__ float partial[256];
+  partial[threadIdx.x] = x[blockIdx.x * blockDim.x + threadIdx.x];
+  __syncthreads();
+  for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) partial[threadIdx.x] += partial[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) sums[blockIdx.x] = partial[0];
+}
+
+// Each lane reports what three shuffles hand it.
+__global__ void shuffles_kernel(int* xor_out, int* down_out, int* broadcast_out) {
+  const int lane = int(threadIdx.x % 32), i = int(threadIdx.x);
+  xor_out[i] = __shfl_xor_sync(0xffffffffu, lane * 10, 5);
+  down_out[i] = __shfl_down_sync(0xffffffffu, lane * 10, 3);
+  broadcast_out[i] = __shfl_sync(0xffffffffu, lane * 10, 7);
+}
+
+// Bug: half a warp shuffles while the other half waits at __syncthreads.
+__global__ void divergent_shuffle_kernel(int* out) {
+  int v = int(threadIdx.x);
+  if (threadIdx.x < 16) v = __shfl_xor_sync(0xffffffffu, v, 1);
+  __syncthreads();
+  out[threadIdx.x] = v;
+}
+
+// Bug: lanes 0-15 read lanes 16-31, which have already returned.
+__global__ void shuffle_from_exited_lane_kernel(int* out) {
+  if (threadIdx.x >= 16) return;
+  out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, int(threadIdx.x), 16);
+}
+
+__global__ void write_kernel(int* out) { out[threadIdx.x] = 1; }
+
+}  // namespace
+
+void positions(int64_t* out, dim3 grid, dim3 block) { positions_kernel<<<grid, block>>>(out); }
+void block_sum(const float* x, float* sums, int blocks) { block_sum_kernel<<<blocks, 256>>>(x, sums); }
+void shuffles(int* xor_out, int* down_out, int* broadcast_out, int threads) {
+  shuffles_kernel<<<1, threads>>>(xor_out, down_out, broadcast_out);
+}
+void divergent_shuffle(int* out) { divergent_shuffle_kernel<<<1, 32>>>(out); }
+void shuffle_from_exited_lane(int* out) { shuffle_from_exited_lane_kernel<<<1, 32>>>(out); }
+void write_ones(int* out, int threads) { write_kernel<<<1, threads>>>(out); }
+
+}  // namespace brigade::emu_test

@@ -1,0 +1,137 @@
+// The CPU emulator's own tests (-Dgpu_emulator=true builds only): it must run kernels exactly as the
+// CUDA programming model defines them (grid and block positions, shared memory and barriers, warp
+// shuffles), and it must refuse what would be a bug on a GPU, naming the kernel and the problem.
+#include <catch2/catch.hpp>
+
+#include <cuda_runtime.h>
+
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tests/gpu/emulator_kernels.h"
+
+using Catch::Contains;
+namespace et = brigade::emu_test;
+
+namespace {
+
+// Device memory for n values of T, freed at scope exit.
+template <class T>
+struct DeviceArray {
+  explicit DeviceArray(size_t n) : n(n) { REQUIRE(cudaMalloc(&data, n * sizeof(T)) == cudaSuccess); }
+  ~DeviceArray() { cudaFree(data); }
+  std::vector<T> read() const {
+    std::vector<T> host(n);
+    REQUIRE(cudaMemcpy(host.data(), data, n * sizeof(T), cudaMemcpyDeviceToHost) == cudaSuccess);
+    return host;
+  }
+  T* data = nullptr;
+  size_t n;
+};
+
+// The error the last launch left, with the emulator's text.
+std::string launch_error() {
+  const cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? "" : std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+}
+
+}  // namespace
+
+TEST_CASE("emulator: every thread of a 3-D grid of 3-D blocks runs once, at its position", "[gpu][emulator]") {
+  const dim3 grid(3, 2, 2), block(5, 4, 2);
+  const size_t n = 3 * 2 * 2 * 5 * 4 * 2;
+  DeviceArray<int64_t> out(n);
+  REQUIRE(cudaMemset(out.data, 0xff, n * sizeof(int64_t)) == cudaSuccess);  // -1 everywhere
+  et::positions(out.data, grid, block);
+  REQUIRE(launch_error() == "");
+  std::vector<int64_t> expected(n);
+  std::iota(expected.begin(), expected.end(), int64_t(0));
+  REQUIRE(out.read() == expected);
+}
+
+TEST_CASE("emulator: shared memory and __syncthreads give a block reduction", "[gpu][emulator]") {
+  const int blocks = 3;
+  std::vector<float> x(size_t(blocks) * 256);
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_real_distribution<float> uniform(-1, 1);
+  for (float& v : x) v = uniform(rng);
+  DeviceArray<float> dx(x.size()), sums(blocks);
+  REQUIRE(cudaMemcpy(dx.data, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+  et::block_sum(dx.data, sums.data, blocks);
+  REQUIRE(launch_error() == "");
+  const std::vector<float> got = sums.read();
+  for (int b = 0; b < blocks; ++b) {
+    double reference = 0;  // f64, in order: the tree's f32 rounding differs by a few ulps at most
+    for (int i = 0; i < 256; ++i) reference += x[size_t(b) * 256 + size_t(i)];
+    CHECK(std::abs(got[size_t(b)] - reference) < 1e-4);
+  }
+}
+
+TEST_CASE("emulator: warp shuffles read the lanes CUDA defines", "[gpu][emulator]") {
+  const int threads = 64;  // two warps: lanes restart at 32
+  DeviceArray<int> xor_out(threads), down_out(threads), broadcast_out(threads);
+  et::shuffles(xor_out.data, down_out.data, broadcast_out.data, threads);
+  REQUIRE(launch_error() == "");
+  const std::vector<int> x = xor_out.read(), d = down_out.read(), b = broadcast_out.read();
+  for (int i = 0; i < threads; ++i) {
+    const int lane = i % 32;
+    CHECK(x[size_t(i)] == (lane ^ 5) * 10);
+    CHECK(d[size_t(i)] == (lane + 3 < 32 ? lane + 3 : lane) * 10);  // beyond the warp: own value
+    CHECK(b[size_t(i)] == 70);
+  }
+}
+
+TEST_CASE("emulator: a shuffle in divergent code fails the launch instead of hanging", "[gpu][emulator]") {
+  DeviceArray<int> out(32);
+  et::divergent_shuffle(out.data);
+  const std::string error = launch_error();
+  CHECK_THAT(error, Contains("cudaErrorLaunchFailure"));
+  CHECK_THAT(error, Contains("divergent_shuffle_kernel"));
+  CHECK_THAT(error, Contains("barriers that cannot open"));
+  CHECK_THAT(error, Contains("at __syncthreads (16,0,0)"));
+  CHECK_THAT(error, Contains("in a warp shuffle (0,0,0)"));
+}
+
+TEST_CASE("emulator: a shuffle from a lane that has exited fails the launch", "[gpu][emulator]") {
+  DeviceArray<int> out(32);
+  et::shuffle_from_exited_lane(out.data);
+  const std::string error = launch_error();
+  CHECK_THAT(error, Contains("shuffle_from_exited_lane_kernel"));
+  CHECK_THAT(error, Contains("shuffles from lane 16, which has already exited"));
+}
+
+TEST_CASE("emulator: a host pointer passed to a kernel fails the launch", "[gpu][emulator]") {
+  std::vector<int> host(32, 0);
+  et::write_ones(host.data(), 32);
+  const std::string error = launch_error();
+  CHECK_THAT(error, Contains("write_kernel"));
+  CHECK_THAT(error, Contains("argument 0 points to host memory"));
+  CHECK(host == std::vector<int>(32, 0));  // nothing ran
+  // Device memory is fine, and the error did not stick.
+  DeviceArray<int> out(32);
+  et::write_ones(out.data, 32);
+  CHECK(launch_error() == "");
+  CHECK(out.read() == std::vector<int>(32, 1));
+}
+
+TEST_CASE("emulator: a launch beyond the GPU's limits is an invalid configuration", "[gpu][emulator]") {
+  DeviceArray<int> out(2048);
+  et::write_ones(out.data, 2048);
+  CHECK_THAT(launch_error(), Contains("more than 1024 threads in a block"));
+}
+
+TEST_CASE("emulator: a copy whose kind does not match its pointers fails", "[gpu][emulator]") {
+  std::vector<int> a(8, 1), b(8, 2);
+  DeviceArray<int> d(8);
+  // Host to host, said to be device to host.
+  CHECK(cudaMemcpy(a.data(), b.data(), 32, cudaMemcpyDeviceToHost) == cudaErrorInvalidValue);
+  CHECK_THAT(std::string(cudaGetErrorString(cudaErrorInvalidValue)), Contains("the source is host memory"));
+  cudaGetLastError();
+  // Past the end of a device allocation.
+  CHECK(cudaMemcpy(d.data, a.data(), 64, cudaMemcpyHostToDevice) == cudaErrorInvalidValue);
+  cudaGetLastError();
+  CHECK(cudaMemcpy(d.data, a.data(), 32, cudaMemcpyHostToDevice) == cudaSuccess);
+  CHECK(d.read() == a);
+}
