@@ -42,6 +42,8 @@ def matching(text, start, open_ch, close_ch):
 def kernel_start(text, end):
     """Start of the kernel expression that ends at `end` (`name`, `ns::name<T, 4>`)."""
     i = end
+    while i > 0 and text[i - 1].isspace():  # `kernel<...>\n    <<<grid, ...>>>` is one launch
+        i -= 1
     while i > 0:
         c = text[i - 1]
         if c == ">":  # template arguments: walk back to their '<'

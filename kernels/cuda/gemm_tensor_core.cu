@@ -43,6 +43,8 @@ constexpr int kMmaCols = kWarpCols / 8;   // along n (8 columns each)
 constexpr int kSliceBytes = kTile * kStepK * 2;  // one operand's [128, 32] slice of 16-bit values
 
 // ---- the PTX instructions ----
+// Under the CPU emulator (-Dgpu_emulator=true) each one is core/cuda/emulator's C++ model of the
+// same instruction, so the whole kernel around them runs and is checked there too.
 __device__ __forceinline__ uint32_t shared_address(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
@@ -50,17 +52,30 @@ __device__ __forceinline__ uint32_t shared_address(const void* p) {
 // Copies `bytes` (0..16) from global to shared memory in the background and zero-fills the rest of
 // the 16. `src` must be 16-byte aligned even when bytes < 16.
 __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, int bytes) {
+#if BRIGADE_CUDA_EMULATOR
+  ::brigade::emu::cp_async_16(dst, src, bytes);
+#else
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
+#endif
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_commit() {
+#if !BRIGADE_CUDA_EMULATOR
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
 // Waits until at most `Pending` committed groups are still in flight.
 template <int Pending>
 __device__ __forceinline__ void cp_async_wait() {
+#if !BRIGADE_CUDA_EMULATOR
   asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending));
+#endif
 }
 
 template <bool Transpose>
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t address) {
+#if BRIGADE_CUDA_EMULATOR
+  ::brigade::emu::ldmatrix_x4(r, address, Transpose);
+#else
   if constexpr (Transpose)
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
@@ -69,11 +84,15 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t address) 
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(address));
+#endif
 }
 
 // acc (16 x 8, f32) += a (16 x 16) @ b (16 x 8).
 template <class In>
 __device__ __forceinline__ void mma_16x8x16(float (&acc)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+#if BRIGADE_CUDA_EMULATOR
+  ::brigade::emu::mma_m16n8k16(acc, a, b, std::is_same_v<In, bf16>);
+#else
   if constexpr (std::is_same_v<In, bf16>)
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
@@ -86,6 +105,7 @@ __device__ __forceinline__ void mma_16x8x16(float (&acc)[4], const uint32_t (&a)
         "{%0, %1, %2, %3};\n"
         : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
 }
 
 // ---- shared-memory layout of one operand slice ----

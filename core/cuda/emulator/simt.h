@@ -94,6 +94,21 @@ class Launch {
   cudaStream_t stream_;
 };
 
+// Every lane's 8 bytes, once the whole warp has posted: the basis of warp-collective instructions.
+void gather_in_warp(uint64_t value, uint64_t (&all)[32]);
+
+// Shared-memory addresses. PTX names shared memory by 32-bit offsets into the block's window; here
+// an offset is taken from the first shared address the launch converts (every __shared__ array is
+// a static of this host thread, so the others lie a few KiB away).
+uint32_t shared_offset(const void* p);
+void* shared_pointer(uint32_t offset);
+
+// The PTX instructions of the tensor-core GEMM (kernels/cuda/gemm_tensor_core.cu), written from
+// their definitions in the PTX ISA: warp-collective, so each one gathers the warp's operands first.
+void ldmatrix_x4(uint32_t (&r)[4], uint32_t address, bool transpose);  // ldmatrix.sync.aligned.m8n8.x4[.trans].b16
+void mma_m16n8k16(float (&acc)[4], const uint32_t (&a)[4], const uint32_t (&b)[2], bool bf16_inputs);
+void cp_async_16(uint32_t dst, const void* src, int bytes);  // lands at once: wait_group has nothing to wait for
+
 template <class T>
 T shuffle(T value, int source_lane) {
   static_assert(sizeof(T) <= 8 && std::is_trivially_copyable_v<T>, "shuffles move up to 8 bytes");
@@ -178,6 +193,8 @@ std::common_type_t<A, B> max(A a, B b) {
 }
 using std::isinf;
 using std::isnan;
+
+inline size_t __cvta_generic_to_shared(const void* p) { return ::brigade::emu::shared_offset(p); }
 
 // ---- bit casts and rounding intrinsics -----------------------------------------------------------
 inline float __uint_as_float(unsigned v) { float f; std::memcpy(&f, &v, 4); return f; }
