@@ -18,6 +18,11 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
+
 #include <climits>
 #include <cstdio>
 #include <memory>
@@ -33,6 +38,24 @@ namespace {
 
 constexpr size_t kStackBytes = 64 * 1024;  // kernels keep small arrays in registers; 64 KiB is plenty
 constexpr int kWarp = 32;
+
+// AddressSanitizer must be told about every switch between stacks, or it takes the fiber stacks for
+// overflows of the host thread's (a -Db_sanitize=address emulator build is a CPU-side memcheck:
+// with BRIGADE_TEST_EXACT_ALLOCATIONS=1 every tensor is its own allocation, and a kernel reading
+// past one is reported). Without ASan these are empty.
+#if defined(__SANITIZE_ADDRESS__)
+void leaving_for(void** fake_stack, const void* bottom, size_t size) {
+  __sanitizer_start_switch_fiber(fake_stack, bottom, size);
+}
+void arrived(void* fake_stack, const void** from_bottom, size_t* from_size) {
+  __sanitizer_finish_switch_fiber(fake_stack, from_bottom, from_size);
+}
+void fresh_stack(void* bottom, size_t size) { ASAN_UNPOISON_MEMORY_REGION(bottom, size); }
+#else
+void leaving_for(void**, const void*, size_t) {}
+void arrived(void*, const void**, size_t*) {}
+void fresh_stack(void*, size_t) {}
+#endif
 
 // A stack with a PROT_NONE page below it, so an overflow faults instead of corrupting a neighbour.
 class FiberStack {
@@ -61,6 +84,7 @@ enum class State { runnable, at_block_barrier, at_warp_barrier, done };
 
 struct Fiber {
   jmp_buf resume;  // where a parked fiber continues
+  void* fake_stack = nullptr;  // ASan's bookkeeping while parked
   bool started = false;
   uint3 index;
   int warp = 0, lane = 0;
@@ -73,6 +97,9 @@ struct Block {
   std::vector<uint64_t> posted;  // one shuffle slot per thread
   Fiber* current = nullptr;
   jmp_buf scheduler;       // where the scheduler continues when a fiber parks or ends
+  void* scheduler_fake_stack = nullptr;
+  const void* scheduler_bottom = nullptr;  // the host thread's stack, for ASan's switch notes
+  size_t scheduler_size = 0;
   ucontext_t start;        // makecontext's template for starting a fiber
   ucontext_t start_from;   // swapcontext's save area (the scheduler returns through `scheduler`)
   std::string fault;
@@ -82,26 +109,40 @@ thread_local std::vector<std::unique_ptr<FiberStack>> stacks;  // reused by ever
 thread_local Block* running = nullptr;
 thread_local const char* shared_base = nullptr;  // see shared_offset
 
+// Back to the scheduler; `parked` fibers will be resumed, the others never.
+[[noreturn]] void to_scheduler(Block& b, Fiber& f, bool parked) {
+  leaving_for(parked ? &f.fake_stack : nullptr, b.scheduler_bottom, b.scheduler_size);
+  _longjmp(b.scheduler, 1);
+}
+
 void park(State state) {
-  Fiber* f = running->current;
+  Block& b = *running;
+  Fiber* f = b.current;
   f->state = state;
-  if (_setjmp(f->resume) == 0) _longjmp(running->scheduler, 1);
+  if (_setjmp(f->resume) == 0) to_scheduler(b, *f, true);
+  arrived(f->fake_stack, &b.scheduler_bottom, &b.scheduler_size);
 }
 
 [[noreturn]] void fiber_main() {
   Block* block = running;
+  arrived(nullptr, &block->scheduler_bottom, &block->scheduler_size);
   (*block->body)();
   block->current->state = State::done;
-  _longjmp(block->scheduler, 1);  // the stack is reused by the next thread; nothing returns here
+  to_scheduler(*block, *block->current, false);  // the stack is reused by the next thread
 }
 
 // Resumes fiber f (starting it on stack `stack` the first time) until it parks or ends.
 void resume(Block& b, Fiber& f, FiberStack& stack) {
   b.current = &f;
   thread_index = f.index;
-  if (_setjmp(b.scheduler) != 0) return;
+  if (_setjmp(b.scheduler) != 0) {
+    arrived(b.scheduler_fake_stack, nullptr, nullptr);
+    return;
+  }
+  leaving_for(&b.scheduler_fake_stack, stack.bottom(), kStackBytes);
   if (f.started) _longjmp(f.resume, 1);
   f.started = true;
+  fresh_stack(stack.bottom(), kStackBytes);  // a thread that faulted may have left poisoned frames
 #if defined(__x86_64__)
   // Point the stack pointer at the top of the fiber's stack (16-byte aligned, as the ABI wants at a
   // call) and call fiber_main there. It never returns: it longjmps back to `scheduler`.
@@ -313,7 +354,7 @@ void kernel_fault(const std::string& what) {
   Block& b = *running;
   b.fault = what;
   b.current->state = State::done;
-  _longjmp(b.scheduler, 1);  // the block stops here; this fiber is never resumed
+  to_scheduler(b, *b.current, false);  // the block stops here; this fiber is never resumed
 }
 
 std::string run_grid(const char* kernel, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t,
