@@ -42,12 +42,18 @@ inline std::vector<OpCase> norm_cases() {
             [](const std::vector<Tensor>& in) { return std::vector<Tensor>{layer_norm(in[0], Tensor(), Tensor())}; },
             Accuracy::reduction, "no affine" + shift));
       }
+      // A one-element row's rms_norm input gradient is gw * eps / (x^2 + eps)^1.5: for |x| >> sqrt(eps)
+      // it is the difference of two nearly equal numbers, so f32 noise of either backend dominates
+      // (a ~6% relative error at |x| = 1). Such rows get |x| near sqrt(eps) = 1e-3, where it is
+      // well conditioned; longer rows keep the standard normal.
+      const Input x_rms = r.dim == 1 ? Input(x).scaled(1e-3) : x;
       cases.push_back(make_case(
-          "rms_norm", {x, w}, [](const std::vector<Tensor>& in) { return std::vector<Tensor>{rms_norm(in[0], in[1])}; },
+          "rms_norm", {x_rms, w},
+          [](const std::vector<Tensor>& in) { return std::vector<Tensor>{rms_norm(in[0], in[1])}; },
           Accuracy::reduction, "weight" + shift));
       if (i % 2 == 1) {
         cases.push_back(make_case(
-            "rms_norm", {x},
+            "rms_norm", {x_rms},
             [](const std::vector<Tensor>& in) { return std::vector<Tensor>{rms_norm(in[0], Tensor())}; },
             Accuracy::reduction, "no weight" + shift));
       }
