@@ -17,7 +17,7 @@ import os
 import re
 import sys
 
-INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+\.cuh)"\s*$')
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+\.cuh)"\s*(//.*)?$')
 PRAGMA_ONCE = re.compile(r'^\s*#\s*pragma\s+once\s*$')
 
 
@@ -63,31 +63,61 @@ def kernel_start(text, end):
     return i
 
 
+def masked(text):
+    """The text with comments and string/char literals blanked (newlines kept), same length, so
+    a `<<<` or a bracket inside them is never taken for code."""
+    out = list(text)
+    i, n = 0, len(text)
+    while i < n:
+        two = text[i:i + 2]
+        if two == "//":
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+        elif two == "/*":
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+        elif text[i] in "\"'":
+            j = i + 1
+            while j < n and text[j] != text[i]:
+                j += 2 if text[j] == "\\" else 1
+            j = min(n, j + 1)
+        else:
+            i += 1
+            continue
+        for k in range(i, j):
+            if out[k] != "\n":
+                out[k] = " "
+        i = j
+    return "".join(out)
+
+
 def rewrite_launches(path, text):
+    code = masked(text)  # where to look; the output copies from `text`
     out, pos = [], 0
     while True:
-        at = text.find("<<<", pos)
+        at = code.find("<<<", pos)
         if at < 0:
             out.append(text[pos:])
             return "".join(out)
-        start = kernel_start(text, at)
+        start = kernel_start(code, at)
         kernel = text[start:at].strip()
-        close = text.find(">>>", at)
+        close = code.find(">>>", at)
         if not kernel or close < 0:
             fail(path, text, at, "cannot read this kernel launch")
         config = text[at + 3:close]
         paren = close + 3
-        while paren < len(text) and text[paren].isspace():
+        while paren < len(code) and code[paren].isspace():
             paren += 1
-        if paren >= len(text) or text[paren] != "(":
+        if paren >= len(code) or code[paren] != "(":
             fail(path, text, at, "expected '(' after '>>>'")
-        args_end = matching(text, paren, "(", ")")
+        args_end = matching(code, paren, "(", ")")
         if args_end < 0:
             fail(path, text, at, "unbalanced parentheses in the launch's arguments")
         args = text[paren + 1:args_end - 1]
         name = " ".join(kernel.split())
         call = f'::brigade::emu::Launch({config}).run("{name}", [](auto... a) {{ {kernel}(a...); }}'
         call += f", {args})" if args.strip() else ")"
+        call += "\n" * (text.count("\n", start, args_end) - call.count("\n"))  # later lines keep their numbers
         out.append(text[pos:start])
         out.append(call)
         pos = args_end

@@ -119,7 +119,37 @@ TEST_CASE("emulator: a host pointer passed to a kernel fails the launch", "[gpu]
 TEST_CASE("emulator: a launch beyond the GPU's limits is an invalid configuration", "[gpu][emulator]") {
   DeviceArray<int> out(2048);
   et::write_ones(out.data, 2048);
-  CHECK_THAT(launch_error(), Contains("more than 1024 threads in a block"));
+  const std::string error = launch_error();
+  CHECK_THAT(error, Contains("cudaErrorInvalidConfiguration"));
+  CHECK_THAT(error, Contains("more than 1024 threads in a block"));
+}
+
+TEST_CASE("emulator: another device's memory or stream fails the launch", "[gpu][emulator]") {
+  int devices = 0;
+  REQUIRE(cudaGetDeviceCount(&devices) == cudaSuccess);
+  if (devices < 2) {
+    SUCCEED("one emulated device (BRIGADE_EMULATED_GPUS=2 runs this)");
+    return;
+  }
+  REQUIRE(cudaSetDevice(1) == cudaSuccess);
+  int* on_1 = nullptr;
+  REQUIRE(cudaMalloc(&on_1, 32 * sizeof(int)) == cudaSuccess);
+  cudaStream_t stream_1 = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&stream_1, cudaStreamNonBlocking) == cudaSuccess);
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  et::write_ones(on_1, 32);
+  CHECK_THAT(launch_error(), Contains("points to memory of device 1, but the kernel runs on device 0"));
+  cudaEvent_t event_0 = nullptr;
+  REQUIRE(cudaEventCreate(&event_0) == cudaSuccess);
+  CHECK(cudaEventRecord(event_0, stream_1) == cudaErrorInvalidResourceHandle);
+  cudaGetLastError();
+  REQUIRE(cudaSetDevice(1) == cudaSuccess);
+  et::write_ones(on_1, 32);  // the right device: fine
+  CHECK(launch_error() == "");
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  cudaEventDestroy(event_0);
+  cudaStreamDestroy(stream_1);
+  cudaFree(on_1);
 }
 
 TEST_CASE("emulator: a copy whose kind does not match its pointers fails", "[gpu][emulator]") {

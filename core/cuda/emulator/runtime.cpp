@@ -19,6 +19,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "core/cuda/emulator/simt.h"
@@ -61,16 +62,18 @@ Memory& memory() {
   return *m;
 }
 
-// The allocation holding [p, p + bytes), if any.
-const Allocation* find(const void* p, size_t bytes, uintptr_t* start = nullptr) {
+// The allocation holding [p, p + bytes), if any. With bytes == 0, p may also be one past the end
+// (a kernel's `end` pointer).
+const Allocation* find(const void* p, size_t bytes) {
   Memory& m = memory();
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);
   auto it = m.blocks.upper_bound(a);
-  if (it == m.blocks.begin()) return nullptr;
-  --it;
-  if (a + bytes > it->first + it->second.bytes) return nullptr;
-  if (start) *start = it->first;
-  return &it->second;
+  if (it != m.blocks.begin()) {
+    --it;
+    if (a + bytes <= it->first + it->second.bytes && (bytes > 0 || a <= it->first + it->second.bytes))
+      return &it->second;
+  }
+  return nullptr;
 }
 
 thread_local int current_device = 0;
@@ -78,20 +81,31 @@ thread_local cudaError_t last_error = cudaSuccess;
 // The emulator's own, more precise text for the last error it raised on this thread; it outlives
 // cudaGetLastError so that a check which reads the code first can still print it.
 thread_local cudaError_t message_code = cudaSuccess;
-thread_local std::string last_message;
+thread_local const char* last_message = nullptr;
+
+// Messages are kept for the life of the process, like the runtime's static strings, so a pointer
+// from cudaGetErrorString stays valid after later errors.
+const char* keep(const std::string& message) {
+  static std::mutex mutex;
+  static auto* kept = new std::set<std::string>;
+  std::lock_guard<std::mutex> lock(mutex);
+  return kept->insert(message).first->c_str();
+}
 
 cudaError_t fail(cudaError_t code, const std::string& message) {
   last_error = message_code = code;
-  last_message = message;
+  last_message = keep(message);
   return code;
 }
 
 const char* message_for(cudaError_t code) {
-  if (code == message_code && !last_message.empty()) return last_message.c_str();
+  if (code == message_code && last_message) return last_message;
   return nullptr;
 }
 
 struct Event {
+  int device;
+  bool timing;
   std::chrono::steady_clock::time_point when{};
   bool recorded = false;
 };
@@ -132,9 +146,22 @@ std::string check_copy(const char* call, void* dst, const void* src, size_t coun
 std::string check_kernel_pointer(const char* kernel, int index, const void* pointer) {
   if (!pointer) return "";
   std::lock_guard<std::mutex> lock(memory().mutex);
-  if (find(pointer, 1)) return "";  // device or pinned memory: both readable from a kernel
-  return std::string(kernel) + ": argument " + std::to_string(index) +
-         " points to host memory, which a GPU kernel cannot read (use device or pinned memory)";
+  const Allocation* a = find(pointer, 0);
+  if (!a)
+    return std::string(kernel) + ": argument " + std::to_string(index) +
+           " points to host memory, which a GPU kernel cannot read (use device or pinned memory)";
+  if (a->kind == Kind::device && a->device != current_device)  // brigade enables no peer access
+    return std::string(kernel) + ": argument " + std::to_string(index) + " points to memory of device " +
+           std::to_string(a->device) + ", but the kernel runs on device " + std::to_string(current_device);
+  return "";
+}
+
+std::string check_launch_stream(const char* kernel, cudaStream_t stream) {
+  if (!stream) return "";  // the legacy default stream is the current device's
+  const int device = reinterpret_cast<const Stream*>(stream)->device;
+  if (device == current_device) return "";
+  return std::string(kernel) + ": launched on a stream of device " + std::to_string(device) +
+         " while the current device is " + std::to_string(current_device);
 }
 
 void record_launch_error(cudaError_t code, const std::string& what) { fail(code, "CUDA emulator: " + what); }
@@ -221,6 +248,8 @@ const char* cudaGetErrorName(cudaError_t error) {
     case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
     case cudaErrorNoDevice: return "cudaErrorNoDevice";
     case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
     case cudaErrorNotReady: return "cudaErrorNotReady";
     default: return "cudaErrorUnknown";
   }
@@ -245,8 +274,9 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
   }
   *p = allocate(bytes);
   if (!*p) return fail(cudaErrorMemoryAllocation, "the host could not back a device allocation");
+  bytes = std::max<size_t>(bytes, 1);  // counted as released: a zero-byte allocation holds one byte
   used += bytes;
-  m.blocks[reinterpret_cast<uintptr_t>(*p)] = Allocation{std::max<size_t>(bytes, 1), Kind::device, current_device};
+  m.blocks[reinterpret_cast<uintptr_t>(*p)] = Allocation{bytes, Kind::device, current_device};
   return cudaSuccess;
 }
 
@@ -336,8 +366,8 @@ cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
 cudaError_t cudaStreamQuery(cudaStream_t) { return cudaSuccess; }
 cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned) { return cudaSuccess; }
 
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned) {
-  *event = reinterpret_cast<cudaEvent_t>(new Event);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags) {
+  *event = reinterpret_cast<cudaEvent_t>(new Event{current_device, (flags & cudaEventDisableTiming) == 0});
   return cudaSuccess;
 }
 cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, 0); }
@@ -345,8 +375,12 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
   delete reinterpret_cast<Event*>(event);
   return cudaSuccess;
 }
-cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   auto* e = reinterpret_cast<Event*>(event);
+  const int stream_device = stream ? reinterpret_cast<const Stream*>(stream)->device : current_device;
+  if (stream_device != e->device)
+    return fail(cudaErrorInvalidResourceHandle, "cudaEventRecord: an event of device " + std::to_string(e->device) +
+                                                    " recorded on a stream of device " + std::to_string(stream_device));
   e->when = std::chrono::steady_clock::now();
   e->recorded = true;
   return cudaSuccess;
@@ -356,6 +390,8 @@ cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
   auto* a = reinterpret_cast<Event*>(start);
   auto* b = reinterpret_cast<Event*>(end);
+  if (!a->timing || !b->timing)
+    return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: an event was created with cudaEventDisableTiming");
   if (!a->recorded || !b->recorded) return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: an event was never recorded");
   *ms = std::chrono::duration<float, std::milli>(b->when - a->when).count();
   return cudaSuccess;

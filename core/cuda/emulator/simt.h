@@ -49,8 +49,11 @@ uint64_t exchange_in_warp(uint64_t value, int source_lane);
 // Runs body() once for every thread of the grid; returns "" or what went wrong.
 std::string run_grid(const char* kernel, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
                      const std::function<void()>& body);
-// Checks kernel pointer argument `index` (device or pinned memory); "" when it is fine.
+// Checks kernel pointer argument `index`: device memory of the current device (up to one past an
+// allocation's end) or pinned host memory; "" when it is fine.
 std::string check_kernel_pointer(const char* kernel, int index, const void* pointer);
+// Checks that `stream` belongs to the current device, as a launch on it requires; "" when it does.
+std::string check_launch_stream(const char* kernel, cudaStream_t stream);
 // Records a failed launch for cudaGetLastError and the synchronising calls.
 void record_launch_error(cudaError_t code, const std::string& what);
 
@@ -66,14 +69,18 @@ class Launch {
   void run(const char* name, Kernel kernel, Args&&... args) const {
     // Kernel parameters are copies, made once at the launch, as the CUDA runtime makes them.
     std::tuple<std::decay_t<Args>...> params(std::forward<Args>(args)...);
-    std::string error = check_pointers(name, params, std::index_sequence_for<Args...>{});
+    std::string error = check_launch_stream(name, stream_);
+    if (error.empty()) error = check_pointers(name, params, std::index_sequence_for<Args...>{});
     if (error.empty()) {
       error = run_grid(name, grid_, block_, shared_bytes_, stream_, [&] {
         auto copy = params;  // each thread gets its own parameters and may change them
         std::apply(kernel, std::move(copy));
       });
     }
-    if (!error.empty()) record_launch_error(cudaErrorLaunchFailure, error);
+    if (!error.empty()) {
+      const bool config = error.find("invalid launch configuration") != std::string::npos;
+      record_launch_error(config ? cudaErrorInvalidConfiguration : cudaErrorLaunchFailure, error);
+    }
   }
 
  private:
@@ -150,7 +157,7 @@ T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = 32) {
   ::brigade::emu::check_full_mask(mask, "__shfl_xor_sync");
   const int lane = ::brigade::emu::lane();
   int source = lane ^ lane_mask;
-  if ((source & ~(width - 1)) != (lane & ~(width - 1))) source = lane;  // outside the segment: own value
+  if (source > (lane | (width - 1))) source = lane;  // past the end of the lane's segment: own value
   return ::brigade::emu::shuffle(value, source);
 }
 template <class T>
@@ -164,7 +171,7 @@ template <class T>
 T __shfl_sync(unsigned mask, T value, int source_lane, int width = 32) {
   ::brigade::emu::check_full_mask(mask, "__shfl_sync");
   const int lane = ::brigade::emu::lane();
-  return ::brigade::emu::shuffle(value, (lane & ~(width - 1)) + (source_lane % width));
+  return ::brigade::emu::shuffle(value, (lane & ~(width - 1)) + (source_lane & (width - 1)));
 }
 
 // Fibers of one host thread never run at the same time, so a read-modify-write is atomic.
@@ -201,7 +208,8 @@ inline float __uint_as_float(unsigned v) { float f; std::memcpy(&f, &v, 4); retu
 inline unsigned __float_as_uint(float f) { unsigned v; std::memcpy(&v, &f, 4); return v; }
 inline float __int_as_float(int v) { float f; std::memcpy(&f, &v, 4); return f; }
 inline int __float_as_int(float f) { int v; std::memcpy(&v, &f, 4); return v; }
-// IEEE products rounded to nearest: what the host's * gives (g++ -std=c++20 does not contract FMAs).
+// IEEE products rounded to nearest. (nvcc contracts a*b+c into an FMA where it can; g++ for baseline
+// x86-64 has no FMA instruction to contract into, so emulated results may differ there in last bits.)
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline double __dmul_rn(double a, double b) { return a * b; }
 inline float __double2float_rn(double v) { return float(v); }
