@@ -12,9 +12,14 @@
 namespace brigade::cuda {
 
 inline void check(cudaError_t err, const char* expr, const char* file, int line) {
-  if (err != cudaSuccess)
+  if (err != cudaSuccess) {
+    // A failed call also sets the thread's last-error state. It is reported here, so clear it:
+    // otherwise the next BRIGADE_CUDA_CHECK_LAUNCH (which reads cudaGetLastError) would blame an
+    // unrelated kernel for it after a caller has caught this error.
+    cudaGetLastError();
     fail("CUDA error: ", expr, " returned ", cudaGetErrorName(err), " (", cudaGetErrorString(err), ") at ", file,
          ":", line);
+  }
 }
 
 }  // namespace brigade::cuda

@@ -13,13 +13,58 @@
 
 namespace brigade {
 
+namespace {
+
+// CUDA streams are recycled, never destroyed. The caching allocator keeps the raw handle of every
+// stream that used a block (record_stream) and records an event on it when the block is freed,
+// which can be long after the Stream that made it is gone: a pipeline rank's stream ends with its
+// thread, while tensors it touched live on. A destroyed handle there is an invalid resource (the
+// CPU emulator caught exactly this at the end of `brigade train --device cuda`), or, worse, a
+// handle the runtime has reused. So a dead Stream's handle goes back to a per-device pool for the
+// next Stream::create, as PyTorch's stream pool does. Reuse is safe: anything recorded on the
+// handle before stays ordered before what its next owner queues.
+struct StreamPool {
+  std::mutex mutex;
+  std::vector<std::vector<cudaStream_t>> idle;  // by device
+};
+
+StreamPool& stream_pool() {
+  static auto* pool = new StreamPool;  // leaked on purpose: streams may be returned during exit
+  return *pool;
+}
+
+cudaStream_t take_stream(Device device) {
+  StreamPool& pool = stream_pool();
+  {
+    std::lock_guard<std::mutex> lock(pool.mutex);
+    if (pool.idle.size() > size_t(device.index) && !pool.idle[size_t(device.index)].empty()) {
+      cudaStream_t s = pool.idle[size_t(device.index)].back();
+      pool.idle[size_t(device.index)].pop_back();
+      return s;
+    }
+  }
+  cuda::DeviceGuard guard(device.index);
+  cudaStream_t s = nullptr;
+  // Non-blocking: no implicit synchronisation with the legacy default stream (stream 0).
+  BRIGADE_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  return s;
+}
+
+void return_stream(Device device, cudaStream_t s) {
+  StreamPool& pool = stream_pool();
+  std::lock_guard<std::mutex> lock(pool.mutex);
+  if (pool.idle.size() <= size_t(device.index)) pool.idle.resize(size_t(device.index) + 1);
+  pool.idle[size_t(device.index)].push_back(s);
+}
+
+}  // namespace
+
 struct Stream::Impl {
   cudaStream_t stream = nullptr;
   Device device;
   ~Impl() {
-    // Errors are ignored: a destructor cannot throw, and at process exit the runtime may already be
-    // unloading. Work still queued on the stream completes normally.
-    if (stream != nullptr) cudaStreamDestroy(stream);
+    // Work still queued on the stream completes normally; the handle is reused, never destroyed.
+    if (stream != nullptr) return_stream(device, stream);
   }
 };
 
@@ -68,9 +113,7 @@ Stream Stream::create(Device device) {
   cuda::check_gpu("Stream::create", device);
   auto impl = std::make_shared<Impl>();
   impl->device = device;
-  cuda::DeviceGuard guard(device.index);
-  // Non-blocking: no implicit synchronisation with the legacy default stream (stream 0).
-  BRIGADE_CUDA_CHECK(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking));
+  impl->stream = take_stream(device);
   return Stream(std::move(impl));
 }
 
