@@ -70,8 +70,7 @@ const Allocation* find(const void* p, size_t bytes) {
   auto it = m.blocks.upper_bound(a);
   if (it != m.blocks.begin()) {
     --it;
-    if (a + bytes <= it->first + it->second.bytes && (bytes > 0 || a <= it->first + it->second.bytes))
-      return &it->second;
+    if (a + bytes <= it->first + it->second.bytes) return &it->second;
   }
   return nullptr;
 }

@@ -357,22 +357,32 @@ void kernel_fault(const std::string& what) {
   to_scheduler(b, *b.current, false);  // the block stops here; this fiber is never resumed
 }
 
-std::string run_grid(const char* kernel, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t,
-                     const std::function<void()>& body) {
-  std::ostringstream config;
-  config << "<<<(" << grid.x << "," << grid.y << "," << grid.z << "), (" << block.x << "," << block.y << ","
-         << block.z << "), " << shared_bytes << ">>>";
+namespace {
+// "kernel<<<(gx,gy,gz), (bx,by,bz), smem>>>", for messages only.
+std::string describe_launch(const char* kernel, dim3 grid, dim3 block, size_t shared_bytes) {
+  std::ostringstream s;
+  s << kernel << "<<<(" << grid.x << "," << grid.y << "," << grid.z << "), (" << block.x << "," << block.y << ","
+    << block.z << "), " << shared_bytes << ">>>";
+  return s.str();
+}
+}  // namespace
+
+std::string check_launch_config(const char* kernel, dim3 grid, dim3 block, size_t shared_bytes) {
   const uint64_t threads = uint64_t(block.x) * block.y * block.z;
   // The limits of every GPU since Volta; a launch beyond them fails on the device too.
-  std::string bad;
+  const char* bad = nullptr;
   if (threads == 0 || uint64_t(grid.x) * grid.y * grid.z == 0) bad = "an empty grid or block";
   else if (threads > 1024) bad = "more than 1024 threads in a block";
   else if (block.z > 64) bad = "blockDim.z above 64";
   else if (grid.y > 65535 || grid.z > 65535) bad = "gridDim.y or gridDim.z above 65535";
   else if (grid.x > 2147483647u) bad = "gridDim.x above 2^31 - 1";
   else if (shared_bytes > 227 * 1024) bad = "more than 227 KiB of dynamic shared memory";
-  if (!bad.empty()) return std::string(kernel) + config.str() + ": invalid launch configuration: " + bad;
+  if (!bad) return "";
+  return describe_launch(kernel, grid, block, shared_bytes) + ": invalid launch configuration: " + bad;
+}
 
+std::string run_grid(const char* kernel, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t,
+                     const std::function<void()>& body) {
   Block b;
   b.body = &body;
   getcontext(&b.start);
@@ -386,7 +396,7 @@ std::string run_grid(const char* kernel, dim3 grid, dim3 block, size_t shared_by
     for (unsigned y = 0; y < grid.y && fault.empty(); ++y)
       for (unsigned x = 0; x < grid.x && fault.empty(); ++x) fault = run_block(b, make_uint3(x, y, z), block);
   running = outer;
-  if (!fault.empty()) return std::string(kernel) + config.str() + ": " + fault;
+  if (!fault.empty()) return describe_launch(kernel, grid, block, shared_bytes) + ": " + fault;
   return "";
 }
 

@@ -46,7 +46,9 @@ uint64_t exchange_in_warp(uint64_t value, int source_lane);
 // Ends the running kernel with an error (an emulator-detected bug in the kernel).
 [[noreturn]] void kernel_fault(const std::string& what);
 
-// Runs body() once for every thread of the grid; returns "" or what went wrong.
+// "" when the grid and block are within the GPU's limits, else why not.
+std::string check_launch_config(const char* kernel, dim3 grid, dim3 block, size_t shared_bytes);
+// Runs body() once for every thread of a valid grid; returns "" or what went wrong.
 std::string run_grid(const char* kernel, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
                      const std::function<void()>& body);
 // Checks kernel pointer argument `index`: device memory of the current device (up to one past an
@@ -69,7 +71,9 @@ class Launch {
   void run(const char* name, Kernel kernel, Args&&... args) const {
     // Kernel parameters are copies, made once at the launch, as the CUDA runtime makes them.
     std::tuple<std::decay_t<Args>...> params(std::forward<Args>(args)...);
-    std::string error = check_launch_stream(name, stream_);
+    std::string error = check_launch_config(name, grid_, block_, shared_bytes_);
+    if (!error.empty()) return record_launch_error(cudaErrorInvalidConfiguration, error);
+    error = check_launch_stream(name, stream_);
     if (error.empty()) error = check_pointers(name, params, std::index_sequence_for<Args...>{});
     if (error.empty()) {
       error = run_grid(name, grid_, block_, shared_bytes_, stream_, [&] {
@@ -77,10 +81,7 @@ class Launch {
         std::apply(kernel, std::move(copy));
       });
     }
-    if (!error.empty()) {
-      const bool config = error.find("invalid launch configuration") != std::string::npos;
-      record_launch_error(config ? cudaErrorInvalidConfiguration : cudaErrorLaunchFailure, error);
-    }
+    if (!error.empty()) record_launch_error(cudaErrorLaunchFailure, error);
   }
 
  private:
