@@ -33,15 +33,29 @@ class StoreAdapter final : public gloo::rendezvous::Store {
     store_.set(prefix_ + key, std::string(data.begin(), data.end()));
   }
   std::vector<char> get(const std::string& key) override {
-    std::string value = store_.get(prefix_ + key, deadline_);
+    std::string value = fetch(key);
     return std::vector<char>(value.begin(), value.end());
   }
   void wait(const std::vector<std::string>& keys) override {
-    for (const std::string& key : keys) store_.get(prefix_ + key, deadline_);
+    for (const std::string& key : keys) fetch(key);
   }
   void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds&) override { wait(keys); }
 
  private:
+  // Gloo's full-mesh connect publishes each rank's address under the rank's number, so a key that
+  // never appears means that rank never got this far: say so in those words.
+  std::string fetch(const std::string& key) {
+    try {
+      return store_.get(prefix_ + key, deadline_);
+    } catch (const TimeoutError& e) {
+      const bool is_rank =
+          !key.empty() && std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
+      if (!is_rank) throw;
+      throw TimeoutError("rank " + key + " never published its address (did it start, with the same store and " +
+                         "group size?): " + e.what());
+    }
+  }
+
   comm::Store& store_;
   std::string prefix_;
   Deadline deadline_;
@@ -65,7 +79,9 @@ class GlooCommunicator final : public Communicator {
         prefix_(std::move(prefix)),
         device_(std::move(device)) {
     context_ = std::make_shared<gloo::rendezvous::Context>(rank, size);
-    context_->setTimeout(timeout);  // bounds each pair's connect, and gloo's waits we don't time
+    // The context's timeout bounds each pair's connect (the rest of the connect deadline), then
+    // gloo's own waits, which every call here also bounds by its own deadline.
+    context_->setTimeout(deadline.remaining());
     StoreAdapter adapter(*store_, prefix_, deadline);
     std::string w = what("connect through " + store_->str());
     try {
@@ -73,8 +89,12 @@ class GlooCommunicator final : public Communicator {
     } catch (const TimeoutError& e) {
       throw TimeoutError(w + ": " + e.what());
     } catch (const std::exception& e) {
+      // A pair that could not connect in time: say so as a timeout (there is nothing to abort yet).
+      if (deadline.passed())
+        throw TimeoutError(w + ": timed out after " + seconds_str(deadline.timeout()) + " (" + e.what() + ")");
       fail(w, ": ", e.what());
     }
+    context_->setTimeout(timeout);
   }
 
  protected:
@@ -263,7 +283,7 @@ std::unique_ptr<Communicator> gloo_communicator(std::shared_ptr<Store> store, in
          ": ", e.what());
   }
   return std::make_unique<GlooCommunicator>(std::move(store), "gloo/", std::move(device), rank, size, options.timeout,
-                                            Deadline::after(options.timeout));
+                                            Deadline::after(options.connect_timeout));
 }
 
 }  // namespace brigade::comm

@@ -29,9 +29,11 @@ int nccl_version();     // the loaded library's version code (2.28.9 -> 22809), 
 bool nccl_multi_rank_per_gpu();
 
 // One rank of a group spread over processes (typically one GPU each): every rank calls it with the
-// same store; rank 0 publishes the unique id there.
+// same store; rank 0 publishes the unique id there. `timeout` bounds each call; `connect_timeout`
+// the wait for the unique id and NCCL's own initialisation.
 std::unique_ptr<Communicator> nccl_communicator(std::shared_ptr<Store> store, int rank, int size, Device device,
-                                                Milliseconds timeout = default_timeout());
+                                                Milliseconds timeout = default_timeout(),
+                                                Milliseconds connect_timeout = default_connect_timeout());
 // A whole group in this process, rank r on devices[r]; drive each from its own thread. A device may
 // repeat only when nccl_multi_rank_per_gpu().
 std::vector<std::unique_ptr<Communicator>> nccl_group(const std::vector<Device>& devices,

@@ -15,7 +15,8 @@ bool nccl_available() { return false; }
 int nccl_version() { return 0; }
 bool nccl_multi_rank_per_gpu() { return false; }
 
-std::unique_ptr<Communicator> nccl_communicator(std::shared_ptr<Store>, int, int, Device, Milliseconds) {
+std::unique_ptr<Communicator> nccl_communicator(std::shared_ptr<Store>, int, int, Device, Milliseconds,
+                                                Milliseconds) {
   unavailable();
 }
 

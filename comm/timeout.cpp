@@ -1,5 +1,6 @@
 #include "comm/timeout.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -20,6 +21,12 @@ Milliseconds default_timeout() {
   const char* value = std::getenv("BRIGADE_COMM_TIMEOUT");
   if (value == nullptr || *value == '\0') return std::chrono::seconds(300);
   return parse_seconds(value, "BRIGADE_COMM_TIMEOUT");
+}
+
+Milliseconds default_connect_timeout() {
+  const char* value = std::getenv("BRIGADE_CONNECT_TIMEOUT");
+  if (value != nullptr && *value != '\0') return parse_seconds(value, "BRIGADE_CONNECT_TIMEOUT");
+  return std::max<Milliseconds>(default_timeout(), std::chrono::seconds(60));
 }
 
 std::string seconds_str(Milliseconds ms) {

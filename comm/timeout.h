@@ -19,6 +19,13 @@ using Milliseconds = std::chrono::milliseconds;
 // Throws an Error naming the variable when its value is not a positive number.
 Milliseconds default_timeout();
 
+// How long connecting may take: the rendezvous through the store and the first handshake with every
+// peer. BRIGADE_CONNECT_TIMEOUT (seconds) if set, else default_timeout() but never under 60 s.
+// Separate because connecting waits for the slowest rank to *start* (load its libraries, read its
+// data), which has nothing to do with how long a step's transfer may take: a job that wants a
+// missing neighbour found in one second must not also need every process up within that second.
+Milliseconds default_connect_timeout();
+
 // Parses "30", "2.5" (seconds) into milliseconds; throws naming `what` otherwise.
 Milliseconds parse_seconds(const std::string& text, const std::string& what);
 

@@ -35,17 +35,28 @@ if [[ ${BRIGADE_EMULATOR:-1} != 0 && $# -eq 0 && -f /usr/local/cuda/include/cuda
 fi
 
 # testlog.json holds one JSON object per test; meson is Python, so python3 is always here.
+# A failed test's name and the end of its output are printed again here, last, because a CI log is
+# often read from its tail and meson's own report of the failure is hundreds of lines above.
 summary=$(python3 - "${logs[@]}" <<'PY'
 import json, os, sys
 counts = {"passed": 0, "failed": 0, "skipped": 0}
 kind = {"OK": "passed", "EXPECTEDFAIL": "passed", "SKIP": "skipped"}  # everything else is a failure
 for path in sys.argv[1:]:
-    if os.path.exists(path):
-        for line in open(path):
-            if line.strip():
-                counts[kind.get(json.loads(line)["result"], "failed")] += 1
-    else:
+    if not os.path.exists(path):
         counts["failed"] += 1  # a suite that could not run at all
+        print(f"FAILED: no test log at {path} (the suite did not build or run)", file=sys.stderr)
+        continue
+    for line in open(path):
+        if not line.strip():
+            continue
+        test = json.loads(line)
+        outcome = kind.get(test["result"], "failed")
+        counts[outcome] += 1
+        if outcome == "failed":
+            output = (test.get("stdout") or "") + (test.get("stderr") or "")
+            tail = "\n".join(output.rstrip().splitlines()[-40:])
+            print(f"FAILED: {test['name']} ({test['result']}, {test['duration']:.1f} s, "
+                  f"exit {test.get('returncode')}); the end of its output:\n{tail}\n", file=sys.stderr)
 print(counts["passed"], counts["failed"], counts["skipped"])
 PY
 ) || summary="0 0 0"

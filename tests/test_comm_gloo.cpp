@@ -85,15 +85,35 @@ TEST_CASE("gloo: a rank that stops answering makes the others time out", "[comm]
 
 namespace {
 
-std::vector<std::unique_ptr<comm::Communicator>> gloo_threads(int n, std::chrono::milliseconds timeout) {
+// Ranks 0..present-1 of a group of n, each a thread; rank r waits start_delay * r before it
+// connects, like processes that start at different times. A rank that fails to connect leaves its
+// slot empty and its error in `errors`.
+std::vector<std::unique_ptr<comm::Communicator>> gloo_threads(int n, int present, const comm::GlooOptions& options,
+                                                              std::chrono::milliseconds start_delay,
+                                                              std::vector<std::string>& errors) {
   std::shared_ptr<comm::Store> store = comm::make_memory_store();
   auto comms = std::vector<std::unique_ptr<comm::Communicator>>(size_t(n));
+  errors.assign(size_t(present), "");
   std::vector<std::thread> threads;
-  comm::GlooOptions options;
-  options.timeout = timeout;
-  for (int r = 0; r < n; ++r)  // connecting blocks until every rank is there: one thread each
-    threads.emplace_back([&, r] { comms[size_t(r)] = comm::gloo_communicator(store, r, n, options); });
+  for (int r = 0; r < present; ++r)  // connecting blocks until every rank is there: one thread each
+    threads.emplace_back([&, r] {
+      std::this_thread::sleep_for(start_delay * r);
+      try {
+        comms[size_t(r)] = comm::gloo_communicator(store, r, n, options);
+      } catch (const std::exception& e) {
+        errors[size_t(r)] = e.what();
+      }
+    });
   for (auto& t : threads) t.join();
+  return comms;
+}
+
+std::vector<std::unique_ptr<comm::Communicator>> gloo_threads(int n, std::chrono::milliseconds timeout) {
+  comm::GlooOptions options;
+  options.timeout = timeout;  // connecting keeps its own, longer timeout
+  std::vector<std::string> errors;
+  auto comms = gloo_threads(n, n, options, std::chrono::milliseconds(0), errors);
+  for (const std::string& e : errors) REQUIRE(e.empty());
   return comms;
 }
 
@@ -169,6 +189,33 @@ TEST_CASE("gloo: a receive with no sender times out and aborts", "[comm][gloo]")
   start = std::chrono::steady_clock::now();
   REQUIRE_THROWS_WITH(comms[0]->recv(1, 0), Contains("comm recv from rank 1, tag 0 (rank 0 of 2, gloo)"));
   REQUIRE(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+}
+
+TEST_CASE("gloo: connecting waits for late ranks longer than a call may wait, up to its own timeout",
+          "[comm][gloo]") {
+  comm::GlooOptions options;
+  options.timeout = std::chrono::milliseconds(200);
+  options.connect_timeout = std::chrono::seconds(30);
+  std::vector<std::string> errors;
+  auto comms = gloo_threads(3, 3, options, std::chrono::milliseconds(500), errors);  // rank 2 starts 1 s late
+  for (size_t r = 0; r < 3; ++r) {
+    INFO("rank " << r << ": " << errors[r]);
+    REQUIRE(errors[r].empty());
+    REQUIRE(comms[r]->timeout() == std::chrono::milliseconds(200));  // calls keep the short timeout
+  }
+  REQUIRE(test::run_ranks(comms, [](comm::Communicator& c) { c.barrier(); }) == std::vector<std::string>(3));
+
+  // Rank 2 never comes: ranks 0 and 1 give up at the connect timeout and name the missing rank.
+  options.connect_timeout = std::chrono::milliseconds(300);
+  auto start = std::chrono::steady_clock::now();
+  gloo_threads(3, 2, options, std::chrono::milliseconds(0), errors);
+  REQUIRE(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+  for (size_t r = 0; r < 2; ++r) {
+    INFO("rank " << r << ": " << errors[r]);
+    REQUIRE_THAT(errors[r], Contains("connect through memory store (rank " + std::to_string(r) + " of 3, gloo)") &&
+                                Contains("rank 2 never published its address") &&
+                                Contains("timed out after 0.3 s"));
+  }
 }
 
 TEST_CASE("gloo: a dtype mismatch names both sides; the receiver's abort reaches the sender", "[comm][gloo]") {

@@ -27,6 +27,8 @@ TEST_CASE("launch: flags", "[comm][launch]") {
   REQUIRE(o.store == "tcp");
   REQUIRE(o.grace_seconds == 0.5);
   REQUIRE(o.timeout == "2");
+  REQUIRE(o.connect_timeout.empty());
+  REQUIRE(parse({"-n", "2", "--connect-timeout", "90", "p"}).connect_timeout == "90");
   REQUIRE(o.command == std::vector<std::string>{"prog", "-n", "x"});
   // Without "--" the program starts at the first non-flag word; its own flags are left alone.
   o = parse({"--nprocs", "2", "prog", "--store", "x"});
@@ -42,6 +44,8 @@ TEST_CASE("launch: flags", "[comm][launch]") {
   REQUIRE_THROWS_WITH(parse({"-n", "2", "--store", "nfs", "p"}), Contains("expected file or tcp, got 'nfs'"));
   REQUIRE_THROWS_WITH(parse({"-n", "2", "--grace", "-1", "p"}), Contains("--grace: expected a non-negative"));
   REQUIRE_THROWS_WITH(parse({"-n", "2", "--timeout", "0", "p"}), Contains("--timeout: must be positive"));
+  REQUIRE_THROWS_WITH(parse({"-n", "2", "--connect-timeout", "0", "p"}),
+                      Contains("--connect-timeout: must be positive"));
   REQUIRE_THROWS_WITH(parse({"-n", "2", "--frobnicate", "p"}), Contains("unknown flag '--frobnicate'"));
 }
 

@@ -436,3 +436,26 @@ TEST_CASE("comm: timeouts parse from seconds", "[comm]") {
   REQUIRE_THROWS(comm::parse_seconds("-1", "X"));
   REQUIRE(comm::seconds_str(ms(250)) == "0.25 s");
 }
+
+TEST_CASE("comm: connecting gets its own timeout, never under a minute unless asked", "[comm]") {
+  // Restores both variables whatever happens, so later cases see the environment they started with.
+  struct Restore {
+    ~Restore() {
+      ::unsetenv("BRIGADE_COMM_TIMEOUT");
+      ::unsetenv("BRIGADE_CONNECT_TIMEOUT");
+    }
+  } restore;
+  REQUIRE(std::getenv("BRIGADE_COMM_TIMEOUT") == nullptr);
+  REQUIRE(std::getenv("BRIGADE_CONNECT_TIMEOUT") == nullptr);
+  REQUIRE(comm::default_connect_timeout() == std::chrono::seconds(300));  // the call timeout's default
+  ::setenv("BRIGADE_COMM_TIMEOUT", "1", 1);                               // a test's fast failure...
+  REQUIRE(comm::default_timeout() == std::chrono::seconds(1));
+  REQUIRE(comm::default_connect_timeout() == std::chrono::seconds(60));  // ...still lets slow starters join
+  ::setenv("BRIGADE_COMM_TIMEOUT", "900", 1);
+  REQUIRE(comm::default_connect_timeout() == std::chrono::seconds(900));
+  ::setenv("BRIGADE_CONNECT_TIMEOUT", "2.5", 1);  // explicit wins, even under a minute
+  REQUIRE(comm::default_connect_timeout() == ms(2500));
+  ::setenv("BRIGADE_CONNECT_TIMEOUT", "never", 1);
+  REQUIRE_THROWS_WITH(comm::default_connect_timeout(),
+                      Contains("BRIGADE_CONNECT_TIMEOUT: expected a positive number of seconds, got 'never'"));
+}

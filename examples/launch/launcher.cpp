@@ -108,6 +108,7 @@ std::vector<std::string> environment_for(int r, const LaunchOptions& o, const Re
   set.push_back({"LOCAL_WORLD_SIZE", std::to_string(o.nprocs)});
   set.push_back({"BRIGADE_LAUNCH", "1"});
   if (!o.timeout.empty()) set.push_back({"BRIGADE_COMM_TIMEOUT", o.timeout});
+  if (!o.connect_timeout.empty()) set.push_back({"BRIGADE_CONNECT_TIMEOUT", o.connect_timeout});
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string entry = *e, name = entry.substr(0, entry.find('='));

@@ -23,7 +23,8 @@ double parse_seconds(const std::string& flag, const std::string& text) {
 }  // namespace
 
 std::string launch_usage() {
-  return "usage: brigade launch -n N [--store file|tcp] [--grace SECONDS] [--timeout SECONDS] [--] program [args...]\n"
+  return "usage: brigade launch -n N [--store file|tcp] [--grace SECONDS] [--timeout SECONDS]\n"
+         "                      [--connect-timeout SECONDS] [--] program [args...]\n"
          "\n"
          "Starts N copies of a program on this machine, one per rank, and waits for them.\n"
          "Each gets RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE, and a rendezvous: a fresh\n"
@@ -36,7 +37,10 @@ std::string launch_usage() {
          "  --store KIND       file or tcp (default file)\n"
          "  --grace SECONDS    time between SIGTERM and SIGKILL (default 5)\n"
          "  --timeout SECONDS  sets BRIGADE_COMM_TIMEOUT for the ranks: how long a communication call\n"
-         "                     may wait before it fails (default: the library's, 300 s)\n";
+         "                     may wait before it fails (default: the library's, 300 s)\n"
+         "  --connect-timeout SECONDS\n"
+         "                     sets BRIGADE_CONNECT_TIMEOUT: how long a rank waits for the others to\n"
+         "                     start and connect (default: the call timeout, at least 60 s)\n";
 }
 
 LaunchOptions parse_launch_args(const std::vector<std::string>& args, bool* help) {
@@ -70,6 +74,9 @@ LaunchOptions parse_launch_args(const std::vector<std::string>& args, bool* help
     } else if (a == "--timeout") {
       o.timeout = take_value(args, i);
       if (parse_seconds(a, o.timeout) <= 0) throw UsageError("--timeout: must be positive");
+    } else if (a == "--connect-timeout") {
+      o.connect_timeout = take_value(args, i);
+      if (parse_seconds(a, o.connect_timeout) <= 0) throw UsageError("--connect-timeout: must be positive");
     } else {
       throw UsageError("unknown flag '" + a + "'");
     }

@@ -12,6 +12,7 @@ struct LaunchOptions {
   std::string store = "file";        // --store file|tcp: how the ranks meet (comm/store.h)
   double grace_seconds = 5;          // --grace: SIGTERM to SIGKILL, once a rank failed
   std::string timeout;               // --timeout: BRIGADE_COMM_TIMEOUT for the ranks (seconds), or empty
+  std::string connect_timeout;       // --connect-timeout: BRIGADE_CONNECT_TIMEOUT (seconds), or empty
   std::vector<std::string> command;  // the program and its arguments
 };
 
