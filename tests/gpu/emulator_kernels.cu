@@ -50,6 +50,13 @@ __global__ void shuffle_from_exited_lane_kernel(int* out) {
 
 __global__ void write_kernel(int* out) { out[threadIdx.x] = 1; }
 
+// Thread i reads the 4 floats from x + offset + 4i as one 16-byte load: a bug unless x + offset is
+// 16-byte aligned.
+__global__ void vector_load_kernel(const float* x, int offset, float* out) {
+  const float4 v = *reinterpret_cast<const float4*>(x + offset + 4 * threadIdx.x);
+  out[threadIdx.x] = v.x + v.y + v.z + v.w;
+}
+
 }  // namespace
 
 void positions(int64_t* out, dim3 grid, dim3 block) { positions_kernel<<<grid, block>>>(out); }
@@ -60,5 +67,8 @@ void shuffles(int* xor_out, int* down_out, int* broadcast_out, int threads) {
 void divergent_shuffle(int* out) { divergent_shuffle_kernel<<<1, 32>>>(out); }
 void shuffle_from_exited_lane(int* out) { shuffle_from_exited_lane_kernel<<<1, 32>>>(out); }
 void write_ones(int* out, int threads) { write_kernel<<<1, threads>>>(out); }
+void vector_load_sums(const float* x, int offset, float* out, int threads) {
+  vector_load_kernel<<<1, threads>>>(x, offset, out);
+}
 
 }  // namespace brigade::emu_test

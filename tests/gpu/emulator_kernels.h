@@ -14,5 +14,6 @@ void shuffles(int* xor_out, int* down_out, int* broadcast_out, int threads);
 void divergent_shuffle(int* out);                                      // 32 threads
 void shuffle_from_exited_lane(int* out);                               // 32 threads
 void write_ones(int* out, int threads);
+void vector_load_sums(const float* x, int offset, float* out, int threads);  // x needs 4 * threads + offset
 
 }  // namespace brigade::emu_test

@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include <cuda_runtime.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <numeric>
 #include <random>
@@ -35,6 +37,36 @@ struct DeviceArray {
 std::string launch_error() {
   const cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? "" : std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+}
+
+// Runs `body` in a forked child (the emulator has no threads of its own, so forking is safe) and
+// returns its exit status (128 + N for signal N) and everything it wrote to stderr.
+struct ChildResult {
+  int exit_status = -1;
+  std::string output;
+};
+
+template <class Body>
+ChildResult in_child_process(Body&& body) {
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    dup2(fds[1], STDERR_FILENO);
+    close(fds[0]);
+    body();
+    _exit(0);
+  }
+  close(fds[1]);
+  ChildResult result;
+  char chunk[4096];
+  for (ssize_t n; (n = read(fds[0], chunk, sizeof chunk)) > 0;) result.output.append(chunk, size_t(n));
+  close(fds[0]);
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  result.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
 }
 
 }  // namespace
@@ -165,3 +197,31 @@ TEST_CASE("emulator: a copy whose kind does not match its pointers fails", "[gpu
   CHECK(cudaMemcpy(d.data, a.data(), 32, cudaMemcpyHostToDevice) == cudaSuccess);
   CHECK(d.read() == a);
 }
+
+#if BRIGADE_EMULATOR_ALIGNMENT_CHECKS  // meson warns when the compiler cannot check alignment
+TEST_CASE("emulator: a misaligned vector load stops the program, naming the kernel, block and thread",
+          "[gpu][emulator]") {
+  DeviceArray<float> x(4 * 8 + 4), sums(8);
+  std::vector<float> values(x.n);
+  std::iota(values.begin(), values.end(), 1.0f);
+  REQUIRE(cudaMemcpy(x.data, values.data(), x.n * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+  // Aligned (offset 0 and 4 floats = 16 bytes): it runs, and each thread sums its four.
+  for (int offset : {0, 4}) {
+    et::vector_load_sums(x.data, offset, sums.data, 8);
+    REQUIRE(launch_error() == "");
+    const std::vector<float> got = sums.read();
+    for (int i = 0; i < 8; ++i) CHECK(got[size_t(i)] == 4 * (offset + 4 * i) + 10);  // (k+1)+(k+2)+(k+3)+(k+4)
+  }
+  // One float in: every thread's address is 4 mod 16. A GPU ends the context; so does the emulator,
+  // so the launch runs in a child process whose exit and report are checked here.
+  const ChildResult child = in_child_process([&] {
+    et::vector_load_sums(x.data, 1, sums.data, 8);
+    cudaDeviceSynchronize();
+  });
+  INFO(child.output);
+  CHECK(child.exit_status != 0);
+  CHECK_THAT(child.output, Contains("misaligned address") && Contains("float4") && Contains("emulator_kernels.cu"));
+  CHECK_THAT(child.output, Contains("vector_load_kernel<<<(1,1,1), (8,1,1), 0>>>, block (0,0,0), thread (0,0,0)"));
+  CHECK_THAT(child.output, Contains("cudaErrorMisalignedAddress"));
+}
+#endif

@@ -20,6 +20,8 @@
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
+#endif
+#if defined(__SANITIZE_ADDRESS__) || BRIGADE_EMULATOR_ALIGNMENT_CHECKS
 #include <sanitizer/common_interface_defs.h>
 #endif
 
@@ -92,6 +94,9 @@ struct Fiber {
 };
 
 struct Block {
+  const char* kernel = nullptr;  // the launch, for messages
+  dim3 grid, block;
+  size_t shared_bytes = 0;
   const std::function<void()>* body = nullptr;
   std::vector<Fiber> fibers;
   std::vector<uint64_t> posted;  // one shuffle slot per thread
@@ -365,6 +370,26 @@ std::string describe_launch(const char* kernel, dim3 grid, dim3 block, size_t sh
     << block.z << "), " << shared_bytes << ">>>";
   return s.str();
 }
+
+#if BRIGADE_EMULATOR_ALIGNMENT_CHECKS
+// Emulator builds compile with -fsanitize=alignment -fno-sanitize-recover=alignment: a load or store
+// through a misaligned pointer (a float4 read at an address that is not a multiple of 16) stops the
+// process, as it stops the GPU's context with cudaErrorMisalignedAddress. x86 would just read it,
+// so without this the emulator could not see the bug. UBSan's report names the .cu line; this adds
+// the launch, block and thread that were running, printed as the process dies.
+void report_running_thread() {
+  const Block* b = running;
+  if (b == nullptr || b->current == nullptr) return;
+  const std::string where = describe_launch(b->kernel, b->grid, b->block, b->shared_bytes) + ", block " +
+                            describe(block_index) + ", thread " + describe(b->current->index);
+  std::fprintf(stderr,
+               "brigade GPU emulator: the error above happened in %s (on a GPU: cudaErrorMisalignedAddress, "
+               "which ends the process's CUDA context)\n",
+               where.c_str());
+}
+[[maybe_unused]] const bool report_registered = (__sanitizer_set_death_callback(&report_running_thread), true);
+#endif
+
 }  // namespace
 
 std::string check_launch_config(const char* kernel, dim3 grid, dim3 block, size_t shared_bytes) {
@@ -384,6 +409,10 @@ std::string check_launch_config(const char* kernel, dim3 grid, dim3 block, size_
 std::string run_grid(const char* kernel, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t,
                      const std::function<void()>& body) {
   Block b;
+  b.kernel = kernel;
+  b.grid = grid;
+  b.block = block;
+  b.shared_bytes = shared_bytes;
   b.body = &body;
   getcontext(&b.start);
   Block* outer = running;
