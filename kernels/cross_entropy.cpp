@@ -2,12 +2,9 @@
 // here, once; the kernels see contiguous logits and contiguous i64 targets. The CPU reference takes
 // f32/f64 logits (bf16/f16 are widened to f32 and results narrowed back); CUDA kernels take 16-bit
 // logits directly and compute in f32.
-#include "kernels/cpu/indices.h"
+#include "kernels/checked_indices.h"
 #include "kernels/dispatch.h"
 #include "kernels/ops.h"
-#if BRIGADE_HAVE_CUDA
-#include "kernels/cuda/indices.h"
-#endif
 
 namespace brigade::ops {
 namespace {
@@ -30,16 +27,15 @@ void check_inputs(const char* op, const Tensor& logits, const Tensor& targets) {
                 " does not match logits shape ", shape_str(logits.shape()), " (expected [", logits.size(0), "])");
 }
 
-// Contiguous i64 targets, each checked to be a class index or ignore_index; also counts the
-// targets that take part. On a GPU the check is a kernel whose summary the host waits for.
-Tensor checked_targets(const char* op, const Tensor& targets, int64_t classes, int64_t ignore_index, int64_t& count) {
-  Tensor t = contiguous(to_dtype(targets, DType::i64));
-  IndexScan scan;
-  BRIGADE_DISPATCH(op, t, scan_indices(scan, t, classes, ignore_index));
-  BRIGADE_CHECK(scan.bad_position < 0, op, ": target ", scan.bad_value, " at position ", scan.bad_position,
+// Targets checked to be class indices or ignore_index, and counted (those that take part), unless
+// `earlier` covers them. On a GPU the check is a kernel whose summary the host waits for.
+CheckedIndices checked_targets(const char* op, const Tensor& targets, int64_t classes, int64_t ignore_index,
+                               const CheckedIndices* earlier) {
+  IndexScan bad;
+  CheckedIndices checked = check_indices(op, targets, classes, ignore_index, earlier, bad);
+  BRIGADE_CHECK(bad.bad_position < 0, op, ": target ", bad.bad_value, " at position ", bad.bad_position,
                 " is out of range for ", classes, " classes (and is not ignore_index ", ignore_index, ")");
-  count = scan.counted;
-  return t;
+  return checked;
 }
 
 // The factor every row's loss (and gradient) is multiplied by: 1 for a sum, 1 / count for a mean
@@ -55,7 +51,9 @@ CrossEntropyOutput cross_entropy(const Tensor& logits, const Tensor& targets, in
                                  Reduction reduction) {
   check_inputs("cross_entropy", logits, targets);
   CrossEntropyOutput out;
-  const Tensor t = checked_targets("cross_entropy", targets, logits.size(1), ignore_index, out.count);
+  out.targets = checked_targets("cross_entropy", targets, logits.size(1), ignore_index, nullptr);
+  out.count = out.targets.counted;
+  const Tensor t = out.targets.indices;
   const DType compute = kernel_dtype(logits);
   const Tensor x = contiguous(to_dtype(logits, compute));
   out.loss = empty({}, compute, logits.device());
@@ -79,8 +77,10 @@ Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, con
                     saved.lse.device() == logits.device(),
                 "cross_entropy_backward: saved lse does not match logits shape ", shape_str(logits.shape()),
                 " (expected ", dtype_name(stats), " [", logits.size(0), "] on ", logits.device().str(), ")");
-  int64_t count = 0;
-  const Tensor t = checked_targets("cross_entropy_backward", targets, logits.size(1), ignore_index, count);
+  const CheckedIndices checked =
+      checked_targets("cross_entropy_backward", targets, logits.size(1), ignore_index, &saved.targets);
+  const Tensor& t = checked.indices;
+  const int64_t count = checked.counted;
   const DType compute = kernel_dtype(logits);
   const Tensor x = contiguous(to_dtype(logits, compute));
   const Tensor g = contiguous(to_dtype(grad_loss, compute));  // read by the kernel: no trip to the host

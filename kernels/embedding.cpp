@@ -1,38 +1,36 @@
 // ops: embedding lookup and its gradient. Indices are validated here, once, so the kernels can
 // index without bounds checks.
-#include "kernels/cpu/indices.h"
+#include "kernels/checked_indices.h"
 #include "kernels/dispatch.h"
 #include "kernels/ops.h"
-#if BRIGADE_HAVE_CUDA
-#include "kernels/cuda/indices.h"
-#endif
 
 namespace brigade::ops {
 namespace {
 
-// Contiguous i64 indices, each checked against the table size (the first bad one is reported). On a
-// GPU the check is a kernel whose two-number summary the host waits for: an error must be thrown
-// before a kernel reads out of bounds.
-Tensor checked_indices(const char* op, const Tensor& indices, int64_t num_rows) {
+// Indices checked against the table size (the first bad one is reported), unless `earlier` covers
+// them. On a GPU the check is a kernel whose two-number summary the host waits for: an error must be
+// thrown before a kernel reads out of bounds.
+CheckedIndices checked_indices(const char* op, const Tensor& indices, int64_t num_rows, const CheckedIndices* earlier) {
   check_defined(op, indices, "indices");
   BRIGADE_CHECK(is_integral(indices.dtype()), op, ": indices must be i32 or i64, got ", dtype_name(indices.dtype()));
-  Tensor idx = contiguous(to_dtype(indices, DType::i64));
-  IndexScan scan;
-  BRIGADE_DISPATCH(op, idx, scan_indices(scan, idx, num_rows, std::nullopt));
-  BRIGADE_CHECK(scan.bad_position < 0, op, ": index ", scan.bad_value, " is out of range for a table of ", num_rows,
+  IndexScan bad;
+  CheckedIndices checked = check_indices(op, indices, num_rows, std::nullopt, earlier, bad);
+  BRIGADE_CHECK(bad.bad_position < 0, op, ": index ", bad.bad_value, " is out of range for a table of ", num_rows,
                 " rows");
-  return idx;
+  return checked;
 }
 
 }  // namespace
 
-Tensor embedding(const Tensor& weight, const Tensor& indices) {
+Tensor embedding(const Tensor& weight, const Tensor& indices, CheckedIndices* checked) {
   check_defined("embedding", weight, "weight");
   check_defined("embedding", indices, "indices");
   check_same_device("embedding", weight, indices);
   BRIGADE_CHECK(weight.dim() == 2, "embedding: weight must be [num_embeddings, dim], got shape ",
                 shape_str(weight.shape()));
-  const Tensor idx = checked_indices("embedding", indices, weight.size(0));
+  CheckedIndices scanned = checked_indices("embedding", indices, weight.size(0), nullptr);
+  const Tensor idx = scanned.indices;
+  if (checked != nullptr) *checked = std::move(scanned);
   Shape out_shape = indices.shape();
   out_shape.push_back(weight.size(1));
   Tensor out = empty(out_shape, weight.dtype(), weight.device());
@@ -41,7 +39,8 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   return out;
 }
 
-Tensor embedding_backward(const Tensor& grad_y, const Tensor& indices, int64_t num_embeddings) {
+Tensor embedding_backward(const Tensor& grad_y, const Tensor& indices, int64_t num_embeddings,
+                          const CheckedIndices* checked) {
   check_defined("embedding_backward", grad_y, "grad_y");
   check_defined("embedding_backward", indices, "indices");
   check_same_device("embedding_backward", grad_y, indices);
@@ -51,7 +50,7 @@ Tensor embedding_backward(const Tensor& grad_y, const Tensor& indices, int64_t n
                     Shape(grad_y.shape().begin(), grad_y.shape().end() - 1) == indices.shape(),
                 "embedding_backward: grad shape ", shape_str(grad_y.shape()), " does not match indices shape ",
                 shape_str(indices.shape()), " plus an embedding dim");
-  const Tensor idx = checked_indices("embedding_backward", indices, num_embeddings);
+  const Tensor idx = checked_indices("embedding_backward", indices, num_embeddings, checked).indices;
   // Sums run in f32 for 16-bit gradients: the CPU on an f32 copy, CUDA in registers.
   const bool widen = grad_y.device().is_cpu() && is_half(grad_y.dtype());
   const DType t = widen ? DType::f32 : grad_y.dtype();

@@ -15,6 +15,7 @@
 // reference (and, later, a CUDA twin) rather than a chain of small ops.
 #pragma once
 
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -115,11 +116,27 @@ NormOutput rms_norm(const Tensor& x, const Tensor& weight, double eps);
 Tensor rms_norm_backward_input(const Tensor& grad_y, const Tensor& x, const Tensor& weight, const NormOutput& saved);
 Tensor rms_norm_backward_weight(const Tensor& grad_y, const Tensor& x, const NormOutput& saved);
 
+// ---- index tensors (kernels/checked_indices.cpp) ----
+// An index tensor an op has scanned: every value but ignore_index is in [0, limit). A backward handed
+// the forward's CheckedIndices skips its own scan (on a GPU, a wait for the device) when it gets the
+// same tensor, not written in place since; anything else is scanned again.
+struct CheckedIndices {
+  Tensor source;                // the tensor the op was given
+  uint64_t source_version = 0;  // its storage version when scanned
+  Tensor indices;               // contiguous i64, what the kernels read (may share source's storage)
+  int64_t limit = 0;
+  std::optional<int64_t> ignore_index;
+  int64_t counted = 0;  // values that are not ignore_index
+  bool covers(const Tensor& t, int64_t limit, std::optional<int64_t> ignore_index) const;
+};
+
 // ---- embedding (kernels/embedding.cpp) ----
-// weight [V, D], indices i32/i64 of any shape -> [..., D]. Out-of-range indices throw.
-Tensor embedding(const Tensor& weight, const Tensor& indices);
+// weight [V, D], indices i32/i64 of any shape -> [..., D]. Out-of-range indices throw. `checked`, if
+// given, receives the scanned indices for embedding_backward.
+Tensor embedding(const Tensor& weight, const Tensor& indices, CheckedIndices* checked = nullptr);
 // Deterministic: each row of the result sums its contributions in index order (no atomics).
-Tensor embedding_backward(const Tensor& grad_y, const Tensor& indices, int64_t num_embeddings);
+Tensor embedding_backward(const Tensor& grad_y, const Tensor& indices, int64_t num_embeddings,
+                          const CheckedIndices* checked = nullptr);
 
 // ---- cross entropy (kernels/cross_entropy.cpp) ----
 using brigade::Reduction;
@@ -127,6 +144,7 @@ struct CrossEntropyOutput {
   Tensor loss;  // scalar, dtype of logits
   Tensor lse;   // [N] log-sum-exp per row, saved for backward: f64 for f64 logits, else f32
   int64_t count = 0;  // targets that were not ignore_index (the mean's denominator)
+  CheckedIndices targets;  // what cross_entropy_backward needs not scan again
 };
 // logits [N, C], targets [N] (i32/i64). Targets equal to ignore_index contribute nothing; a mean over
 // zero counted targets is 0.

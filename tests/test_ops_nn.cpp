@@ -552,6 +552,65 @@ TEST_CASE("embedding: bad inputs", "[embedding][errors]") {
                       Catch::Contains("embedding_backward: grad shape [3, 4] does not match indices shape [2]"));
 }
 
+TEST_CASE("index scans: a backward reuses its forward's scan only for the same tensor, unwritten since",
+          "[embedding][cross_entropy]") {
+  const Tensor weight = random({4, 2}, 75);
+  const Tensor idx = tensor({1, 3, 1}, DType::i64);
+  ops::CheckedIndices checked;
+  ops::embedding(weight, idx, &checked);
+  CHECK(checked.counted == 3);
+  CHECK(checked.indices.storage().same_as(idx.storage()));  // already contiguous i64: no copy
+  CHECK(checked.covers(idx, 4, std::nullopt));
+  CHECK_FALSE(checked.covers(idx, 5, std::nullopt));                        // other bounds
+  CHECK_FALSE(checked.covers(idx, 4, -100));                                // another ignore_index
+  CHECK_FALSE(checked.covers(tensor({1, 3, 1}, DType::i64), 4, std::nullopt));  // equal values, another tensor
+  CHECK_FALSE(checked.covers(idx.narrow(0, 0, 2), 4, std::nullopt));       // another view of it
+  // Reused or not, the gradient is the same.
+  const Tensor g = random({3, 2}, 76);
+  test::require_equal(ops::embedding_backward(g, idx, 4, &checked), ops::embedding_backward(g, idx, 4));
+  // An i32 tensor is scanned as an i64 copy; the copy stands for it while it is unwritten.
+  const Tensor small = tensor({0, 2}, DType::i32);
+  ops::CheckedIndices widened;
+  ops::embedding(weight, small, &widened);
+  CHECK(widened.indices.dtype() == DType::i64);
+  CHECK(widened.covers(small, 4, std::nullopt));
+  // A write in place (it bumps the storage's version) makes the backward scan again, and catch it.
+  ops::fill_(idx, 9);
+  CHECK_FALSE(checked.covers(idx, 4, std::nullopt));
+  REQUIRE_THROWS_WITH(ops::embedding_backward(g, idx, 4, &checked),
+                      Catch::Contains("embedding_backward: index 9 is out of range for a table of 4 rows"));
+}
+
+TEST_CASE("index scans: through autograd, indices written between forward and backward are checked again",
+          "[embedding][cross_entropy]") {
+  SECTION("embedding") {
+    const Tensor weight = leaf(random({4, 2}, 77));
+    const Tensor idx = tensor({1, 3}, DType::i64);
+    Tape tape;
+    Tensor loss;
+    {
+      TapeGuard guard(tape);
+      loss = sum(embedding(weight, idx));
+    }
+    ops::fill_(idx, 4);
+    REQUIRE_THROWS_WITH(tape.backward(loss),
+                        Catch::Contains("embedding_backward: index 4 is out of range for a table of 4 rows"));
+  }
+  SECTION("cross_entropy") {
+    const Tensor logits = leaf(random({2, 5}, 78));
+    const Tensor targets = tensor({1, 3}, DType::i32);
+    Tape tape;
+    Tensor loss;
+    {
+      TapeGuard guard(tape);
+      loss = cross_entropy(logits, targets);
+    }
+    ops::fill_(targets, 5);
+    REQUIRE_THROWS_WITH(tape.backward(loss), Catch::Contains("cross_entropy_backward: target 5 at position 0 is out "
+                                                             "of range for 5 classes"));
+  }
+}
+
 // =====================================================================================================
 // cross_entropy
 // =====================================================================================================

@@ -9,10 +9,11 @@
 namespace brigade {
 
 Tensor embedding(const Tensor& weight, const Tensor& indices) {
-  Tensor out = ops::embedding(weight, indices);
+  ops::CheckedIndices checked;  // the backward skips the scan while `indices` stays unwritten
+  Tensor out = ops::embedding(weight, indices, &checked);
   const int64_t rows = weight.size(0);
-  record("embedding", {weight}, {out}, [indices, rows](const std::vector<Tensor>& g, const std::vector<bool>&) {
-    return std::vector<Tensor>{ops::embedding_backward(g[0], indices, rows)};
+  record("embedding", {weight}, {out}, [checked, rows](const std::vector<Tensor>& g, const std::vector<bool>&) {
+    return std::vector<Tensor>{ops::embedding_backward(g[0], checked.source, rows, &checked)};
   });
   return out;
 }
@@ -20,7 +21,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, ops::Reduction reduction) {
   ops::CrossEntropyOutput out = ops::cross_entropy(logits, targets, ignore_index, reduction);
   if (!should_record({logits})) return out.loss;
-  ops::CrossEntropyOutput saved{Tensor(), out.lse, out.count};  // the loss itself isn't needed
+  ops::CrossEntropyOutput saved{Tensor(), out.lse, out.count, out.targets};  // the loss itself isn't needed
   record("cross_entropy", {logits}, {out.loss},
          [logits, targets, saved, ignore_index, reduction](const std::vector<Tensor>& g, const std::vector<bool>&) {
            return std::vector<Tensor>{
