@@ -32,7 +32,7 @@ std::unique_ptr<Communicator> connect(const LaunchEnv& env, const ConnectOptions
   if (backend == "auto") backend = options.device.is_cuda() ? "nccl" : "gloo";
   BRIGADE_CHECK(backend == "gloo" || backend == "nccl", "comm connect: unknown backend '", backend,
                 "' (expected auto, gloo or nccl; local groups come from comm::local_group)");
-  Deadline deadline = Deadline::after(options.connect_timeout);
+  Deadline deadline = Deadline::after(connect_timeout(options.timeout, options.connect_timeout));
   std::shared_ptr<Store> store = open_store(env, deadline);
   if (backend == "nccl")
     return nccl_communicator(std::move(store), env.rank, env.world_size, options.device, options.timeout,

@@ -23,8 +23,8 @@ struct ConnectOptions {
   // "auto": nccl for a GPU device, gloo for the CPU. Or "gloo" / "nccl" explicitly.
   std::string backend = "auto";
   Device device = Device::cpu();
-  Milliseconds timeout = default_timeout();                  // each communication call
-  Milliseconds connect_timeout = default_connect_timeout();  // meeting the other ranks, once
+  Milliseconds timeout = default_timeout();     // each communication call
+  std::optional<Milliseconds> connect_timeout;  // meeting the other ranks; unset: see comm/timeout.h
   // gloo: the address this rank listens on. Empty: BRIGADE_GLOO_HOST if set, else 127.0.0.1 when the
   // whole job runs on this machine, else this host's name. BRIGADE_GLOO_IFACE picks an interface.
   std::string gloo_host;

@@ -79,8 +79,9 @@ class GlooCommunicator final : public Communicator {
         prefix_(std::move(prefix)),
         device_(std::move(device)) {
     context_ = std::make_shared<gloo::rendezvous::Context>(rank, size);
-    // The context's timeout bounds each pair's connect (the rest of the connect deadline), then
-    // gloo's own waits, which every call here also bounds by its own deadline.
+    // The context's timeout bounds each pair's connect — the connect budget left now, though the
+    // store waits come first, so a connect can take up to about twice its budget — and afterwards
+    // gloo's own waits, which every call here bounds by its own deadline anyway.
     context_->setTimeout(deadline.remaining());
     StoreAdapter adapter(*store_, prefix_, deadline);
     std::string w = what("connect through " + store_->str());
@@ -89,7 +90,8 @@ class GlooCommunicator final : public Communicator {
     } catch (const TimeoutError& e) {
       throw TimeoutError(w + ": " + e.what());
     } catch (const std::exception& e) {
-      // A pair that could not connect in time: say so as a timeout (there is nothing to abort yet).
+      // Past the deadline, whatever gloo said is reported as a timeout, keeping its words (and there
+      // is nothing to abort yet).
       if (deadline.passed())
         throw TimeoutError(w + ": timed out after " + seconds_str(deadline.timeout()) + " (" + e.what() + ")");
       fail(w, ": ", e.what());
@@ -282,8 +284,9 @@ std::unique_ptr<Communicator> gloo_communicator(std::shared_ptr<Store> store, in
     fail("comm gloo: cannot open a TCP device on ", options.interface.empty() ? options.host : options.interface,
          ": ", e.what());
   }
+  const Deadline deadline = Deadline::after(connect_timeout(options.timeout, options.connect_timeout));
   return std::make_unique<GlooCommunicator>(std::move(store), "gloo/", std::move(device), rank, size, options.timeout,
-                                            Deadline::after(options.connect_timeout));
+                                            deadline);
 }
 
 }  // namespace brigade::comm

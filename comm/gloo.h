@@ -24,8 +24,8 @@ struct GlooOptions {
   // on loopback; across machines, this host's name or IP on the network the ranks share.
   std::string host = "127.0.0.1";
   std::string interface;  // alternatively a network interface name ("eth0"); wins over host
-  Milliseconds timeout = default_timeout();                  // each communication call
-  Milliseconds connect_timeout = default_connect_timeout();  // the rendezvous and every pair's connect
+  Milliseconds timeout = default_timeout();     // each communication call
+  std::optional<Milliseconds> connect_timeout;  // the rendezvous; unset: see comm/timeout.h
 };
 
 // Every rank of `size` calls it with the same store; returns once all are connected (or throws at

@@ -428,13 +428,13 @@ int nccl_version() {
 bool nccl_multi_rank_per_gpu() { return nccl_version() >= 23003; }
 
 std::unique_ptr<Communicator> nccl_communicator(std::shared_ptr<Store> store, int rank, int size, Device device,
-                                                Milliseconds timeout, Milliseconds connect_timeout) {
+                                                Milliseconds timeout, std::optional<Milliseconds> connect_within) {
   std::string w =
       "comm nccl: creating rank " + std::to_string(rank) + " of " + std::to_string(size) + " on " + device.str();
   BRIGADE_CHECK(store != nullptr, w, ": a store is needed for the rendezvous");
   BRIGADE_CHECK(rank >= 0 && rank < size, w, ": the rank is outside the group");
   check_devices({device}, w);
-  Deadline deadline = Deadline::after(connect_timeout);
+  Deadline deadline = Deadline::after(connect_timeout(timeout, connect_within));
   // Every rank creates its communicators in the same order, so the n-th one agrees on its key.
   std::string key = "nccl/" + std::to_string(communicators_created++) + "/unique_id";
   ncclUniqueId id;

@@ -33,7 +33,7 @@ bool nccl_multi_rank_per_gpu();
 // the wait for the unique id and NCCL's own initialisation.
 std::unique_ptr<Communicator> nccl_communicator(std::shared_ptr<Store> store, int rank, int size, Device device,
                                                 Milliseconds timeout = default_timeout(),
-                                                Milliseconds connect_timeout = default_connect_timeout());
+                                                std::optional<Milliseconds> connect_timeout = std::nullopt);
 // A whole group in this process, rank r on devices[r]; drive each from its own thread. A device may
 // repeat only when nccl_multi_rank_per_gpu().
 std::vector<std::unique_ptr<Communicator>> nccl_group(const std::vector<Device>& devices,

@@ -16,7 +16,7 @@ int nccl_version() { return 0; }
 bool nccl_multi_rank_per_gpu() { return false; }
 
 std::unique_ptr<Communicator> nccl_communicator(std::shared_ptr<Store>, int, int, Device, Milliseconds,
-                                                Milliseconds) {
+                                                std::optional<Milliseconds>) {
   unavailable();
 }
 

@@ -23,10 +23,11 @@ Milliseconds default_timeout() {
   return parse_seconds(value, "BRIGADE_COMM_TIMEOUT");
 }
 
-Milliseconds default_connect_timeout() {
+Milliseconds connect_timeout(Milliseconds call_timeout, std::optional<Milliseconds> chosen) {
+  if (chosen) return *chosen;
   const char* value = std::getenv("BRIGADE_CONNECT_TIMEOUT");
   if (value != nullptr && *value != '\0') return parse_seconds(value, "BRIGADE_CONNECT_TIMEOUT");
-  return std::max<Milliseconds>(default_timeout(), std::chrono::seconds(60));
+  return std::max<Milliseconds>(call_timeout, std::chrono::seconds(60));
 }
 
 std::string seconds_str(Milliseconds ms) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 
 namespace brigade::comm {
@@ -20,11 +21,12 @@ using Milliseconds = std::chrono::milliseconds;
 Milliseconds default_timeout();
 
 // How long connecting may take: the rendezvous through the store and the first handshake with every
-// peer. BRIGADE_CONNECT_TIMEOUT (seconds) if set, else default_timeout() but never under 60 s.
-// Separate because connecting waits for the slowest rank to *start* (load its libraries, read its
-// data), which has nothing to do with how long a step's transfer may take: a job that wants a
-// missing neighbour found in one second must not also need every process up within that second.
-Milliseconds default_connect_timeout();
+// peer. `chosen` if given, else BRIGADE_CONNECT_TIMEOUT (seconds) if set, else the call timeout but
+// never under 60 s. Separate because connecting waits for the slowest rank to *start* (load its
+// libraries, read its data), which has nothing to do with how long a step's transfer may take: a
+// job that wants a missing neighbour found in one second must not also need every process up
+// within that second.
+Milliseconds connect_timeout(Milliseconds call_timeout, std::optional<Milliseconds> chosen = std::nullopt);
 
 // Parses "30", "2.5" (seconds) into milliseconds; throws naming `what` otherwise.
 Milliseconds parse_seconds(const std::string& text, const std::string& what);

@@ -14,7 +14,7 @@ namespace brigade::ops {
 
 bool CheckedIndices::covers(const Tensor& t, int64_t bound, std::optional<int64_t> ignore) const {
   // The same view of the same storage, with no in-place write since (writes bump the version).
-  return source.defined() && t.defined() && t.storage().same_as(source.storage()) && t.offset() == source.offset() &&
+  return source.defined() && t.defined() && t.storage().same_as(source_storage) && t.offset() == source.offset() &&
          t.shape() == source.shape() && t.strides() == source.strides() && t.dtype() == source.dtype() &&
          t.storage().version() == source_version && bound == limit && ignore == ignore_index;
 }
@@ -25,6 +25,7 @@ CheckedIndices check_indices(const char* op, const Tensor& indices, int64_t limi
   if (earlier != nullptr && earlier->covers(indices, limit, ignore_index)) return *earlier;
   CheckedIndices checked;
   checked.source = indices;
+  checked.source_storage = indices.storage();
   checked.source_version = indices.storage().version();
   checked.indices = contiguous(to_dtype(indices, DType::i64));
   checked.limit = limit;

@@ -120,9 +120,11 @@ Tensor rms_norm_backward_weight(const Tensor& grad_y, const Tensor& x, const Nor
 // An index tensor an op has scanned: every value but ignore_index is in [0, limit). A backward handed
 // the forward's CheckedIndices skips its own scan (on a GPU, a wait for the device) when it gets the
 // same tensor, not written in place since; anything else is scanned again.
+// (For i32 indices, `indices` is an i64 copy kept until the backward: 8 bytes an index.)
 struct CheckedIndices {
   Tensor source;                // the tensor the op was given
-  uint64_t source_version = 0;  // its storage version when scanned
+  Storage source_storage;       // its storage then (the tensor's could be swapped, as Module::replace_data does)
+  uint64_t source_version = 0;  // that storage's version when scanned
   Tensor indices;               // contiguous i64, what the kernels read (may share source's storage)
   int64_t limit = 0;
   std::optional<int64_t> ignore_index;
@@ -143,7 +145,7 @@ using brigade::Reduction;
 struct CrossEntropyOutput {
   Tensor loss;  // scalar, dtype of logits
   Tensor lse;   // [N] log-sum-exp per row, saved for backward: f64 for f64 logits, else f32
-  int64_t count = 0;  // targets that were not ignore_index (the mean's denominator)
+  int64_t count = 0;  // targets that were not ignore_index, the mean's denominator (= targets.counted)
   CheckedIndices targets;  // what cross_entropy_backward needs not scan again
 };
 // logits [N, C], targets [N] (i32/i64). Targets equal to ignore_index contribute nothing; a mean over

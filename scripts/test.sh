@@ -53,9 +53,9 @@ for path in sys.argv[1:]:
         outcome = kind.get(test["result"], "failed")
         counts[outcome] += 1
         if outcome == "failed":
-            output = (test.get("stdout") or "") + (test.get("stderr") or "")
+            output = "\n".join(s for s in (test.get("stdout"), test.get("stderr")) if s)
             tail = "\n".join(output.rstrip().splitlines()[-40:])
-            print(f"FAILED: {test['name']} ({test['result']}, {test['duration']:.1f} s, "
+            print(f"FAILED: {test['name']} ({test['result']}, {test.get('duration', 0):.1f} s, "
                   f"exit {test.get('returncode')}); the end of its output:\n{tail}\n", file=sys.stderr)
 print(counts["passed"], counts["failed"], counts["skipped"])
 PY

@@ -438,24 +438,26 @@ TEST_CASE("comm: timeouts parse from seconds", "[comm]") {
 }
 
 TEST_CASE("comm: connecting gets its own timeout, never under a minute unless asked", "[comm]") {
-  // Restores both variables whatever happens, so later cases see the environment they started with.
+  // Starts without BRIGADE_CONNECT_TIMEOUT and puts back whatever the caller had, whatever happens.
   struct Restore {
-    ~Restore() {
-      ::unsetenv("BRIGADE_COMM_TIMEOUT");
+    std::optional<std::string> saved;
+    Restore() {
+      if (const char* v = std::getenv("BRIGADE_CONNECT_TIMEOUT")) saved = v;
       ::unsetenv("BRIGADE_CONNECT_TIMEOUT");
     }
+    ~Restore() {
+      if (saved) ::setenv("BRIGADE_CONNECT_TIMEOUT", saved->c_str(), 1);
+      else ::unsetenv("BRIGADE_CONNECT_TIMEOUT");
+    }
   } restore;
-  REQUIRE(std::getenv("BRIGADE_COMM_TIMEOUT") == nullptr);
-  REQUIRE(std::getenv("BRIGADE_CONNECT_TIMEOUT") == nullptr);
-  REQUIRE(comm::default_connect_timeout() == std::chrono::seconds(300));  // the call timeout's default
-  ::setenv("BRIGADE_COMM_TIMEOUT", "1", 1);                               // a test's fast failure...
-  REQUIRE(comm::default_timeout() == std::chrono::seconds(1));
-  REQUIRE(comm::default_connect_timeout() == std::chrono::seconds(60));  // ...still lets slow starters join
-  ::setenv("BRIGADE_COMM_TIMEOUT", "900", 1);
-  REQUIRE(comm::default_connect_timeout() == std::chrono::seconds(900));
-  ::setenv("BRIGADE_CONNECT_TIMEOUT", "2.5", 1);  // explicit wins, even under a minute
-  REQUIRE(comm::default_connect_timeout() == ms(2500));
+  CHECK(comm::connect_timeout(std::chrono::seconds(300)) == std::chrono::seconds(300));
+  CHECK(comm::connect_timeout(std::chrono::seconds(1)) == std::chrono::seconds(60));  // slow starters still join
+  CHECK(comm::connect_timeout(std::chrono::seconds(900)) == std::chrono::seconds(900));
+  CHECK(comm::connect_timeout(std::chrono::seconds(1), ms(200)) == ms(200));  // chosen in code wins
+  ::setenv("BRIGADE_CONNECT_TIMEOUT", "2.5", 1);  // then the variable, even under a minute
+  CHECK(comm::connect_timeout(std::chrono::seconds(900)) == ms(2500));
+  CHECK(comm::connect_timeout(std::chrono::seconds(900), ms(200)) == ms(200));
   ::setenv("BRIGADE_CONNECT_TIMEOUT", "never", 1);
-  REQUIRE_THROWS_WITH(comm::default_connect_timeout(),
+  REQUIRE_THROWS_WITH(comm::connect_timeout(std::chrono::seconds(1)),
                       Contains("BRIGADE_CONNECT_TIMEOUT: expected a positive number of seconds, got 'never'"));
 }

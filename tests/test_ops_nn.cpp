@@ -561,10 +561,11 @@ TEST_CASE("index scans: a backward reuses its forward's scan only for the same t
   CHECK(checked.counted == 3);
   CHECK(checked.indices.storage().same_as(idx.storage()));  // already contiguous i64: no copy
   CHECK(checked.covers(idx, 4, std::nullopt));
-  CHECK_FALSE(checked.covers(idx, 5, std::nullopt));                        // other bounds
-  CHECK_FALSE(checked.covers(idx, 4, -100));                                // another ignore_index
-  CHECK_FALSE(checked.covers(tensor({1, 3, 1}, DType::i64), 4, std::nullopt));  // equal values, another tensor
-  CHECK_FALSE(checked.covers(idx.narrow(0, 0, 2), 4, std::nullopt));       // another view of it
+  // Not covered: other bounds, another ignore_index, equal values in another tensor, another view.
+  CHECK_FALSE(checked.covers(idx, 5, std::nullopt));
+  CHECK_FALSE(checked.covers(idx, 4, -100));
+  CHECK_FALSE(checked.covers(tensor({1, 3, 1}, DType::i64), 4, std::nullopt));
+  CHECK_FALSE(checked.covers(idx.narrow(0, 0, 2), 4, std::nullopt));
   // Reused or not, the gradient is the same.
   const Tensor g = random({3, 2}, 76);
   test::require_equal(ops::embedding_backward(g, idx, 4, &checked), ops::embedding_backward(g, idx, 4));
@@ -579,9 +580,26 @@ TEST_CASE("index scans: a backward reuses its forward's scan only for the same t
   CHECK_FALSE(checked.covers(idx, 4, std::nullopt));
   REQUIRE_THROWS_WITH(ops::embedding_backward(g, idx, 4, &checked),
                       Catch::Contains("embedding_backward: index 9 is out of range for a table of 4 rows"));
+  // A write through a raw pointer bumps nothing, so the reused check cannot see it; the CPU kernels
+  // still refuse to index out of bounds with it.
+  const Tensor raw = tensor({0, 1}, DType::i64);
+  ops::CheckedIndices stale;
+  ops::embedding(weight, raw, &stale);
+  raw.data<int64_t>()[1] = 6;
+  REQUIRE(stale.covers(raw, 4, std::nullopt));
+  REQUIRE_THROWS_WITH(ops::embedding_backward(random({2, 2}, 79), raw, 4, &stale),
+                      Catch::Contains("embedding_backward: index 6 at position 1 is out of range for a table of 4 "
+                                      "rows (written after it was checked?)"));
+  const Tensor logits = random({2, 5}, 80), targets = tensor({0, 1}, DType::i64);
+  const ops::CrossEntropyOutput ce = ops::cross_entropy(logits, targets, -100, ops::Reduction::mean);
+  targets.data<int64_t>()[0] = 5;
+  REQUIRE_THROWS_WITH(ops::cross_entropy_backward(tensor({1.0}, DType::f64), logits, targets, ce, -100,
+                                                  ops::Reduction::mean),
+                      Catch::Contains("cross_entropy_backward: target 5 at position 0 is out of range for 5 classes "
+                                      "(written after it was checked?)"));
 }
 
-TEST_CASE("index scans: through autograd, indices written between forward and backward are checked again",
+TEST_CASE("index scans: through autograd, indices written in place between forward and backward are refused",
           "[embedding][cross_entropy]") {
   SECTION("embedding") {
     const Tensor weight = leaf(random({4, 2}, 77));
@@ -592,9 +610,10 @@ TEST_CASE("index scans: through autograd, indices written between forward and ba
       TapeGuard guard(tape);
       loss = sum(embedding(weight, idx));
     }
-    ops::fill_(idx, 4);
+    ops::fill_(idx, 2);  // in range: only the version shows it
     REQUIRE_THROWS_WITH(tape.backward(loss),
-                        Catch::Contains("embedding_backward: index 4 is out of range for a table of 4 rows"));
+                        Catch::Contains("backward of embedding: its indices (shape [2]) were modified in place after "
+                                        "embedding used them; clone them before modifying them"));
   }
   SECTION("cross_entropy") {
     const Tensor logits = leaf(random({2, 5}, 78));
@@ -605,9 +624,9 @@ TEST_CASE("index scans: through autograd, indices written between forward and ba
       TapeGuard guard(tape);
       loss = cross_entropy(logits, targets);
     }
-    ops::fill_(targets, 5);
-    REQUIRE_THROWS_WITH(tape.backward(loss), Catch::Contains("cross_entropy_backward: target 5 at position 0 is out "
-                                                             "of range for 5 classes"));
+    ops::fill_(targets, 0);
+    REQUIRE_THROWS_WITH(tape.backward(loss), Catch::Contains("backward of cross_entropy: its targets (shape [2]) were "
+                                                             "modified in place after cross_entropy used them"));
   }
 }
 

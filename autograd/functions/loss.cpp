@@ -7,12 +7,25 @@
 #include "kernels/ops.h"
 
 namespace brigade {
+namespace {
+
+// Indices are not inputs the tape tracks (they get no gradient), so this is its in-place check for
+// them: a backward with indices changed since the forward would pair this forward's activations
+// with other rows or targets — a wrong gradient, not an error, unless refused here.
+void check_unmodified(const char* op, const ops::CheckedIndices& checked, const char* what) {
+  BRIGADE_CHECK(checked.source_storage.version() == checked.source_version, "backward of ", op, ": its ", what,
+                " (shape ", shape_str(checked.source.shape()), ") were modified in place after ", op,
+                " used them; clone them before modifying them");
+}
+
+}  // namespace
 
 Tensor embedding(const Tensor& weight, const Tensor& indices) {
   ops::CheckedIndices checked;  // the backward skips the scan while `indices` stays unwritten
   Tensor out = ops::embedding(weight, indices, &checked);
   const int64_t rows = weight.size(0);
   record("embedding", {weight}, {out}, [checked, rows](const std::vector<Tensor>& g, const std::vector<bool>&) {
+    check_unmodified("embedding", checked, "indices");
     return std::vector<Tensor>{ops::embedding_backward(g[0], checked.source, rows, &checked)};
   });
   return out;
@@ -24,6 +37,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   ops::CrossEntropyOutput saved{Tensor(), out.lse, out.count, out.targets};  // the loss itself isn't needed
   record("cross_entropy", {logits}, {out.loss},
          [logits, targets, saved, ignore_index, reduction](const std::vector<Tensor>& g, const std::vector<bool>&) {
+           check_unmodified("cross_entropy", saved.targets, "targets");
            return std::vector<Tensor>{
                ops::cross_entropy_backward(g[0], logits, targets, saved, ignore_index, reduction)};
          });

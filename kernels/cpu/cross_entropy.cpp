@@ -47,6 +47,12 @@ void cross_entropy_backward(const Tensor& grad_logits, const Tensor& logits, con
                             const Tensor& grad_loss, int64_t ignore_index, double scale) {
   const int64_t n = logits.size(0), c = logits.size(1);
   const int64_t* target = targets.data<int64_t>();
+  // As in embedding_backward: the targets may have been checked at the forward, before a write
+  // through a raw pointer; the write below must stay inside the row. (The CUDA kernel compares
+  // every column with the target, so it never writes outside the row.)
+  for (int64_t i = 0; i < n; ++i)
+    BRIGADE_CHECK(target[i] == ignore_index || (target[i] >= 0 && target[i] < c), "cross_entropy_backward: target ",
+                  target[i], " at position ", i, " is out of range for ", c, " classes (written after it was checked?)");
   visit_float(logits.dtype(), "cross_entropy_backward", [&](auto tag) {
     using T = decltype(tag);
     const T* x = logits.data<T>();

@@ -33,7 +33,14 @@ void embedding_backward(const Tensor& grad_weight, const Tensor& grad_y, const T
   // Counting sort of positions by row: bucket v is positions[start[v] .. start[v + 1]), increasing.
   std::vector<int64_t> start(size_t(num_rows) + 1, 0);
   std::vector<int64_t> positions(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) ++start[size_t(idx[i]) + 1];
+  for (int64_t i = 0; i < n; ++i) {
+    // The op layer checked the indices, possibly at the forward (ops::CheckedIndices), which cannot
+    // see a write through a raw pointer since; one compare keeps such a write from becoming an
+    // out-of-bounds one. (The CUDA backward only ever writes rows [0, num_rows).)
+    BRIGADE_CHECK(idx[i] >= 0 && idx[i] < num_rows, "embedding_backward: index ", idx[i], " at position ", i,
+                  " is out of range for a table of ", num_rows, " rows (written after it was checked?)");
+    ++start[size_t(idx[i]) + 1];
+  }
   for (int64_t v = 0; v < num_rows; ++v) start[size_t(v) + 1] += start[size_t(v)];
   std::vector<int64_t> fill(start.begin(), start.end() - 1);
   for (int64_t i = 0; i < n; ++i) positions[size_t(fill[size_t(idx[i])]++)] = i;

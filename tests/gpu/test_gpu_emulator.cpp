@@ -40,7 +40,8 @@ std::string launch_error() {
 }
 
 // Runs `body` in a forked child (the emulator has no threads of its own, so forking is safe) and
-// returns its exit status (128 + N for signal N) and everything it wrote to stderr.
+// returns its exit status (128 + N for signal N) and everything it wrote. The child never
+// returns into Catch: an exception exits with 2, and an alarm ends a child that hangs.
 struct ChildResult {
   int exit_status = -1;
   std::string output;
@@ -51,15 +52,25 @@ ChildResult in_child_process(Body&& body) {
   int fds[2];
   REQUIRE(pipe(fds) == 0);
   const pid_t pid = fork();
-  REQUIRE(pid >= 0);
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    FAIL("fork failed");
+  }
   if (pid == 0) {
     dup2(fds[1], STDERR_FILENO);
+    dup2(fds[1], STDOUT_FILENO);
     close(fds[0]);
-    body();
+    alarm(60);
+    try {
+      body();
+    } catch (...) {
+      _exit(2);
+    }
     _exit(0);
   }
   close(fds[1]);
-  ChildResult result;
+  ChildResult result;  // everything the child wrote: stderr and stdout
   char chunk[4096];
   for (ssize_t n; (n = read(fds[0], chunk, sizeof chunk)) > 0;) result.output.append(chunk, size_t(n));
   close(fds[0]);

@@ -375,16 +375,18 @@ std::string describe_launch(const char* kernel, dim3 grid, dim3 block, size_t sh
 // Emulator builds compile with -fsanitize=alignment -fno-sanitize-recover=alignment: a load or store
 // through a misaligned pointer (a float4 read at an address that is not a multiple of 16) stops the
 // process, as it stops the GPU's context with cudaErrorMisalignedAddress. x86 would just read it,
-// so without this the emulator could not see the bug. UBSan's report names the .cu line; this adds
-// the launch, block and thread that were running, printed as the process dies.
+// so without this the emulator could not see the bug. The sanitizer's report names the .cu line;
+// this adds the launch, block and thread that were running, as the process dies. (Any sanitizer's
+// death calls it: in an ASan build, an out-of-bounds access in a kernel is reported the same way.)
 void report_running_thread() {
   const Block* b = running;
   if (b == nullptr || b->current == nullptr) return;
   const std::string where = describe_launch(b->kernel, b->grid, b->block, b->shared_bytes) + ", block " +
                             describe(block_index) + ", thread " + describe(b->current->index);
   std::fprintf(stderr,
-               "brigade GPU emulator: the error above happened in %s (on a GPU: cudaErrorMisalignedAddress, "
-               "which ends the process's CUDA context)\n",
+               "brigade GPU emulator: the sanitizer error above happened in %s. A GPU ends the process's CUDA "
+               "context there too: cudaErrorMisalignedAddress for a misaligned access, cudaErrorIllegalAddress "
+               "for one out of bounds.\n",
                where.c_str());
 }
 [[maybe_unused]] const bool report_registered = (__sanitizer_set_death_callback(&report_running_thread), true);
