@@ -32,18 +32,18 @@ std::unique_ptr<Communicator> connect(const LaunchEnv& env, const ConnectOptions
   if (backend == "auto") backend = options.device.is_cuda() ? "nccl" : "gloo";
   BRIGADE_CHECK(backend == "gloo" || backend == "nccl", "comm connect: unknown backend '", backend,
                 "' (expected auto, gloo or nccl; local groups come from comm::local_group)");
-  Deadline deadline = Deadline::after(connect_timeout(options.timeout, options.connect_timeout));
-  std::shared_ptr<Store> store = open_store(env, deadline);
+  // Resolved once (it may read BRIGADE_CONNECT_TIMEOUT): the store and the backend get the same budget.
+  const Milliseconds within = connect_timeout(options.timeout, options.connect_timeout);
+  std::shared_ptr<Store> store = open_store(env, Deadline::after(within));
   if (backend == "nccl")
-    return nccl_communicator(std::move(store), env.rank, env.world_size, options.device, options.timeout,
-                             options.connect_timeout);
+    return nccl_communicator(std::move(store), env.rank, env.world_size, options.device, options.timeout, within);
   BRIGADE_CHECK(options.device.is_cpu(), "comm connect: gloo moves CPU tensors, not ", options.device.str(),
                 " (use the nccl backend for GPUs)");
   GlooOptions gloo;
   gloo.host = gloo_host(env, options);
   gloo.interface = env_or("BRIGADE_GLOO_IFACE", "");
   gloo.timeout = options.timeout;
-  gloo.connect_timeout = options.connect_timeout;
+  gloo.connect_timeout = within;
   return gloo_communicator(std::move(store), env.rank, env.world_size, gloo);
 }
 
