@@ -132,7 +132,7 @@ template <class P, class S>
 void step_group(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const std::vector<Tensor>& m,
                 const std::vector<Tensor>& v, const ops::AdamWParams& p, cudaStream_t stream) {
   const Coefficients<compute_t<P>> c = coefficients<compute_t<P>>(p);
-  TensorTable<P, S> table;
+  TensorTable<P, S> table{};  // zeroed: no stale addresses in unused slots (the emulator reads them)
   table.count = 0;
   table.first_chunk[0] = 0;
   for (size_t i = 0; i < params.size(); ++i) {

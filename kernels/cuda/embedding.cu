@@ -10,13 +10,16 @@
 //   2. find where each row's run of positions starts (a binary search per row);
 //   3. give every row of grad_weight to one block, which adds its run in order, column by column.
 // The sums therefore run in the CPU reference's order: f32 results match it bit for bit.
-#if !BRIGADE_CUDA_EMULATOR
+#if BRIGADE_CUDA_EMULATOR
+#include "core/cuda/emulator/runtime.h"
+#else
 #include <cub/device/device_radix_sort.cuh>
 #endif
 
 #include <algorithm>
 #include <bit>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "kernels/cuda/common.cuh"
@@ -117,16 +120,26 @@ void embedding_backward(const Tensor& grad_weight, const Tensor& grad_y, const T
   BRIGADE_CUDA_CHECK_LAUNCH();
 #if BRIGADE_CUDA_EMULATOR
   // CUB's sort is library device code the CPU emulator cannot compile; it sorts on the host instead
-  // (device memory is host memory there), stably, as the radix sort does.
+  // (device memory is host memory there), stably, as the radix sort does — as work queued on the
+  // stream like the sort it stands for, so it runs after iota_kernel and before what follows.
   {
     const int64_t* keys = indices.data<int64_t>();
-    std::vector<int64_t> order(size_t(n), 0);
-    std::iota(order.begin(), order.end(), int64_t(0));
-    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return keys[a] < keys[b]; });
-    for (int64_t i = 0; i < n; ++i) {
-      sorted_indices.data<int64_t>()[i] = keys[order[size_t(i)]];
-      sorted_positions.data<int64_t>()[i] = positions.data<int64_t>()[order[size_t(i)]];
-    }
+    const int64_t* from = positions.data<int64_t>();
+    int64_t* to_indices = sorted_indices.data<int64_t>();
+    int64_t* to_positions = sorted_positions.data<int64_t>();
+    emu::enqueue(stream, "cub::DeviceRadixSort::SortPairs (emulated)",
+                 {{keys, false}, {from, false}, {to_indices, true}, {to_positions, true}},
+                 [keys, from, to_indices, to_positions, n] {
+                   std::vector<int64_t> order(size_t(n), 0);
+                   std::iota(order.begin(), order.end(), int64_t(0));
+                   std::stable_sort(order.begin(), order.end(),
+                                    [&](int64_t a, int64_t b) { return keys[a] < keys[b]; });
+                   for (int64_t i = 0; i < n; ++i) {
+                     to_indices[i] = keys[order[size_t(i)]];
+                     to_positions[i] = from[order[size_t(i)]];
+                   }
+                   return std::string();
+                 });
   }
 #else
   const int end_bit = std::max(1, int(std::bit_width(uint64_t(rows - 1))));

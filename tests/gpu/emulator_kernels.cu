@@ -57,7 +57,23 @@ __global__ void vector_load_kernel(const float* x, int offset, float* out) {
   out[threadIdx.x] = v.x + v.y + v.z + v.w;
 }
 
+// Waits (a bounded spin) until the host sets *flag, then writes `value` to out[0]: work that is still
+// running when the host looks, to see what runs asynchronously and what waits for it.
+__global__ void wait_for_flag_kernel(const volatile int* flag, int* out, int value) {
+  for (long spins = 0; *flag == 0 && spins < 4000000000L; ++spins) {
+  }
+  out[0] = value;
+}
+
+__global__ void copy_first_kernel(const int* from, int* to) { to[0] = from[0]; }
+
 }  // namespace
+
+void wait_for_flag(const volatile int* flag, int* out, int value, cudaStream_t stream) {
+  wait_for_flag_kernel<<<1, 1, 0, stream>>>(flag, out, value);
+}
+void copy_first(const int* from, int* to, cudaStream_t stream) { copy_first_kernel<<<1, 1, 0, stream>>>(from, to); }
+void write_ones_on(int* out, int threads, cudaStream_t stream) { write_kernel<<<1, threads, 0, stream>>>(out); }
 
 void positions(int64_t* out, dim3 grid, dim3 block) { positions_kernel<<<grid, block>>>(out); }
 void block_sum(const float* x, float* sums, int blocks) { block_sum_kernel<<<blocks, 256>>>(x, sums); }

@@ -14,6 +14,10 @@ void shuffles(int* xor_out, int* down_out, int* broadcast_out, int threads);
 void divergent_shuffle(int* out);                                      // 32 threads
 void shuffle_from_exited_lane(int* out);                               // 32 threads
 void write_ones(int* out, int threads);
+// Streams (tests/gpu/test_emulator_streams.cpp):
+void wait_for_flag(const volatile int* flag, int* out, int value, cudaStream_t stream);  // out[0] = value once *flag
+void copy_first(const int* from, int* to, cudaStream_t stream);                           // to[0] = from[0]
+void write_ones_on(int* out, int threads, cudaStream_t stream);
 void vector_load_sums(const float* x, int offset, float* out, int threads);  // x needs 4 * threads + offset
 
 }  // namespace brigade::emu_test

@@ -33,9 +33,12 @@ struct DeviceArray {
   size_t n;
 };
 
-// The error the last launch left, with the emulator's text.
+// The error the last launch left, with the emulator's text. Kernels run asynchronously, as on a GPU:
+// a fault inside one is reported by the next synchronising call, so synchronise first; an error the
+// launch itself found (a bad configuration, a host pointer) is already there.
 std::string launch_error() {
-  const cudaError_t e = cudaGetLastError();
+  cudaError_t e = cudaGetLastError();
+  if (e == cudaSuccess) e = cudaDeviceSynchronize();
   return e == cudaSuccess ? "" : std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
 }
 

@@ -5,24 +5,31 @@
 //
 //   - Devices: BRIGADE_EMULATED_GPUS of them (default 1), each with BRIGADE_EMULATED_GPU_MEMORY
 //     bytes (default 16 GiB) counted against cudaMalloc, so out-of-memory paths run.
-//   - Streams and events: work runs when it is issued, so every stream is always complete; events
-//     record the host clock. Stream-ordering bugs therefore cannot show here: that is the GPU's job.
+//   - Streams and events (streams.cpp): each stream runs its work in order on a worker thread of
+//     its own, concurrently with the host and the other streams; copies, memsets and kernels are
+//     synchronous or asynchronous exactly where the runtime API's "API synchronization behavior"
+//     says so. A race detector (races.cpp) reports work on one stream that touches an allocation
+//     unordered work of another stream writes.
 //   - Memory: device and pinned allocations are remembered, so a copy whose direction does not match
 //     its pointers (a host pointer passed as device memory, or the reverse) fails with a message, and
 //     so does a kernel given a host pointer (core/cuda/emulator/simt.h checks its arguments).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
+#include "core/cuda/emulator/runtime.h"
 #include "core/cuda/emulator/simt.h"
+#include "core/cuda/emulator/streams.h"
 
 namespace brigade::emu {
 namespace {
@@ -75,7 +82,7 @@ const Allocation* find(const void* p, size_t bytes) {
   return nullptr;
 }
 
-thread_local int current_device = 0;
+thread_local int the_device = 0;  // cudaSetDevice's, per host thread
 thread_local cudaError_t last_error = cudaSuccess;
 // The emulator's own, more precise text for the last error it raised on this thread; it outlives
 // cudaGetLastError so that a check which reads the code first can still print it.
@@ -102,16 +109,21 @@ const char* message_for(cudaError_t code) {
   return nullptr;
 }
 
-struct Event {
-  int device;
-  bool timing;
-  std::chrono::steady_clock::time_point when{};
-  bool recorded = false;
-};
+// An error of work that already ran (a kernel fault found on a stream's worker) becomes this
+// thread's last error when a call that reports such errors comes along; returns it.
+cudaError_t collect_async_error() {
+  cudaError_t code;
+  std::string message;
+  if (take_async_error(&code, &message)) return fail(code, message);
+  return cudaSuccess;
+}
 
-struct Stream {
-  int device;
-};
+// What a synchronising call returns: an error of earlier asynchronous work, else success.
+cudaError_t synchronised() {
+  const cudaError_t e = collect_async_error();
+  if (e != cudaSuccess) last_error = cudaSuccess;  // returned here, so not again by cudaGetLastError
+  return e;
+}
 
 void* allocate(size_t bytes) { return std::aligned_alloc(256, std::max<size_t>(256, (bytes + 255) / 256 * 256)); }
 
@@ -149,21 +161,58 @@ std::string check_kernel_pointer(const char* kernel, int index, const void* poin
   if (!a)
     return std::string(kernel) + ": argument " + std::to_string(index) +
            " points to host memory, which a GPU kernel cannot read (use device or pinned memory)";
-  if (a->kind == Kind::device && a->device != current_device)  // brigade enables no peer access
+  if (a->kind == Kind::device && a->device != the_device)  // brigade enables no peer access
     return std::string(kernel) + ": argument " + std::to_string(index) + " points to memory of device " +
-           std::to_string(a->device) + ", but the kernel runs on device " + std::to_string(current_device);
+           std::to_string(a->device) + ", but the kernel runs on device " + std::to_string(the_device);
   return "";
 }
 
 std::string check_launch_stream(const char* kernel, cudaStream_t stream) {
   if (!stream) return "";  // the legacy default stream is the current device's
-  const int device = reinterpret_cast<const Stream*>(stream)->device;
-  if (device == current_device) return "";
+  const int device = device_of(stream);
+  if (device == the_device) return "";
   return std::string(kernel) + ": launched on a stream of device " + std::to_string(device) +
-         " while the current device is " + std::to_string(current_device);
+         " while the current device is " + std::to_string(the_device);
 }
 
 void record_launch_error(cudaError_t code, const std::string& what) { fail(code, "CUDA emulator: " + what); }
+
+int current_device() { return the_device; }
+
+int stream_device(cudaStream_t stream) { return device_of(stream); }
+
+void report_race(const std::string& text) {
+  std::fprintf(stderr, "brigade CUDA emulator: %s\n", text.c_str());
+  fail(cudaErrorLaunchFailure, "CUDA emulator: " + text);
+}
+
+const void* allocation_start(const void* p, size_t* bytes, int* device) {
+  Memory& m = memory();
+  std::lock_guard<std::mutex> lock(m.mutex);
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  auto it = m.blocks.upper_bound(a);
+  if (it == m.blocks.begin()) return nullptr;
+  --it;
+  if (a >= it->first + it->second.bytes) return nullptr;
+  *bytes = it->second.bytes;
+  *device = it->second.kind == Kind::device ? it->second.device : -1;
+  return reinterpret_cast<const void*>(it->first);
+}
+
+std::string check_device_range(const std::string& what, const void* pointer, size_t bytes, int device,
+                               bool pinned_ok) {
+  std::lock_guard<std::mutex> lock(memory().mutex);
+  const Allocation* a = find(pointer, bytes);
+  if (!a)
+    return what + ": " + std::to_string(bytes) + " bytes at " + std::to_string(reinterpret_cast<uintptr_t>(pointer)) +
+           " are not inside one device allocation (host memory, freed memory, or past an allocation's end)";
+  if (a->kind == Kind::pinned) return pinned_ok ? "" : what + ": the pointer is pinned host memory, not device memory";
+  if (a->device != device)
+    return what + ": the pointer is memory of device " + std::to_string(a->device) + ", but the work runs on device " +
+           std::to_string(device);
+  return "";
+}
+
 
 }  // namespace brigade::emu
 
@@ -180,12 +229,12 @@ cudaError_t cudaSetDevice(int device) {
   if (device < 0 || device >= device_count())
     return fail(cudaErrorInvalidDevice, "cudaSetDevice(" + std::to_string(device) + "): the emulator has " +
                                             std::to_string(device_count()) + " device(s)");
-  current_device = device;
+  the_device = device;
   return cudaSuccess;
 }
 
 cudaError_t cudaGetDevice(int* device) {
-  *device = current_device;
+  *device = the_device;
   return cudaSuccess;
 }
 
@@ -227,17 +276,24 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   return cudaSuccess;
 }
 
-cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize() {
+  synchronize_device(the_device);
+  return synchronised();
+}
 
 // ---- errors -----------------------------------------------------------------------------------------
 
 cudaError_t cudaGetLastError() {
+  if (last_error == cudaSuccess) collect_async_error();
   const cudaError_t e = last_error;
   last_error = cudaSuccess;
   return e;
 }
 
-cudaError_t cudaPeekAtLastError() { return last_error; }
+cudaError_t cudaPeekAtLastError() {
+  if (last_error == cudaSuccess) collect_async_error();
+  return last_error;
+}
 
 const char* cudaGetErrorName(cudaError_t error) {
   switch (error) {
@@ -264,34 +320,39 @@ const char* cudaGetErrorString(cudaError_t error) {
 cudaError_t cudaMalloc(void** p, size_t bytes) {
   Memory& m = memory();
   std::lock_guard<std::mutex> lock(m.mutex);
-  size_t& used = m.used[current_device];
+  size_t& used = m.used[the_device];
   if (bytes > memory_per_device() - used) {
     *p = nullptr;
     return fail(cudaErrorMemoryAllocation, "out of memory: " + std::to_string(bytes) + " bytes asked, " +
                                                std::to_string(used) + " of " + std::to_string(memory_per_device()) +
-                                               " in use on emulated device " + std::to_string(current_device));
+                                               " in use on emulated device " + std::to_string(the_device));
   }
   *p = allocate(bytes);
   if (!*p) return fail(cudaErrorMemoryAllocation, "the host could not back a device allocation");
   bytes = std::max<size_t>(bytes, 1);  // counted as released: a zero-byte allocation holds one byte
   used += bytes;
-  m.blocks[reinterpret_cast<uintptr_t>(*p)] = Allocation{bytes, Kind::device, current_device};
+  m.blocks[reinterpret_cast<uintptr_t>(*p)] = Allocation{bytes, Kind::device, the_device};
   return cudaSuccess;
 }
 
 namespace {
 cudaError_t release(void* p, Kind kind, const char* call) {
   if (!p) return cudaSuccess;
-  Memory& m = memory();
-  std::lock_guard<std::mutex> lock(m.mutex);
-  auto it = m.blocks.find(reinterpret_cast<uintptr_t>(p));
-  if (it == m.blocks.end() || it->second.kind != kind)
-    return fail(cudaErrorInvalidValue, std::string(call) + ": not the start of a live " +
-                                           (kind == Kind::device ? "device" : "pinned") + " allocation");
-  if (kind == Kind::device) m.used[it->second.device] -= it->second.bytes;
-  m.blocks.erase(it);
+  // cudaFree and cudaFreeHost synchronise first: no queued work may still use the memory.
+  synchronize_device(-1);
+  {
+    Memory& m = memory();
+    std::lock_guard<std::mutex> lock(m.mutex);
+    auto it = m.blocks.find(reinterpret_cast<uintptr_t>(p));
+    if (it == m.blocks.end() || it->second.kind != kind)
+      return fail(cudaErrorInvalidValue, std::string(call) + ": not the start of a live " +
+                                             (kind == Kind::device ? "device" : "pinned") + " allocation");
+    if (kind == Kind::device) m.used[it->second.device] -= it->second.bytes;
+    m.blocks.erase(it);
+  }
+  forget_allocation(p);
   std::free(p);
-  return cudaSuccess;
+  return synchronised();
 }
 
 cudaError_t pinned(void** p, size_t bytes) {
@@ -303,22 +364,69 @@ cudaError_t pinned(void** p, size_t bytes) {
   return cudaSuccess;
 }
 
-cudaError_t copy(const char* call, void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
+bool is_pageable(const void* p) {
+  std::lock_guard<std::mutex> lock(memory().mutex);
+  return find(p, 0) == nullptr;
+}
+
+std::string copy_name(const char* call, size_t count) { return std::string(call) + " of " + std::to_string(count) + " bytes"; }
+
+// A copy on `stream`, synchronous with the host or not as the CUDA Runtime API's "API
+// synchronization behavior" section describes for cudaMemcpyAsync:
+//   - from pageable host memory: the source is staged before the call returns (the caller may
+//     reuse it at once); the transfer itself is queued;
+//   - to pageable host memory: the call returns once the copy is done;
+//   - device or pinned memory on both sides: queued, the host does not wait.
+// `wait` makes it synchronous outright (cudaMemcpy).
+cudaError_t copy(const char* call, void* dst, const void* src, size_t count, cudaMemcpyKind kind,
+                 cudaStream_t stream, bool wait) {
   const std::string problem = check_copy(call, dst, src, count, kind);
   if (!problem.empty()) return fail(cudaErrorInvalidValue, "CUDA emulator: " + problem);
-  if (count) std::memmove(dst, src, count);
+  if (count == 0) return cudaSuccess;
+  const bool from_pageable = is_pageable(src), to_pageable = is_pageable(dst);
+  std::vector<Access> accesses;
+  if (!from_pageable) accesses.push_back({src, false});
+  if (!to_pageable) accesses.push_back({dst, true});
+  std::function<std::string()> work;
+  if (from_pageable) {
+    auto staged = std::make_shared<std::vector<char>>(static_cast<const char*>(src),
+                                                      static_cast<const char*>(src) + count);
+    work = [dst, staged] {
+      std::memcpy(dst, staged->data(), staged->size());
+      return std::string();
+    };
+  } else {
+    work = [dst, src, count] {
+      std::memmove(dst, src, count);
+      return std::string();
+    };
+  }
+  if (wait || to_pageable) {
+    run_and_wait(stream, copy_name(call, count), std::move(accesses), std::move(work));
+    return synchronised();
+  }
+  enqueue(stream, copy_name(call, count), std::move(accesses), std::move(work));
   return cudaSuccess;
 }
 
-cudaError_t set(const char* call, void* p, int value, size_t count) {
-  if (count) {
+cudaError_t set(const char* call, void* p, int value, size_t count, cudaStream_t stream, bool wait) {
+  if (count == 0) return cudaSuccess;
+  {
     std::lock_guard<std::mutex> lock(memory().mutex);
     const Allocation* a = find(p, count);
     if (!a || a->kind != Kind::device)
       return fail(cudaErrorInvalidValue, std::string("CUDA emulator: ") + call + " of " + std::to_string(count) +
                                              " bytes outside device memory");
   }
-  if (count) std::memset(p, value, count);
+  auto work = [p, value, count] {
+    std::memset(p, value, count);
+    return std::string();
+  };
+  if (wait) {
+    run_and_wait(stream, copy_name(call, count), {{p, true}}, work);
+    return synchronised();
+  }
+  enqueue(stream, copy_name(call, count), {{p, true}}, work);
   return cudaSuccess;
 }
 }  // namespace
@@ -331,67 +439,85 @@ cudaError_t cudaFreeHost(void* p) { return release(p, Kind::pinned, "cudaFreeHos
 cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
   std::lock_guard<std::mutex> lock(memory().mutex);
   *total = memory_per_device();
-  *free = *total - memory().used[current_device];
+  *free = *total - memory().used[the_device];
   return cudaSuccess;
 }
 
+// cudaMemcpy and cudaMemset run on the legacy default stream and return once done.
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
-  return copy("cudaMemcpy", dst, src, count, kind);
+  return copy("cudaMemcpy", dst, src, count, kind, nullptr, true);
 }
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind, cudaStream_t) {
-  return copy("cudaMemcpyAsync", dst, src, count, kind);
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind, cudaStream_t stream) {
+  return copy("cudaMemcpyAsync", dst, src, count, kind, stream, false);
 }
-cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int src_device, size_t count, cudaStream_t) {
+cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int src_device, size_t count,
+                                cudaStream_t stream) {
   if (dst_device < 0 || dst_device >= device_count() || src_device < 0 || src_device >= device_count())
     return fail(cudaErrorInvalidDevice, "cudaMemcpyPeerAsync: no such device");
-  return copy("cudaMemcpyPeerAsync", dst, src, count, cudaMemcpyDeviceToDevice);
+  return copy("cudaMemcpyPeerAsync", dst, src, count, cudaMemcpyDeviceToDevice, stream, false);
 }
-cudaError_t cudaMemset(void* p, int value, size_t count) { return set("cudaMemset", p, value, count); }
-cudaError_t cudaMemsetAsync(void* p, int value, size_t count, cudaStream_t) {
-  return set("cudaMemsetAsync", p, value, count);
+cudaError_t cudaMemset(void* p, int value, size_t count) { return set("cudaMemset", p, value, count, nullptr, true); }
+cudaError_t cudaMemsetAsync(void* p, int value, size_t count, cudaStream_t stream) {
+  return set("cudaMemsetAsync", p, value, count, stream, false);
 }
 
-// ---- streams and events: work runs when issued ------------------------------------------------------
+// ---- streams and events (streams.cpp) ----------------------------------------------------------------
 
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned) {
-  *stream = reinterpret_cast<cudaStream_t>(new Stream{current_device});
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags) {
+  *stream = make_stream(the_device, (flags & cudaStreamNonBlocking) == 0);
   return cudaSuccess;
 }
+cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWithFlags(stream, cudaStreamDefault); }
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
-  delete reinterpret_cast<Stream*>(stream);
+  if (!stream) return fail(cudaErrorInvalidResourceHandle, "cudaStreamDestroy: the legacy default stream");
+  retire_stream(stream);
   return cudaSuccess;
 }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaStreamQuery(cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned) { return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  synchronize_stream(stream);
+  return synchronised();
+}
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  if (!stream_idle(stream)) return cudaErrorNotReady;
+  return synchronised();
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned) {
+  if (!event) return fail(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent: a null event");
+  wait_for_event(stream, event);
+  return cudaSuccess;
+}
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags) {
-  *event = reinterpret_cast<cudaEvent_t>(new Event{current_device, (flags & cudaEventDisableTiming) == 0});
+  *event = make_event(the_device, (flags & cudaEventDisableTiming) == 0);
   return cudaSuccess;
 }
 cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, 0); }
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
-  delete reinterpret_cast<Event*>(event);
+  if (!event) return fail(cudaErrorInvalidResourceHandle, "cudaEventDestroy: a null event");
+  delete_event(event);
   return cudaSuccess;
 }
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
-  auto* e = reinterpret_cast<Event*>(event);
-  const int stream_device = stream ? reinterpret_cast<const Stream*>(stream)->device : current_device;
-  if (stream_device != e->device)
-    return fail(cudaErrorInvalidResourceHandle, "cudaEventRecord: an event of device " + std::to_string(e->device) +
+  if (!event) return fail(cudaErrorInvalidResourceHandle, "cudaEventRecord: a null event");
+  const int stream_device = device_of(stream);
+  if (stream_device != event_device(event))
+    return fail(cudaErrorInvalidResourceHandle, "cudaEventRecord: an event of device " +
+                                                    std::to_string(event_device(event)) +
                                                     " recorded on a stream of device " + std::to_string(stream_device));
-  e->when = std::chrono::steady_clock::now();
-  e->recorded = true;
+  record_event(event, stream);
   return cudaSuccess;
 }
-cudaError_t cudaEventQuery(cudaEvent_t) { return cudaSuccess; }
-cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+  if (!event_done(event)) return cudaErrorNotReady;
+  return synchronised();
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  synchronize_event(event);
+  return synchronised();
+}
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
-  auto* a = reinterpret_cast<Event*>(start);
-  auto* b = reinterpret_cast<Event*>(end);
-  if (!a->timing || !b->timing)
-    return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: an event was created with cudaEventDisableTiming");
-  if (!a->recorded || !b->recorded) return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: an event was never recorded");
-  *ms = std::chrono::duration<float, std::milli>(b->when - a->when).count();
+  const std::string problem = elapsed_ms(start, end, ms);
+  if (problem == "not ready") return cudaErrorNotReady;
+  if (!problem.empty()) return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: " + problem);
   return cudaSuccess;
 }

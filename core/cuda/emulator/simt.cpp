@@ -408,8 +408,9 @@ std::string check_launch_config(const char* kernel, dim3 grid, dim3 block, size_
   return describe_launch(kernel, grid, block, shared_bytes) + ": invalid launch configuration: " + bad;
 }
 
-std::string run_grid(const char* kernel, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t,
-                     const std::function<void()>& body) {
+namespace {
+// Runs body() once for every thread of the grid on this host thread; returns "" or the fault.
+std::string run_grid(const char* kernel, dim3 grid, dim3 block, size_t shared_bytes, const std::function<void()>& body) {
   Block b;
   b.kernel = kernel;
   b.grid = grid;
@@ -427,8 +428,16 @@ std::string run_grid(const char* kernel, dim3 grid, dim3 block, size_t shared_by
     for (unsigned y = 0; y < grid.y && fault.empty(); ++y)
       for (unsigned x = 0; x < grid.x && fault.empty(); ++x) fault = run_block(b, make_uint3(x, y, z), block);
   running = outer;
-  if (!fault.empty()) return describe_launch(kernel, grid, block, shared_bytes) + ": " + fault;
-  return "";
+  return fault;
+}
+}  // namespace
+
+void launch_grid(const char* kernel, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
+                 std::vector<Access> pointers, std::function<void()> body) {
+  enqueue(stream, describe_launch(kernel, grid, block, shared_bytes), std::move(pointers),
+          [kernel, grid, block, shared_bytes, body = std::move(body)] {
+            return run_grid(kernel, grid, block, shared_bytes, body);
+          });
 }
 
 }  // namespace brigade::emu

@@ -24,6 +24,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "core/cuda/emulator/runtime.h"
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -32,6 +34,7 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace brigade::emu {
 
@@ -48,9 +51,11 @@ uint64_t exchange_in_warp(uint64_t value, int source_lane);
 
 // "" when the grid and block are within the GPU's limits, else why not.
 std::string check_launch_config(const char* kernel, dim3 grid, dim3 block, size_t shared_bytes);
-// Runs body() once for every thread of a valid grid; returns "" or what went wrong.
-std::string run_grid(const char* kernel, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
-                     const std::function<void()>& body);
+// Queues a valid grid on `stream` (core/cuda/emulator/runtime.h's enqueue): when its turn comes,
+// body() runs once for every thread. `pointers` are the kernel's pointer arguments, for the race
+// detector (written unless they point to const).
+void launch_grid(const char* kernel, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
+                 std::vector<Access> pointers, std::function<void()> body);
 // Checks kernel pointer argument `index`: device memory of the current device (up to one past an
 // allocation's end) or pinned host memory; "" when it is fine.
 std::string check_kernel_pointer(const char* kernel, int index, const void* pointer);
@@ -75,13 +80,12 @@ class Launch {
     if (!error.empty()) return record_launch_error(cudaErrorInvalidConfiguration, error);
     error = check_launch_stream(name, stream_);
     if (error.empty()) error = check_pointers(name, params, std::index_sequence_for<Args...>{});
-    if (error.empty()) {
-      error = run_grid(name, grid_, block_, shared_bytes_, stream_, [&] {
-        auto copy = params;  // each thread gets its own parameters and may change them
-        std::apply(kernel, std::move(copy));
-      });
-    }
-    if (!error.empty()) record_launch_error(cudaErrorLaunchFailure, error);
+    if (!error.empty()) return record_launch_error(cudaErrorLaunchFailure, error);
+    launch_grid(name, grid_, block_, shared_bytes_, stream_, pointers(params, std::index_sequence_for<Args...>{}),
+                [kernel, params] {
+                  auto copy = params;  // each thread gets its own parameters and may change them
+                  std::apply(kernel, std::move(copy));
+                });
   }
 
  private:
@@ -90,11 +94,40 @@ class Launch {
     std::string error;
     auto check = [&](int index, const auto& value) {
       if constexpr (std::is_pointer_v<std::decay_t<decltype(value)>>) {
-        if (error.empty()) error = check_kernel_pointer(name, index, static_cast<const void*>(value));
+        if (error.empty()) error = check_kernel_pointer(name, index, address_of(value));
       }
     };
     (check(int(I), std::get<I>(params)), ...);
     return error;
+  }
+
+  // The address a pointer argument holds (volatile ones included: a kernel may poll host memory).
+  template <class T>
+  static const void* address_of(T* p) {
+    return const_cast<const void*>(static_cast<const volatile void*>(p));
+  }
+
+  // The pointer arguments, and whether the kernel may write through each (not a pointer to const).
+  template <class Tuple, size_t... I>
+  static std::vector<Access> pointers(const Tuple& params, std::index_sequence<I...>) {
+    std::vector<Access> out;
+    auto add = [&](const auto& value) {
+      using T = std::decay_t<decltype(value)>;
+      if constexpr (std::is_pointer_v<T>) {
+        if (value) out.push_back({address_of(value), !std::is_const_v<std::remove_pointer_t<T>>});
+      } else if constexpr (std::is_class_v<T> && std::is_trivially_copyable_v<T> && sizeof(T) >= sizeof(void*)) {
+        // Pointers inside a structure passed by value (an array of input pointers, a table of
+        // tensors): every aligned word is a candidate, and the race detector keeps those that hold
+        // the address of a live allocation. Their constness is lost, so they count as reads.
+        for (size_t at = 0; at + sizeof(void*) <= sizeof(T); at += sizeof(void*)) {
+          const void* word = nullptr;
+          std::memcpy(&word, reinterpret_cast<const char*>(&value) + at, sizeof(void*));
+          if (word) out.push_back({word, false, true});
+        }
+      }
+    };
+    (add(std::get<I>(params)), ...);
+    return out;
   }
 
   dim3 grid_, block_;
