@@ -18,7 +18,14 @@ std::string fixed_hint() { return "; messages whose shape changes need Shapes::v
 
 }  // namespace
 
-const char* shapes_name(Shapes shapes) { return shapes == Shapes::fixed ? "fixed" : "varying"; }
+const char* shapes_name(Shapes shapes) {
+  switch (shapes) {
+    case Shapes::fixed: return "fixed";
+    case Shapes::varying: return "varying";
+    case Shapes::preset: return "preset";
+  }
+  return "unknown";
+}
 
 TensorMeta TensorMeta::of(const Tensor& t, Shapes shapes) { return {t.dtype(), t.shape(), shapes}; }
 
@@ -50,9 +57,10 @@ bool Handshake::before_send(const TensorMeta& sending, int peer, int tag, const 
   Channel& ch = it->second;
   if (first) {
     ch = {sending.shapes, true, sending};
-    return true;
+    return sending.shapes != Shapes::preset;
   }
   check_same_kind(sending.shapes, ch.shapes, "send", what);
+  if (ch.shapes == Shapes::preset) return false;
   if (ch.shapes == Shapes::varying) return true;
   BRIGADE_CHECK(sending.same_tensor(ch.tensor), what, ": this fixed-shape channel carries ", ch.tensor.str(),
                 " (set by its first message) but this send is ", sending.str(), fixed_hint());
@@ -62,11 +70,18 @@ bool Handshake::before_send(const TensorMeta& sending, int peer, int tag, const 
 bool Handshake::before_recv(const Tensor& out, Shapes shapes, int peer, int tag, const std::string& what) {
   auto [it, first] = channels_.try_emplace({Direction::recv, peer, tag});
   Channel& ch = it->second;
+  if (!first) check_same_kind(shapes, ch.shapes, "receive", what);
+  if (shapes == Shapes::preset) {
+    // The receiver states the tensor; it is what this message is agreed to carry.
+    BRIGADE_CHECK(out.defined(), what, ": a preset-shape receive names its tensor (P2P::recv_into); without one "
+                  "there is no header to learn the shape from");
+    ch = {shapes, true, TensorMeta::of(out, shapes)};
+    return false;
+  }
   if (first) {
     ch.shapes = shapes;
     return true;
   }
-  check_same_kind(shapes, ch.shapes, "receive", what);
   if (ch.shapes == Shapes::varying) return true;
   if (ch.agreed && out.defined()) without_header(out, peer, tag, what);  // fail before anything moves
   return false;

@@ -10,6 +10,11 @@
 //                    that deviates, before anything moves. Costs nothing per message.
 //   Shapes::varying  a header goes with every message (one extra small transfer), so each message
 //                    may have its own shape — e.g. the last, shorter micro-batch of an epoch.
+//   Shapes::preset   no header, ever: the receiver already knows the tensor and names it with
+//                    P2P::recv_into (a pipeline's gradient has the shape and dtype of the activation
+//                    it answers). Nothing needs to reach the receiver's host before the data, so on
+//                    NCCL the receive is queued at once, with no round trip. The sender cannot check
+//                    what the receiver expects: both ends must derive the tensor from what they share.
 //
 // The header also carries the sender's kind, so two ends that disagree about it fail on the first
 // message instead of misreading the byte stream later. Transports that hand tensors over in memory
@@ -26,8 +31,8 @@
 
 namespace brigade::comm {
 
-enum class Shapes : uint8_t { fixed, varying };
-const char* shapes_name(Shapes shapes);  // "fixed" or "varying"
+enum class Shapes : uint8_t { fixed, varying, preset };
+const char* shapes_name(Shapes shapes);  // "fixed", "varying" or "preset"
 
 // What a header announces.
 struct TensorMeta {

@@ -74,6 +74,10 @@ class NcclCommunicator final : public Communicator {
   // Takes a ready communicator.
   NcclCommunicator(ncclComm_t comm, int rank, int size, Device device, Milliseconds timeout)
       : Communicator("nccl", rank, size, device, timeout), comm_(comm), stream_(Stream::create(device)) {
+    // Pinned memory for arriving headers, allocated once, here: allocating or freeing it later may
+    // wait for the whole device (CUDA's implicit synchronisation), including an NCCL kernel that
+    // waits for a peer which waits for this rank — a hang found on the emulator.
+    BRIGADE_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&pinned_), kPinnedHeaders * sizeof(WireHeader)));
     watchdog_ = std::thread([this] { watch(); });
   }
 
@@ -272,6 +276,9 @@ class NcclCommunicator final : public Communicator {
       if (deadline.passed()) fail_timeout(w, deadline);
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
+    // ncclCommAbort ends NCCL's kernels, so an aborted communicator's stream goes idle too — with
+    // whatever its receive buffers held.
+    BRIGADE_CHECK(!aborted(), w, ": the communicator was aborted while waiting for the GPU");
   }
 
   // Until our stream is idle (true), or the communicator is aborted or `backstop` passes (false).
@@ -291,6 +298,12 @@ class NcclCommunicator final : public Communicator {
   void exchange_headers(std::vector<Transfer>& transfers, const Deadline& deadline, std::vector<Tensor>& keep) {
     constexpr int64_t kWords = int64_t(sizeof(WireHeader) / sizeof(uint64_t));
     const size_t n = transfers.size();
+    const size_t arriving = size_t(std::count_if(transfers.begin(), transfers.end(), [](const Transfer& t) {
+      return t.header && t.op->kind == P2P::Kind::recv;
+    }));
+    BRIGADE_CHECK(arriving <= kPinnedHeaders, what("exchange of " + std::to_string(n) + " transfers"), ": ", arriving,
+                  " of its receives wait for a header, more than the ", kPinnedHeaders,
+                  " one exchange may hold; split it into several");
     Tensor slots = empty({int64_t(n) * kWords}, DType::i64, device());
     keep.push_back(slots);
     auto slot = [&](size_t i) { return static_cast<int64_t*>(slots.raw_data()) + int64_t(i) * kWords; };
@@ -320,16 +333,18 @@ class NcclCommunicator final : public Communicator {
           BRIGADE_NCCL_QUEUED(ncclRecv(slot(i), size_t(kWords), ncclInt64, t.op->peer, comm_, raw()));
       }
     });
-    bool receives = false;
+    std::vector<size_t> landing(n);  // where each arriving header lands in pinned_
+    size_t receives = 0;
     for (size_t i = 0; i < n; ++i) {
       Transfer& t = transfers[i];
       if (!t.header || t.op->kind != P2P::Kind::recv) continue;
       // Into pinned memory, so the copy is truly asynchronous and the host can wait with a deadline
       // (a copy into pageable memory would block right here, maybe forever).
-      BRIGADE_CUDA_CHECK(cudaMemcpyAsync(pinned(n) + i, slot(i), sizeof(WireHeader), cudaMemcpyDeviceToHost, raw()));
-      receives = true;
+      landing[i] = receives++;
+      BRIGADE_CUDA_CHECK(
+          cudaMemcpyAsync(pinned_ + landing[i], slot(i), sizeof(WireHeader), cudaMemcpyDeviceToHost, raw()));
     }
-    if (!receives) return;
+    if (receives == 0) return;
     for (Transfer& t : transfers)
       if (t.header && t.op->kind == P2P::Kind::recv) {
         wait_for_stream(t.what + " (its header)", deadline);
@@ -338,21 +353,12 @@ class NcclCommunicator final : public Communicator {
     for (size_t i = 0; i < n; ++i) {
       Transfer& t = transfers[i];
       if (!t.header || t.op->kind != P2P::Kind::recv) continue;
-      TensorMeta sent = decode_header(pinned_[i], "rank " + std::to_string(t.op->peer));
+      TensorMeta sent = decode_header(pinned_[landing[i]], "rank " + std::to_string(t.op->peer));
       on_header(t, sent);
       allocate_destination(*t.op, sent);
     }
   }
 
-  WireHeader* pinned(size_t n) {
-    if (n > pinned_capacity_) {
-      if (pinned_ != nullptr) BRIGADE_CUDA_CHECK(cudaFreeHost(pinned_));
-      pinned_ = nullptr;
-      BRIGADE_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&pinned_), n * sizeof(WireHeader)));
-      pinned_capacity_ = n;
-    }
-    return pinned_;
-  }
 
   // The watchdog: retires finished transfers; aborts the communicator when the oldest unfinished one
   // is past its deadline or NCCL reports an asynchronous error (a peer died, a network failed).
@@ -389,8 +395,8 @@ class NcclCommunicator final : public Communicator {
 
   ncclComm_t comm_;
   Stream stream_;  // NCCL's kernels run here, fenced against the caller's stream by events
+  static constexpr size_t kPinnedHeaders = 1024;  // header receives one exchange may hold
   WireHeader* pinned_ = nullptr;
-  size_t pinned_capacity_ = 0;
   std::mutex mutex_;  // guards comm_'s lifetime against abort, and in_flight_
   std::condition_variable wake_;
   std::deque<InFlight> in_flight_;
@@ -434,6 +440,9 @@ std::unique_ptr<Communicator> nccl_communicator(std::shared_ptr<Store> store, in
   BRIGADE_CHECK(store != nullptr, w, ": a store is needed for the rendezvous");
   BRIGADE_CHECK(rank >= 0 && rank < size, w, ": the rank is outside the group");
   check_devices({device}, w);
+  // Ranks of other processes may share this GPU (four ranks on one lent GPU); NCCL >= 2.30.3 allows
+  // it when asked. 0: a user's explicit setting wins.
+  if (nccl_multi_rank_per_gpu()) setenv("NCCL_MULTI_RANK_GPU_ENABLE", "1", 0);
   Deadline deadline = Deadline::after(connect_timeout(timeout, connect_within));
   // Every rank creates its communicators in the same order, so the n-th one agrees on its key.
   std::string key = "nccl/" + std::to_string(communicators_created++) + "/unique_id";

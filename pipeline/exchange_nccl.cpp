@@ -3,6 +3,8 @@
 // in one rule: NCCL matches the messages between two ranks by their order, whatever they carry,
 // and an exchange whose messages carry headers runs as two NCCL groups — every header, which the
 // host waits for, then every payload. A group ends when all its operations have met their peers'.
+// Only activations carry headers: the executor receives a gradient into a tensor shaped like the
+// activation it answers (comm::Shapes::preset).
 #include <algorithm>
 #include <map>
 #include <sstream>
@@ -42,9 +44,10 @@ void check_exchanges_headers_first(const Schedule& schedule, bool varying_shapes
         const int stage = L.stage(r, a.chunk), peer_stage = L.peer_stage(a, r);
         const int peer = L.rank_of(peer_stage);
         const bool activation = a.kind == ActionKind::send_activation || a.kind == ActionKind::recv_activation;
-        // A header on a channel's first message, or on every message when shapes vary.
+        // An activation carries a header on its channel's first message, or on every message when
+        // shapes vary. A gradient never does: its receiver knows its tensor (comm::Shapes::preset).
         const bool first = seen.emplace(std::tuple{is_send(a.kind), peer, activation, std::min(stage, peer_stage)}, true).second;
-        if (first || varying_shapes) headers.push_back({is_send(a.kind), peer});
+        if (activation && (first || varying_shapes)) headers.push_back({is_send(a.kind), peer});
         payloads.push_back({is_send(a.kind), peer});
       }
       if (!headers.empty()) {
@@ -97,13 +100,14 @@ void check_exchanges_headers_first(const Schedule& schedule, bool varying_shapes
   std::ostringstream problem;
   problem << "on NCCL, ranks";
   for (int r : stuck) problem << " " << r;
-  problem << " would wait for each other until the timeout: an exchange waits for a header its peer sends only after "
-             "this exchange's data arrived (comm/nccl.cpp sends headers, then data; docs/comm.md, known limitation)";
+  problem << " would wait for each other until the timeout: an exchange waits for an activation's header its peer "
+             "sends only after this exchange's data arrived (comm/nccl.cpp sends headers, then data; docs/comm.md, "
+             "known limitation)";
   std::ostringstream what;
   what << "check_exchanges_headers_first: schedule '" << schedule.name << "' (P=" << P << ", M=" << schedule.microbatches
        << ", V=" << schedule.chunks() << (varying_shapes ? ", varying shapes" : "") << "): " << problem.str()
-       << ". Schedules that run on NCCL today: 1f1b and zb-h1 with M >= P, and interleaved with M >= 2P (or P = 2), "
-          "with fixed shapes (varying shapes run on fewer).\n\n"
+       << ". On NCCL every schedule runs with fixed shapes; with varying shapes all but naive with M >= 2, zb-h1 "
+          "with M > P and interleaved with M = P (P >= 3).\n\n"
        << action_grid(schedule, marks) << "\n! marks the exchange each stuck rank waits in\n";
   throw ScheduleError(what.str(), problem.str(), stuck.front(), marks.front().step);
 }

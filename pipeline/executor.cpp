@@ -25,7 +25,9 @@ struct Executor::Bundle {
 struct Executor::Work {
   std::vector<Tensor> inputs;   // the stage's input bundle, as leaves (floating ones require grad)
   std::vector<Tensor> outputs;  // its output bundle; on the last stage [0] is the loss
-  std::vector<bool> floating;   // which output entries are floating point (get a gradient back)
+  // Each output entry's tensor: the floating-point ones get a gradient of the same shape and dtype
+  // back, so its receive is preset (comm::Shapes::preset) and needs no header.
+  std::vector<comm::TensorMeta> sent;
   Tape tape;                    // empty until the backward when recomputing
   bool awaiting_weight = false; // I done, W not yet
   bool weight_phase = false;    // the tape holds a backward_weight to run
@@ -237,7 +239,7 @@ void Executor::forward(const Action& a) {
     out = run_layers(s, *work, a.microbatch);
     work->outputs = out.tensors;
   }
-  for (const Tensor& t : out.tensors) work->floating.push_back(is_floating(t.dtype()));
+  for (const Tensor& t : out.tensors) work->sent.push_back(comm::TensorMeta::of(t, comm::Shapes::preset));
 
   if (last) {
     // Kept on the device: reading it here (.item()) would make the host wait for this micro-batch
@@ -357,7 +359,7 @@ void Executor::exchange(const std::vector<Action>& messages) {
                       " has nothing to send");
         for (size_t i = 0; i < it->second->tensors.size(); ++i)
           if (it->second->tensors[i].defined())
-            ops.push_back(comm::P2P::send(it->second->tensors[i], peer, tag(s - 1, true, i), shapes));
+            ops.push_back(comm::P2P::send(it->second->tensors[i], peer, tag(s - 1, true, i), comm::Shapes::preset));
         outgoing_grads_.erase(it);
         break;
       }
@@ -368,11 +370,17 @@ void Executor::exchange(const std::vector<Action>& messages) {
         break;
       }
       case ActionKind::recv_gradient: {
-        // Gradients come back for exactly the floating-point entries this stage sent.
+        // Gradients come back for exactly the floating-point entries this stage sent, each shaped like
+        // its entry: the receive names its tensor, and no header has to reach this host first.
         Work& work = work_at({s, a.microbatch}, a);
-        Landing landing{{s, a.microbatch}, true, ops.size(), work.floating.size(), work.floating};
-        for (size_t i = 0; i < work.floating.size(); ++i)
-          if (work.floating[i]) ops.push_back(comm::P2P::recv(peer, tag(s, true, i), shapes));
+        Landing landing{{s, a.microbatch}, true, ops.size(), work.sent.size(), {}};
+        for (size_t i = 0; i < work.sent.size(); ++i) {
+          const comm::TensorMeta& m = work.sent[i];
+          landing.present.push_back(is_floating(m.dtype));
+          if (landing.present.back())
+            ops.push_back(comm::P2P::recv_into(empty(m.shape, m.dtype, comm_.device()), peer, tag(s, true, i),
+                                               comm::Shapes::preset));
+        }
         landings.push_back(std::move(landing));
         break;
       }

@@ -3,11 +3,13 @@
 # `device` tool's `run`: 10 minutes a command, 30 a session, results come back from $OUT).
 #
 #   bash scripts/gpu-session.sh build test train       # build, every GPU suite, the main job
+#   bash scripts/gpu-session.sh nccl build launch      # NCCL >= 2.30.3 (built if need be), 4 NCCL ranks
 #   bash scripts/gpu-session.sh memcheck-ops           # one GPU suite under compute-sanitizer memcheck
 #   bash scripts/gpu-session.sh memcheck-core memcheck-comm memcheck-train racecheck
 #   bash scripts/gpu-session.sh bench                  # brigade bench kernels + bench pipeline
 #
-# Stages: build, test, memcheck-{core,ops,comm,train}, racecheck, train, bench (in the order given);
+# Stages: nccl, build, test, memcheck-{core,ops,comm,train}, racecheck, train, launch, bench (in the
+# order given);
 # each is sized to fit one 10-minute command. A fresh machine needs `build` first in every command
 # (it is quick when the build directory is still there). Logs and JSON go to $OUT (default
 # gpu-out/), a few files per stage, and a summary is printed last.
@@ -41,22 +43,79 @@ if command -v python3 >/dev/null; then
   search_roots+=" $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)"
 fi
 shim=$PWD/.gpu-shim
-mkdir -p "$shim/lib" "$shim/include"
+nccl_built=$PWD/.gpu-nccl  # NCCL built from carried source by the `nccl` stage (kept while the machine is)
+rm -rf "$shim" && mkdir -p "$shim/lib" "$shim/include"
 lib_dirs=()
-for lib in libcudnn libnccl; do
-  found=$(find $search_roots \( -name "$lib.so" -o -name "$lib.so.[0-9]*" \) 2>/dev/null | sort | head -1)
-  if [[ -n $found ]]; then
-    ln -sf "$found" "$shim/lib/$lib.so"
-    lib_dirs+=("$(dirname "$found")")
+
+# NCCL's version as a code (2.30.7 -> 23007), from the library's own banner: a header found
+# elsewhere may belong to another copy.
+nccl_code() {
+  strings "$1" 2>/dev/null | grep -m1 -oE 'NCCL version [0-9]+\.[0-9]+\.[0-9]+' |
+    awk '{ split($3, v, "."); print v[1] * 10000 + v[2] * 100 + v[3] }'
+}
+nccl_name() { echo "$(($1 / 10000)).$(($1 / 100 % 100)).$(($1 % 100))"; }
+
+# cuDNN: the first found. NCCL: the newest of every copy (system, each Python wheel, our own build),
+# with the nccl.h that sits beside it (lib/ and include/ are siblings in every layout).
+found=$(find $search_roots \( -name "libcudnn.so" -o -name "libcudnn.so.[0-9]*" \) 2>/dev/null | sort | head -1)
+if [[ -n $found ]]; then
+  ln -sf "$found" "$shim/lib/libcudnn.so"
+  lib_dirs+=("$(dirname "$found")")
+  header=$(find $search_roots -name cudnn.h 2>/dev/null | head -1)
+  # cudnn.h includes its siblings (cudnn_version.h, cudnn_ops.h, ...): link them all.
+  [[ -n $header ]] && for h in "$(dirname "$header")"/cudnn*.h; do ln -sf "$h" "$shim/include/"; done
+fi
+nccl_lib="" nccl_version=0
+for lib in $(find $search_roots "$nccl_built" -name "libnccl.so*" ! -name "*.a" 2>/dev/null); do
+  code=$(nccl_code "$lib")
+  if [[ -n $code && -f $(dirname "$lib")/../include/nccl.h ]] && ((code > nccl_version)); then
+    nccl_lib=$lib nccl_version=$code
   fi
 done
-for header in cudnn.h nccl.h; do
-  found=$(find $search_roots -name "$header" 2>/dev/null | head -1)
-  # cudnn.h includes its siblings (cudnn_version.h, cudnn_ops.h, ...): link them all.
-  [[ -n $found ]] && for h in "$(dirname "$found")"/${header%%.h}*.h; do ln -sf "$h" "$shim/include/"; done
-done
+if [[ -n $nccl_lib ]]; then
+  ln -sf "$nccl_lib" "$shim/lib/libnccl.so"
+  ln -sf "$(dirname "$nccl_lib")/../include/nccl.h" "$shim/include/"
+  lib_dirs=("$(dirname "$nccl_lib")" "${lib_dirs[@]}")
+fi
 for dir in "${lib_dirs[@]}" /usr/local/cuda/lib64; do LD_LIBRARY_PATH="$dir:${LD_LIBRARY_PATH:-}"; done
 export LD_LIBRARY_PATH
+# Several ranks on one GPU (the 4-rank pipeline on one lent GPU) need NCCL >= 2.30.3 and this.
+export NCCL_MULTI_RANK_GPU_ENABLE=1
+nccl_line() {
+  if [[ -z $nccl_lib ]]; then echo "nccl: none found"; else echo "nccl: $(nccl_name "$nccl_version") ($nccl_lib)"; fi
+}
+echo "$(nccl_line)"
+
+# NCCL from source, for sm_90 alone, when the newest copy here cannot put several ranks on one GPU.
+# The source comes with the session (no network here): an ignored file, made where the repository
+# is, e.g. git -C <nccl clone> archive v2.30.7-1 src makefiles Makefile LICENSE.txt | gzip > .gpu-carry/nccl-src.tar.gz
+stage_nccl() {
+  if ((nccl_version >= 23003)); then
+    note "nccl: $(nccl_name "$nccl_version") already allows several ranks per GPU"
+    return 0
+  fi
+  if [[ ! -f $carry/nccl-src.tar.gz ]]; then
+    note "nccl: $(nccl_line), older than 2.30.3, and no $carry/nccl-src.tar.gz to build from (see stage_nccl)"
+    return 1
+  fi
+  local src=$nccl_built-src
+  rm -rf "$src" "$nccl_built" && mkdir -p "$src"
+  tar -xzf "$carry/nccl-src.tar.gz" -C "$src" &&
+    timeout 540 make -C "$src" -j "$(nproc)" src.build BUILDDIR="$nccl_built" \
+      NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" >"$OUT/nccl-build.log" 2>&1
+  local rc=$?
+  local lib=$nccl_built/lib/libnccl.so
+  if ((rc != 0)) || [[ ! -f $lib ]]; then
+    note "nccl: building from source FAILED (exit $rc, see nccl-build.log)"
+    return 1
+  fi
+  # Use it from here on: relink the shim, and rebuild so everything loads this one.
+  nccl_lib=$lib nccl_version=$(nccl_code "$lib")
+  ln -sf "$nccl_lib" "$shim/lib/libnccl.so"
+  ln -sf "$nccl_built/include/nccl.h" "$shim/include/"
+  export LD_LIBRARY_PATH="$nccl_built/lib:$LD_LIBRARY_PATH"
+  note "nccl: built $(nccl_name "$nccl_version") for sm_90 from source"
+}
 
 stage_build() {
   if [[ ! -f $carry/catch2/catch.hpp ]]; then
@@ -121,6 +180,14 @@ stage_train() {
   note "train: $(grep -E '^(exit|held-out|bubble)' "$OUT/train.log" | tr '\n' ' ')"
 }
 
+# The 4-rank NCCL pipeline: `brigade launch -n 4 -- brigade train --device cuda --stages 4` with
+# every schedule, against the CPU run (tests/gpu/test_gpu_launch.cpp). On one GPU it needs the
+# `nccl` stage's NCCL (>= 2.30.3).
+stage_launch() {
+  BRIGADE_REQUIRE_GPU=1 timeout 540 "$build_dir/tests/test_gpu_launch" >"$OUT/launch.log" 2>&1
+  note "launch (4 NCCL ranks, every schedule): exit $? ($(nccl_line); $(tail -2 "$OUT/launch.log" | tr -s '\n' ' '))"
+}
+
 stage_bench() {
   "$build_dir/examples/brigade" bench kernels --json "$OUT/bench-kernels.json" >"$OUT/bench.log" 2>&1
   local kernels=$?
@@ -138,9 +205,9 @@ stages=("$@")
 ((${#stages[@]} > 0)) || stages=(build test train)
 for stage in "${stages[@]}"; do
   case $stage in
-    build | test | racecheck | train | bench) "stage_$stage" || break ;;
+    nccl | build | test | racecheck | train | launch | bench) "stage_$stage" || break ;;
     memcheck-core | memcheck-ops | memcheck-comm | memcheck-train) stage_memcheck "${stage#memcheck-}" ;;
-    *) echo "gpu-session: unknown stage '$stage' (build, test, memcheck-{core,ops,comm,train}, racecheck, train, bench)" >&2; exit 2 ;;
+    *) echo "gpu-session: unknown stage '$stage' (nccl, build, test, memcheck-{core,ops,comm,train}, racecheck, train, launch, bench)" >&2; exit 2 ;;
   esac
 done
 echo "---- summary"

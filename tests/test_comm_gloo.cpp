@@ -13,6 +13,7 @@
 #include "comm/comm.h"
 #include "comm/run_command.h"
 #include "comm/thread_ranks.h"
+#include "pipeline_step.h"
 
 using namespace brigade;
 using Catch::Contains;
@@ -233,56 +234,6 @@ TEST_CASE("gloo: a dtype mismatch names both sides; the receiver's abort reaches
   REQUIRE_THAT(errors[0], Contains("comm send to rank 1, tag 8 (rank 0 of 2, gloo)"));
 }
 
-namespace {
-
-// One pipeline step of a tiny GPT on the given ranks; what every rank computed.
-struct StepResult {
-  std::vector<double> losses;
-  std::map<std::string, std::vector<double>> grads;
-  std::vector<std::string> errors;
-};
-
-StepResult pipeline_step(std::vector<std::unique_ptr<comm::Communicator>>& comms, pipeline::ScheduleKind kind, int M,
-                         int V, bool varying) {
-  nn::GPTConfig config;
-  config.vocab_size = 11;
-  config.block_size = 8;
-  config.n_layer = 3;
-  config.n_head = 2;
-  config.n_embd = 8;
-  config.seed = 5;
-  const int P = int(comms.size());
-  const pipeline::Schedule schedule = pipeline::make_schedule(kind, P, M, V);
-  const pipeline::Partition partition = pipeline::partition_uniform(config.n_layer + 2, int64_t(P) * V);
-  std::vector<Tensor> inputs, targets;
-  for (int m = 0; m < M; ++m) {
-    const int64_t T = varying ? 3 + m % 4 : 6;  // sequence lengths differ between micro-batches
-    Generator gen(uint64_t(100 + m));
-    inputs.push_back(ops::to_dtype(uniform({2, T}, 0, 10.999, DType::f64, Device::cpu(), &gen), DType::i64));
-    targets.push_back(ops::to_dtype(uniform({2, T}, 0, 10.999, DType::f64, Device::cpu(), &gen), DType::i64));
-  }
-  StepResult out;
-  std::mutex mutex;
-  out.errors = test::run_ranks(comms, [&](comm::Communicator& comm) {
-    nn::GPT model(config);
-    pipeline::GptStages mine = pipeline::gpt_stages(model, partition, schedule.layout, comm.rank());
-    pipeline::PipelineOptions options;
-    options.ties = mine.ties;
-    options.variable_shapes = varying;
-    pipeline::PipelineGroups groups;
-    groups.pipeline = &comm;
-    pipeline::Pipeline pipe(groups, schedule, mine.chunks, mine.loss, options);
-    pipeline::StepStats stats = pipe.forward_backward(inputs, targets);
-    std::lock_guard<std::mutex> lock(mutex);
-    if (comm.rank() == 0) out.losses = stats.microbatch_losses;
-    for (auto& [name, p] : model.named_parameters())
-      if (p.grad().defined()) out.grads[name + "@" + std::to_string(comm.rank())] = p.grad().to_vector();
-  });
-  return out;
-}
-
-}  // namespace
-
 TEST_CASE("gloo: every schedule runs on gloo ranks as on local threads, bit for bit, fixed and varying shapes",
           "[comm][gloo][pipeline]") {
   // Gloo's sends wait for their receivers, and a receive whose header is not in yet cannot post its
@@ -304,10 +255,10 @@ TEST_CASE("gloo: every schedule runs on gloo ranks as on local threads, bit for 
       DYNAMIC_SECTION(pipeline::schedule_name(c.kind) << " P=" << c.P << " M=" << c.M << " V=" << c.V
                                                       << (varying ? " varying" : " fixed")) {
         auto local = comm::local_group(c.P);
-        const StepResult want = pipeline_step(local, c.kind, c.M, c.V, varying);
+        const test::StepResult want = test::pipeline_step(local, c.kind, c.M, c.V, varying);
         for (const std::string& e : want.errors) REQUIRE(e.empty());
         auto gloo = gloo_threads(c.P, std::chrono::seconds(10));
-        const StepResult got = pipeline_step(gloo, c.kind, c.M, c.V, varying);
+        const test::StepResult got = test::pipeline_step(gloo, c.kind, c.M, c.V, varying);
         for (size_t r = 0; r < got.errors.size(); ++r) {
           INFO("rank " << r << ": " << got.errors[r]);
           REQUIRE(got.errors[r].empty());

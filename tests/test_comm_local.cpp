@@ -233,6 +233,34 @@ TEST_CASE("local: a mismatch on the first message names both sides, the peer and
     std::string e = run(zeros({3}), zeros({3}), Shapes::varying, Shapes::fixed);
     REQUIRE_THAT(e, Contains("rank 0 sends on a varying-shape channel but this receive is fixed-shape"));
   }
+  SECTION("a preset receive of another tensor") {
+    std::string e = run(zeros({2, 8}), zeros({2, 4}), Shapes::preset, Shapes::preset);
+    REQUIRE_THAT(e, Contains("rank 0 sent [2, 8] f32 but this receive expects [2, 4] f32"));
+  }
+  SECTION("a preset receive whose sender sends a header") {
+    std::string e = run(zeros({3}), zeros({3}), Shapes::fixed, Shapes::preset);
+    REQUIRE_THAT(e, Contains("rank 0 sends on a fixed-shape channel but this receive is preset-shape"));
+  }
+}
+
+TEST_CASE("local: preset shapes — the receiver names the tensor, and no header travels", "[comm][local]") {
+  auto comms = comm::local_group(2);
+  auto errors = test::run_ranks(comms, [&](comm::Communicator& c) {
+    for (int64_t n = 1; n <= 3; ++n) {  // each message may have its own shape: the receiver knows it
+      if (c.rank() == 0) {
+        c.send(full({n, 2}, double(n)), 1, 0, Shapes::preset);
+      } else {
+        Tensor got = zeros({n, 2});
+        c.recv_into(got, 0, 0, Shapes::preset);
+        test::require_equal(got, full({n, 2}, double(n)));
+      }
+    }
+  });
+  REQUIRE(all_ok(errors));
+  REQUIRE_THROWS_WITH(comms[1]->recv(0, 1, Shapes::preset),
+                      Contains("comm recv from rank 0, tag 1 (rank 1 of 2, local)") &&
+                          Contains("a preset-shape receive names its tensor (P2P::recv_into)"));
+  REQUIRE(!comms[1]->aborted());  // refused before anything moved
 }
 
 TEST_CASE("local: a receive with no sender times out, names the op, and aborts the group", "[comm][local]") {

@@ -104,12 +104,7 @@ void matmul(const Tensor& out, const Tensor& a, const Tensor& b, ops::MatmulBack
     BRIGADE_CUDA_CHECK(cudaMemsetAsync(out.raw_data(), 0, out.nbytes(), stream));
     return;
   }
-#if BRIGADE_CUDA_EMULATOR
-  // No cuBLAS under the CPU emulator (core/cuda/emulator/): the hand-written tiled GEMM stands in.
-  if (backend == ops::MatmulBackend::automatic) backend = ops::MatmulBackend::tiled;
-#else
   if (backend == ops::MatmulBackend::automatic) backend = ops::MatmulBackend::cublas;
-#endif
   const Tensor A = readable(a, backend), B = readable(b, backend);
 
   GemmProblem base;

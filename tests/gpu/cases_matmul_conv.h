@@ -60,21 +60,12 @@ inline std::vector<OpCase> matmul_cases(std::mt19937_64& rng) {
     const char* name;
     std::vector<DType> dtypes;
   };
-#if BRIGADE_CUDA_EMULATOR
-  // The CPU emulator has no cuBLAS; automatic is the tiled GEMM there, which has no f64 kernel.
-  const std::vector<Backend> backends = {
-      {MatmulBackend::automatic, "automatic", {DType::f32, DType::bf16, DType::f16}},
-      {MatmulBackend::tiled, "tiled", {DType::f32, DType::bf16, DType::f16}},
-      {MatmulBackend::tensor_core, "tensor_core", {DType::bf16, DType::f16}},
-  };
-#else
   const std::vector<Backend> backends = {
       {MatmulBackend::automatic, "automatic", {DType::f32, DType::bf16, DType::f16, DType::f64}},
       {MatmulBackend::cublas, "cublas", {DType::f32, DType::bf16, DType::f16, DType::f64}},
       {MatmulBackend::tiled, "tiled", {DType::f32, DType::bf16, DType::f16}},
       {MatmulBackend::tensor_core, "tensor_core", {DType::bf16, DType::f16}},
   };
-#endif
   std::vector<OpCase> cases;
   for (const Backend& be : backends) {
     for (DType t : be.dtypes) {

@@ -11,6 +11,8 @@
 #include "comm/comm.h"
 #include "comm/thread_ranks.h"
 #include "core/stream.h"
+#include "pipeline/exchange.h"
+#include "../pipeline_step.h"
 
 using namespace brigade;
 using test::all_ok;
@@ -219,6 +221,62 @@ TEST_CASE("gpu comm: one rank per GPU in one process", "[gpu][comm][nccl]") {
   auto errors = test::run_ranks(comms, [&](comm::Communicator& c) { converse(c, results[size_t(c.rank())]); });
   REQUIRE(all_ok(errors));
   check_conversation(results);
+}
+
+TEST_CASE("gpu comm: every schedule runs on NCCL ranks as on local threads, bit for bit", "[gpu][comm][nccl][pipeline]") {
+  // The NCCL transport against the local one, both on GPUs with a stream per rank: the same kernels
+  // in the same order, so the same bits. NCCL matches a pair's sends and receives by order, and its
+  // sends may wait for their receivers: a schedule whose exchanges wait on each other hangs here (and
+  // check_exchanges_headers_first would have refused it). Ranks on distinct GPUs where there are
+  // enough, or sharing one where NCCL allows it.
+  int gpus = cuda_device_count();
+  const int most = comm::nccl_multi_rank_per_gpu() ? 3 : std::min(gpus, 3);
+  if (most < 2) {
+    WARN("one GPU and NCCL " << comm::nccl_version() << " < 2.30.3: no multi-rank NCCL pipeline to run");
+    return;
+  }
+  using pipeline::ScheduleKind;
+  struct Config {
+    ScheduleKind kind;
+    int P, M, V;
+  };
+  std::vector<Config> grid;
+  for (ScheduleKind kind : {ScheduleKind::naive, ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::zb_h1})
+    for (int P = 2; P <= most; ++P)
+      for (int M : {1, P, 2 * P + 1}) grid.push_back({kind, P, M, 1});
+  for (int P = 2; P <= most; ++P)
+    for (int M : {P, 2 * P}) grid.push_back({ScheduleKind::interleaved, P, M, 2});
+  for (const Config& c : grid) {
+    for (bool varying : {false, true}) {
+      DYNAMIC_SECTION(pipeline::schedule_name(c.kind) << " P=" << c.P << " M=" << c.M << " V=" << c.V
+                                                      << (varying ? " varying" : " fixed")) {
+        std::vector<Device> devices;
+        for (int r = 0; r < c.P; ++r) devices.push_back(Device::cuda(r % gpus));
+        auto local = comm::local_group(devices);
+        const test::StepResult want = test::pipeline_step(local, c.kind, c.M, c.V, varying);
+        for (const std::string& e : want.errors) REQUIRE(e.empty());
+        auto nccl = comm::nccl_group(devices, std::chrono::seconds(60));
+        const test::StepResult got = test::pipeline_step(nccl, c.kind, c.M, c.V, varying);
+        bool refused = false;  // what the model of NCCL's exchanges refuses, the pipeline refuses at once
+        try {
+          pipeline::check_exchanges_headers_first(pipeline::make_schedule(c.kind, c.P, c.M, c.V), varying);
+        } catch (const pipeline::ScheduleError&) {
+          refused = true;
+        }
+        if (refused) {
+          REQUIRE(varying);  // with fixed shapes every schedule runs
+          for (const std::string& e : got.errors) REQUIRE_THAT(e, Contains("check_exchanges_headers_first"));
+          continue;
+        }
+        for (size_t r = 0; r < got.errors.size(); ++r) {
+          INFO("rank " << r << ": " << got.errors[r]);
+          REQUIRE(got.errors[r].empty());
+        }
+        REQUIRE(got.losses == want.losses);
+        REQUIRE(got.grads == want.grads);
+      }
+    }
+  }
 }
 
 TEST_CASE("gpu comm: the local backend hands GPU tensors over with an event", "[gpu][comm][local]") {

@@ -1,0 +1,70 @@
+// `brigade launch -n 4 -- brigade train --device cuda --stages 4`: four processes, one GPU and one
+// pipeline stage each, NCCL between them — with every schedule. Each run's losses must fall and
+// match the same training on the CPU (one process, rank threads) within f32's (or bf16's) rounding.
+// On the emulator each process has four emulated GPUs (BRIGADE_EMULATED_GPUS=4) and the emulated
+// NCCL; on a machine with fewer GPUs than ranks it needs NCCL's several-ranks-per-GPU support.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "brigade.h"
+#include "comm/nccl.h"
+#include "../comm/run_command.h"
+
+using namespace brigade;
+
+namespace {
+
+// The values of every "loss=" on the lines of `text` (one per logged step).
+std::vector<double> losses(const std::string& text) {
+  std::vector<double> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    const size_t at = line.find(" loss=");
+    if (at != std::string::npos) out.push_back(std::stod(line.substr(at + 6)));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("gpu launch: four processes train over NCCL with every schedule, as the CPU does", "[gpu][launch][nccl]") {
+  if (cuda_device_count() < 4 && !comm::nccl_multi_rank_per_gpu()) {
+    WARN(cuda_device_count() << " GPU(s) and NCCL " << comm::nccl_version()
+                             << " < 2.30.3: four ranks cannot share them; nothing to run");
+    return;
+  }
+  struct Run {
+    const char* flags;
+    const char* precision;
+    double tolerance;  // on each logged loss (printed with 4 decimals)
+  };
+  const std::string model = " --batch 8 --microbatches 4 --steps 6 --heads 2 --embd 32 --digits 4 --warmup 1 "
+                            "--log-every 2 --eval 4 --clip 0 --trace none --svg none --threads 1";
+  for (const Run& r : {Run{"--schedule naive --layers 2", "f32", 2e-3}, Run{"--schedule gpipe --layers 2", "f32", 2e-3},
+                       Run{"--schedule 1f1b --layers 2", "f32", 2e-3}, Run{"--schedule zb-h1 --layers 2", "f32", 2e-3},
+                       Run{"--schedule interleaved --chunks 2 --layers 6", "f32", 2e-3},
+                       Run{"--schedule 1f1b --layers 2", "bf16", 5e-2}}) {
+    DYNAMIC_SECTION(r.flags << " " << r.precision) {
+      const std::string train = std::string(BRIGADE_CLI) + " train --stages 4 " + r.flags + model;
+      // A deadlock between the ranks ends at the call timeout: 60 s, not the default 300.
+      test::CommandResult gpu = test::run_command("BRIGADE_COMM_TIMEOUT=60 " + std::string(BRIGADE_CLI) + " launch -n 4 -- " + train +
+                                                  " --device cuda --precision " + r.precision);
+      INFO(gpu.output);
+      REQUIRE(gpu.status == 0);
+      REQUIRE_THAT(gpu.output, Catch::Contains("[rank 0] pipeline: "));
+      REQUIRE_THAT(gpu.output, Catch::Contains("[rank 0] run: 6 steps of 8 sequences, seed 1, cuda (cuda:0)"));
+      test::CommandResult cpu = test::run_command(train + " --device cpu --precision f32");
+      INFO(cpu.output);
+      REQUIRE(cpu.status == 0);
+      const std::vector<double> want = losses(cpu.output), got = losses(gpu.output);
+      REQUIRE(want.size() == 3);
+      REQUIRE(got.size() == want.size());
+      CHECK(got.back() < got.front());  // it learns
+      for (size_t i = 0; i < want.size(); ++i) CHECK(std::abs(got[i] - want[i]) <= r.tolerance);
+    }
+  }
+}

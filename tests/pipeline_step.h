@@ -1,0 +1,78 @@
+// One pipeline step of a tiny GPT on the given ranks, and what every rank computed. The equality
+// grids run it twice — on a reference transport (local threads) and on the one under test (gloo
+// processes' threads, NCCL ranks) — and require the same losses and gradients, bit for bit.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "brigade.h"
+#include "comm/thread_ranks.h"
+
+namespace test {
+
+using namespace brigade;
+
+struct StepResult {
+  std::vector<double> losses;
+  std::map<std::string, std::vector<double>> grads;  // "name@rank"
+  std::vector<std::string> errors;                   // per rank; empty: it finished
+};
+
+// Each rank's model and data live on its communicator's device. On a GPU each rank thread runs on a
+// stream of its own, as `brigade train` does, so the transports' stream ordering is exercised too.
+inline StepResult pipeline_step(std::vector<std::unique_ptr<comm::Communicator>>& comms, pipeline::ScheduleKind kind,
+                                int M, int V, bool varying) {
+  nn::GPTConfig config;
+  config.vocab_size = 11;
+  config.block_size = 8;
+  config.n_layer = 3;
+  config.n_head = 2;
+  config.n_embd = 8;
+  config.seed = 5;
+  const int P = int(comms.size());
+  const pipeline::Schedule schedule = pipeline::make_schedule(kind, P, M, V);
+  const pipeline::Partition partition = pipeline::partition_uniform(config.n_layer + 2, int64_t(P) * V);
+  std::vector<Tensor> inputs, targets;
+  for (int m = 0; m < M; ++m) {
+    const int64_t T = varying ? 3 + m % 4 : 6;  // sequence lengths differ between micro-batches
+    Generator gen(uint64_t(100 + m));
+    inputs.push_back(ops::to_dtype(uniform({2, T}, 0, 10.999, DType::f64, Device::cpu(), &gen), DType::i64));
+    targets.push_back(ops::to_dtype(uniform({2, T}, 0, 10.999, DType::f64, Device::cpu(), &gen), DType::i64));
+  }
+  StepResult out;
+  std::mutex mutex;
+  out.errors = run_ranks(comms, [&](comm::Communicator& comm) {
+    const Device device = comm.device();
+    Stream stream;
+    std::optional<StreamGuard> on_stream;
+    if (device.is_cuda()) {
+      stream = Stream::create(device);
+      on_stream.emplace(stream);
+    }
+    std::vector<Tensor> my_inputs, my_targets;  // copied on this rank's stream
+    for (const Tensor& t : inputs) my_inputs.push_back(t.to(device));
+    for (const Tensor& t : targets) my_targets.push_back(t.to(device));
+    nn::GPTConfig my_config = config;
+    my_config.device = device;
+    nn::GPT model(my_config);
+    pipeline::GptStages mine = pipeline::gpt_stages(model, partition, schedule.layout, comm.rank());
+    pipeline::PipelineOptions options;
+    options.ties = mine.ties;
+    options.variable_shapes = varying;
+    pipeline::PipelineGroups groups;
+    groups.pipeline = &comm;
+    pipeline::Pipeline pipe(groups, schedule, mine.chunks, mine.loss, options);
+    pipeline::StepStats stats = pipe.forward_backward(my_inputs, my_targets);
+    std::lock_guard<std::mutex> lock(mutex);
+    if (comm.rank() == 0) out.losses = stats.microbatch_losses;
+    for (auto& [name, p] : model.named_parameters())
+      if (p.grad().defined()) out.grads[name + "@" + std::to_string(comm.rank())] = p.grad().to_vector();
+  });
+  return out;
+}
+
+}  // namespace test
