@@ -158,6 +158,14 @@ const TensorMeta& Communicator::without_header(const Transfer& t) const {
   return handshake_.without_header(t.op->tensor, t.op->peer, t.op->tag, t.what);
 }
 
+void Communicator::without_header_in_memory(const Transfer& t, const TensorMeta& sent) const {
+  BRIGADE_CHECK(sent.shapes == t.op->shapes, t.what, ": rank ", t.op->peer, " sends on a ", shapes_name(sent.shapes),
+                "-shape channel but this receive is ", shapes_name(t.op->shapes), "-shape (both ends must agree)");
+  const TensorMeta& expected = without_header(t);
+  BRIGADE_CHECK(sent.same_tensor(expected), t.what, ": rank ", t.op->peer, " sent ", sent.str(),
+                " but this receive expects ", expected.str());
+}
+
 void Communicator::allocate_destination(P2P& op, const TensorMeta& meta) const {
   if (!op.tensor.defined()) op.tensor = empty(meta.shape, meta.dtype, device_);
 }

@@ -140,6 +140,9 @@ class Communicator {
   // check the receiver's expectation and throw naming both sides when it is not met.
   void on_header(const Transfer& t, const TensorMeta& sent);
   const TensorMeta& without_header(const Transfer& t) const;
+  // A receive without a header whose sender's tensor is at hand (handed over in memory): also checks
+  // what a wire would garble silently — the sender's channel kind, and a preset receive's tensor.
+  void without_header_in_memory(const Transfer& t, const TensorMeta& sent) const;
   // Gives a receive without a destination a new tensor of `meta` on device().
   void allocate_destination(P2P& op, const TensorMeta& meta) const;
   // "rank 1 of 4, gloo": who is speaking, for every message.

@@ -253,7 +253,7 @@ class GlooCommunicator final : public Communicator {
       auto [tensor, shapes] = std::move(queue.front());
       queue.pop_front();
       if (t.header) on_header(t, TensorMeta::of(tensor, shapes));
-      else without_header(t);
+      else without_header_in_memory(t, TensorMeta::of(tensor, shapes));
       if (t.op->tensor.defined()) ops::copy_(t.op->tensor, tensor);
       else t.op->tensor = tensor;
     }

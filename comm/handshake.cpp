@@ -104,7 +104,7 @@ void Handshake::on_header(const TensorMeta& sent, const Tensor& out, Shapes shap
 const TensorMeta& Handshake::without_header(const Tensor& out, int peer, int tag, const std::string& what) const {
   auto it = channels_.find({Direction::recv, peer, tag});
   BRIGADE_CHECK(it != channels_.end() && it->second.agreed, what,
-                ": internal error: no agreed tensor on this fixed-shape channel");
+                ": internal error: no agreed tensor on this fixed- or preset-shape channel");
   const TensorMeta& agreed = it->second.tensor;
   if (out.defined()) {
     TensorMeta expected = TensorMeta::of(out, Shapes::fixed);

@@ -74,7 +74,8 @@ class Handshake {
   void on_header(const TensorMeta& sent, const Tensor& out, Shapes shapes, int peer, int tag,
                  const std::string& what);
 
-  // A receive without a header (a fixed channel after its first message): the agreed tensor, after
+  // A receive without a header (a fixed channel after its first message, or a preset one): the agreed
+  // tensor, after
   // checking `out` (when defined) against it.
   const TensorMeta& without_header(const Tensor& out, int peer, int tag, const std::string& what) const;
 

@@ -49,18 +49,8 @@ class LocalCommunicator final : public Communicator {
       if (!letter) fail_timeout(t.what, deadline);
       // The same checks, at the same moments, as a transport that sends headers over the wire.
       TensorMeta sent = TensorMeta::of(letter->parcel.tensor, letter->shapes);
-      if (t.header) {
-        on_header(t, sent);
-      } else {
-        // What a wire would garble silently (a preset receive of another tensor, or one whose sender
-        // sends a header), said here.
-        BRIGADE_CHECK(sent.shapes == t.op->shapes, t.what, ": rank ", t.op->peer, " sends on a ",
-                      shapes_name(sent.shapes), "-shape channel but this receive is ", shapes_name(t.op->shapes),
-                      "-shape (both ends must agree)");
-        const TensorMeta& expected = without_header(t);
-        BRIGADE_CHECK(sent.same_tensor(expected), t.what, ": rank ", t.op->peer, " sent ", sent.str(),
-                      " but this receive expects ", expected.str());
-      }
+      if (t.header) on_header(t, sent);
+      else without_header_in_memory(t, sent);
       Tensor got = unwrap(letter->parcel, device());
       if (t.op->tensor.defined()) ops::copy_(t.op->tensor, got);
       else t.op->tensor = got;

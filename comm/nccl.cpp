@@ -77,7 +77,12 @@ class NcclCommunicator final : public Communicator {
     // Pinned memory for arriving headers, allocated once, here: allocating or freeing it later may
     // wait for the whole device (CUDA's implicit synchronisation), including an NCCL kernel that
     // waits for a peer which waits for this rank — a hang found on the emulator.
-    BRIGADE_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&pinned_), kPinnedHeaders * sizeof(WireHeader)));
+    try {
+      BRIGADE_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&pinned_), kPinnedHeaders * sizeof(WireHeader)));
+    } catch (...) {
+      ncclCommAbort(comm_);  // ours now: nobody else would end it
+      throw;
+    }
     watchdog_ = std::thread([this] { watch(); });
   }
 
@@ -108,7 +113,11 @@ class NcclCommunicator final : public Communicator {
     // Never free memory a GPU kernel may still touch: what did not finish is leaked on purpose.
     if (drained) in_flight_.clear();
     if (!in_flight_.empty()) new std::deque<InFlight>(std::move(in_flight_));
-    if (pinned_ != nullptr) cudaFreeHost(pinned_);
+    if (pinned_ != nullptr) {
+      const cudaError_t freed = cudaFreeHost(pinned_);
+      if (freed != cudaSuccess)
+        std::cerr << "brigade: closing an nccl communicator: cudaFreeHost: " << cudaGetErrorString(freed) << "\n";
+    }
   }
 
  protected:
@@ -277,8 +286,12 @@ class NcclCommunicator final : public Communicator {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
     // ncclCommAbort ends NCCL's kernels, so an aborted communicator's stream goes idle too — with
-    // whatever its receive buffers held.
+    // whatever its receive buffers held: here, or at a peer (NCCL then reports an error).
     BRIGADE_CHECK(!aborted(), w, ": the communicator was aborted while waiting for the GPU");
+    std::lock_guard<std::mutex> lock(mutex_);
+    ncclResult_t state = ncclSuccess;
+    if (comm_ != nullptr && ncclCommGetAsyncError(comm_, &state) == ncclSuccess)
+      BRIGADE_CHECK(state == ncclSuccess || state == ncclInProgress, w, ": NCCL reported ", nccl_error(comm_, state));
   }
 
   // Until our stream is idle (true), or the communicator is aborted or `backstop` passes (false).
@@ -440,9 +453,6 @@ std::unique_ptr<Communicator> nccl_communicator(std::shared_ptr<Store> store, in
   BRIGADE_CHECK(store != nullptr, w, ": a store is needed for the rendezvous");
   BRIGADE_CHECK(rank >= 0 && rank < size, w, ": the rank is outside the group");
   check_devices({device}, w);
-  // Ranks of other processes may share this GPU (four ranks on one lent GPU); NCCL >= 2.30.3 allows
-  // it when asked. 0: a user's explicit setting wins.
-  if (nccl_multi_rank_per_gpu()) setenv("NCCL_MULTI_RANK_GPU_ENABLE", "1", 0);
   Deadline deadline = Deadline::after(connect_timeout(timeout, connect_within));
   // Every rank creates its communicators in the same order, so the n-th one agrees on its key.
   std::string key = "nccl/" + std::to_string(communicators_created++) + "/unique_id";

@@ -50,8 +50,17 @@ lib_dirs=()
 # NCCL's version as a code (2.30.7 -> 23007), from the library's own banner: a header found
 # elsewhere may belong to another copy.
 nccl_code() {
-  strings "$1" 2>/dev/null | grep -m1 -oE 'NCCL version [0-9]+\.[0-9]+\.[0-9]+' |
+  grep -aoE -m1 'NCCL version [0-9]+\.[0-9]+\.[0-9]+' "$1" 2>/dev/null | head -1 |
     awk '{ split($3, v, "."); print v[1] * 10000 + v[2] * 100 + v[3] }'
+}
+# The nccl.h of a library: beside it (lib/ and include/ siblings: wheels, the toolkit, our build) or
+# the system's (Debian: /usr/lib/<triplet>/ and /usr/include/).
+nccl_header_of() {
+  local dir
+  dir=$(dirname "$1")
+  for h in "$dir/../include/nccl.h" /usr/include/nccl.h /usr/local/include/nccl.h; do
+    [[ -f $h ]] && { echo "$h"; return; }
+  done
 }
 nccl_name() { echo "$(($1 / 10000)).$(($1 / 100 % 100)).$(($1 % 100))"; }
 
@@ -68,16 +77,17 @@ fi
 nccl_lib="" nccl_version=0
 for lib in $(find $search_roots "$nccl_built" -name "libnccl.so*" ! -name "*.a" 2>/dev/null); do
   code=$(nccl_code "$lib")
-  if [[ -n $code && -f $(dirname "$lib")/../include/nccl.h ]] && ((code > nccl_version)); then
+  if [[ -n $code && -n $(nccl_header_of "$lib") ]] && ((code > nccl_version)); then
     nccl_lib=$lib nccl_version=$code
   fi
 done
 if [[ -n $nccl_lib ]]; then
   ln -sf "$nccl_lib" "$shim/lib/libnccl.so"
-  ln -sf "$(dirname "$nccl_lib")/../include/nccl.h" "$shim/include/"
+  ln -sf "$(nccl_header_of "$nccl_lib")" "$shim/include/"
   lib_dirs=("$(dirname "$nccl_lib")" "${lib_dirs[@]}")
 fi
-for dir in "${lib_dirs[@]}" /usr/local/cuda/lib64; do LD_LIBRARY_PATH="$dir:${LD_LIBRARY_PATH:-}"; done
+# In this order: the chosen NCCL first, so an older libnccl beside cuDNN or the toolkit never wins.
+LD_LIBRARY_PATH="$(IFS=:; echo "${lib_dirs[*]}"):/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export LD_LIBRARY_PATH
 # Several ranks on one GPU (the 4-rank pipeline on one lent GPU) need NCCL >= 2.30.3 and this.
 export NCCL_MULTI_RANK_GPU_ENABLE=1
@@ -185,7 +195,13 @@ stage_train() {
 # `nccl` stage's NCCL (>= 2.30.3).
 stage_launch() {
   BRIGADE_REQUIRE_GPU=1 timeout 540 "$build_dir/tests/test_gpu_launch" >"$OUT/launch.log" 2>&1
-  note "launch (4 NCCL ranks, every schedule): exit $? ($(nccl_line); $(tail -2 "$OUT/launch.log" | tr -s '\n' ' '))"
+  local rc=$?
+  # The test passes vacuously when four ranks cannot share the GPUs here: say so.
+  if grep -q "nothing to run" "$OUT/launch.log"; then
+    note "launch: NOT RUN — $(nccl_line), fewer than 4 GPUs (run the nccl stage first)"
+    return 1
+  fi
+  note "launch (4 NCCL ranks, every schedule): exit $rc ($(nccl_line); $(tail -2 "$OUT/launch.log" | tr -s '\n' ' '))"
 }
 
 stage_bench() {

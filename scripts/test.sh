@@ -28,6 +28,7 @@ if [[ ${BRIGADE_EMULATOR:-1} != 0 && $# -eq 0 && -f /usr/local/cuda/include/cuda
   # Only what the gpu suite runs is built: the programs meson lists, and the CLI that gpu_launch
   # starts. Tests run only on a fresh build: a failed one leaves no log, which the summary counts as
   # a failure.
+  ninja -C "$emu_dir" build.ninja >/dev/null || status=1  # a changed meson.build updates the test list first
   gpu_programs=$(meson introspect "$emu_dir" --tests 2>/dev/null | python3 -c '
 import json, os, sys
 root = os.path.abspath(sys.argv[1])

@@ -113,14 +113,16 @@ bool all_ok(const std::vector<std::string>& errors) {
   return ok;
 }
 
-// n ranks, rank r on device r % gpus(), each initialised (blocking) on its own thread.
+// n ranks, rank r on device r, each initialised (blocking) on its own thread. (The header's NCCL,
+// older than 2.30.3, allows one rank of a communicator per GPU.)
 std::vector<Member> make_members(int n) {
+  REQUIRE(n <= gpus());
   ncclUniqueId id;
   REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
   std::vector<Member> members(static_cast<size_t>(n));
   REQUIRE(all_ok(on_threads(n, [&](int r) {
     Member& m = members[size_t(r)];
-    m.device = r % gpus();
+    m.device = r;
     cudaSetDevice(m.device);
     TRY(ncclCommInitRank(&m.comm, n, id, r));
     if (cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking) != cudaSuccess) throw std::runtime_error("cudaStreamCreate");
@@ -514,6 +516,28 @@ void check_deadlock(bool send_first) {
 
 }  // namespace
 
+TEST_CASE("emulated nccl: two ranks of a communicator on one GPU are refused before NCCL 2.30.3", "[emulated_nccl]") {
+  // NCCL's init fails with "Duplicate GPU detected" for ranks sharing a device, unless it is 2.30.3
+  // or newer and NCCL_MULTI_RANK_GPU_ENABLE=1 (the header here is older: the refusal).
+  if (NCCL_VERSION_CODE >= NCCL_VERSION(2, 30, 3)) {
+    WARN("nccl.h is 2.30.3 or newer: sharing a GPU is allowed when asked, so there is no refusal to check");
+    return;
+  }
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  std::vector<ncclComm_t> comms(2, nullptr);
+  const std::vector<std::string> errors = on_threads(2, [&](int r) {
+    if (cudaSetDevice(0) != cudaSuccess) throw std::runtime_error("cudaSetDevice(0)");
+    TRY(ncclCommInitRank(&comms[size_t(r)], 2, id, r));
+  });
+  for (const std::string& e : errors) {
+    CHECK_THAT(e, Catch::Contains("invalid usage") && Catch::Contains("Duplicate GPU detected: rank 0 and rank 1 both on "
+                                                                      "CUDA device 0"));
+  }
+  for (ncclComm_t c : comms)
+    if (c != nullptr) ncclCommAbort(c);
+}
+
 TEST_CASE("emulated nccl: a deadlock is reported with what every rank waits for", "[emulated_nccl]") {
   TimeLimit limit(60);
   SECTION("both receive first") { check_deadlock(false); }
@@ -673,8 +697,9 @@ TEST_CASE("emulated nccl: ranks in separate processes exchange, reduce, broadcas
   ncclUniqueId id;
   const std::vector<int> codes = in_processes(3, [](int r, const ncclUniqueId& id) {
     const int n = 3;
-    cudaSetDevice(0);  // every process has its own device 0 and its own memory
+    if (cudaSetDevice(r) != cudaSuccess) return failed(9, "cudaSetDevice");  // device r: the same GPU in every process
     Member m;
+    m.device = r;
     TRY(ncclCommInitRank(&m.comm, n, id, r));
     cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking);
     float* out = to_device(std::vector<float>{float(r), 0.5f});
@@ -715,6 +740,8 @@ TEST_CASE("emulated nccl: across processes a blocked receive waits until aborted
   TimeLimit limit(90);
   const std::vector<int> codes = in_processes(2, [](int r, const ncclUniqueId& id) {
     Member m;
+    m.device = r;
+    if (cudaSetDevice(r) != cudaSuccess) return failed(9, "cudaSetDevice");
     TRY(ncclCommInitRank(&m.comm, 2, id, r));
     cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking);
     float* x = to_device(std::vector<float>(8, 0.0f));
@@ -829,7 +856,7 @@ TEST_CASE("emulated nccl: brigade's nccl_communicator across processes through a
   const std::string store_dir = dir;
   const std::vector<int> codes = in_processes(2, [&](int r, const ncclUniqueId&) {
     std::shared_ptr<brigade::comm::Store> store = brigade::comm::make_file_store(store_dir);
-    auto c = brigade::comm::nccl_communicator(store, r, 2, Device::cuda(0), 20s);
+    auto c = brigade::comm::nccl_communicator(store, r, 2, Device::cuda(r), 20s);
     const std::string wrong = converse(*c);
     return wrong.empty() ? 0 : failed(30, "rank " + std::to_string(r) + ": " + wrong);
   });
@@ -849,7 +876,7 @@ TEST_CASE("emulated nccl: brigade's watchdog aborts a send nobody receives", "[e
   const std::string store_dir = dir;
   const std::vector<int> codes = in_processes(2, [&](int r, const ncclUniqueId&) {
     std::shared_ptr<brigade::comm::Store> store = brigade::comm::make_file_store(store_dir);
-    auto c = brigade::comm::nccl_communicator(store, r, 2, Device::cuda(0), 500ms, 20s);
+    auto c = brigade::comm::nccl_communicator(store, r, 2, Device::cuda(r), 500ms, 20s);
     if (r == 1) {
       std::this_thread::sleep_for(3s);  // never receives
       return 0;

@@ -50,8 +50,10 @@ TEST_CASE("gpu launch: four processes train over NCCL with every schedule, as th
                        Run{"--schedule 1f1b --layers 2", "bf16", 5e-2}}) {
     DYNAMIC_SECTION(r.flags << " " << r.precision) {
       const std::string train = std::string(BRIGADE_CLI) + " train --stages 4 " + r.flags + model;
-      // A deadlock between the ranks ends at the call timeout: 60 s, not the default 300.
-      test::CommandResult gpu = test::run_command("BRIGADE_COMM_TIMEOUT=60 " + std::string(BRIGADE_CLI) + " launch -n 4 -- " + train +
+      // A deadlock between the ranks ends at the call timeout: 60 s, not the default 300. Ranks may
+      // share a GPU only where NCCL is asked to allow it.
+      test::CommandResult gpu = test::run_command("BRIGADE_COMM_TIMEOUT=60 NCCL_MULTI_RANK_GPU_ENABLE=1 " +
+                                                  std::string(BRIGADE_CLI) + " launch -n 4 -- " + train +
                                                   " --device cuda --precision " + r.precision);
       INFO(gpu.output);
       REQUIRE(gpu.status == 0);

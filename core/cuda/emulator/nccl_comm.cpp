@@ -12,6 +12,8 @@
 // the outer ncclGroupEnd, so one thread can create every rank. Not modelled: the config's tuning
 // fields (CTAs, cluster size, net name, ...), which only change speed, ncclCommShrink, ncclCommRevoke,
 // buffer registration and windows.
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/cuda/emulator/nccl_internal.h"
@@ -144,7 +146,7 @@ bool poll_until(Rank& rank, double seconds, const std::function<bool()>& try_onc
 
 void initialise(const std::shared_ptr<Rank>& rank, const Rank* also_stop) {
   World& world = *rank->world;
-  const std::string problem = publish_member(world, rank->rank);
+  const std::string problem = publish_member(world, rank->rank, rank->device);
   if (!problem.empty()) {
     std::lock_guard<std::mutex> lock(world.mutex);
     return set_async_error(*rank, ncclInvalidUsage, "ncclCommInitRank of " + rank->name() + ": " + problem);
@@ -156,6 +158,20 @@ void initialise(const std::shared_ptr<Rank>& rank, const Rank* also_stop) {
   }, also_stop);
   std::lock_guard<std::mutex> lock(world.mutex);
   if (met) {
+    // One machine, one set of GPUs: device d is the same GPU in every process. NCCL refuses two
+    // ranks of a communicator on one GPU ("Duplicate GPU detected"), unless it is 2.30.3 or newer
+    // and NCCL_MULTI_RANK_GPU_ENABLE=1 asks for it (NCCL 2.30 release notes).
+    const char* multi = std::getenv("NCCL_MULTI_RANK_GPU_ENABLE");
+    const bool shared_ok = NCCL_VERSION_CODE >= NCCL_VERSION(2, 30, 3) && multi != nullptr && std::string(multi) == "1";
+    for (int r = 0; r < world.nranks && !shared_ok; ++r) {
+      if (r == rank->rank || world.devices[size_t(r)] != rank->device) continue;
+      return set_async_error(*rank, ncclInvalidUsage,
+                             "ncclCommInitRank of " + rank->name() + ": Duplicate GPU detected: rank " +
+                                 std::to_string(std::min(r, rank->rank)) + " and rank " +
+                                 std::to_string(std::max(r, rank->rank)) + " both on CUDA device " +
+                                 std::to_string(rank->device) +
+                                 " (several ranks per GPU need NCCL >= 2.30.3 and NCCL_MULTI_RANK_GPU_ENABLE=1)");
+    }
     rank->ready = true;
   } else if (!rank->aborted && !(also_stop && also_stop->aborted)) {
     set_async_error(*rank, ncclSystemError,

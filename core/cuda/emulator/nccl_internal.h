@@ -107,6 +107,7 @@ struct World {
   std::map<std::string, Message> mail;  // messages between ranks of this process, by key
   std::vector<Rank*> members;      // ranks of this process by rank (nullptr: remote, gone, not yet)
   std::vector<char> local;         // per rank: lives in this process (once located)
+  std::vector<int> devices;        // per rank: its CUDA device (once located)
   bool located = false;
   bool all_local = false;
   std::vector<char> peer_aborted;  // per rank: called ncclCommAbort (a rank of this process)
@@ -124,9 +125,9 @@ struct World {
 std::string new_rendezvous_path();  // a fresh, unique directory name under $TMPDIR (not created)
 // This process's World for `path`, made on first use; nullptr if it exists with another size.
 std::shared_ptr<World> find_world(const std::string& path, int nranks);
-// "" once rank `rank` is published in the rendezvous directory, else why not.
-std::string publish_member(World& world, int rank);
-// The ranks not yet published; when there are none, fills in world.local (once).
+// "" once rank `rank` (on CUDA device `device`) is published in the rendezvous directory, else why not.
+std::string publish_member(World& world, int rank, int device);
+// The ranks not yet published; when there are none, fills in world.local and world.devices (once).
 std::vector<int> locate_members(World& world);
 // Sends `message` from rank `from` to rank `to` under `key` (memory or file).
 void post(World& world, int from, int to, const std::string& key, Message message);

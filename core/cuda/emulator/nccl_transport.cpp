@@ -116,13 +116,13 @@ std::shared_ptr<World> find_world(const std::string& path, int nranks) {
   return world;
 }
 
-std::string publish_member(World& world, int rank) {
+std::string publish_member(World& world, int rank, int device) {
   if (::mkdir(world.path.c_str(), 0700) != 0 && errno != EEXIST)
     return "cannot create the rendezvous directory " + world.path + ": " + std::strerror(errno);
   const std::string member = file(world, "member." + std::to_string(rank));
   if (exists(member)) return "rank " + std::to_string(rank) + " of " + world.short_name() + " joined twice";
-  const std::string pid = std::to_string(getpid());
-  if (!write_whole(member, {{pid.data(), pid.size()}}))
+  const std::string who = std::to_string(getpid()) + " " + std::to_string(device);  // "<pid> <device>"
+  if (!write_whole(member, {{who.data(), who.size()}}))
     return "cannot write " + member + ": " + std::strerror(errno);
   return "";
 }
@@ -130,18 +130,24 @@ std::string publish_member(World& world, int rank) {
 std::vector<int> locate_members(World& world) {
   std::vector<int> missing;
   std::vector<char> local(size_t(world.nranks), 0);
+  std::vector<int> devices(size_t(world.nranks), -1);
   std::vector<char> bytes;
   for (int r = 0; r < world.nranks; ++r) {
     if (!read_whole(file(world, "member." + std::to_string(r)), &bytes)) {
       missing.push_back(r);
       continue;
     }
-    local[size_t(r)] = std::atoi(std::string(bytes.begin(), bytes.end()).c_str()) == int(getpid());
+    const std::string who(bytes.begin(), bytes.end());
+    int pid = 0, device = -1;
+    std::sscanf(who.c_str(), "%d %d", &pid, &device);
+    local[size_t(r)] = pid == int(getpid());
+    devices[size_t(r)] = device;
   }
   if (!missing.empty()) return missing;
   std::lock_guard<std::mutex> lock(world.mutex);
   if (!world.located) {
     world.local = local;
+    world.devices = devices;
     world.all_local = std::all_of(local.begin(), local.end(), [](char c) { return c != 0; });
     world.located = true;
     world.bump();
