@@ -201,7 +201,7 @@ TEST_CASE("bad view arguments name the shapes involved", "[core][views]") {
   REQUIRE_THROWS_WITH(base.select(0, 2), Catch::Contains("select: index 2 is out of range"));
   REQUIRE_THROWS_WITH(base.slice(5, 0, 1), Catch::Contains("slice: dim 5 is out of range"));
   REQUIRE_THROWS_WITH(make_view(base, {3, 3}, {3, 1}, 0), Catch::Contains("reaches outside a storage of 6 elements"));
-  REQUIRE_THROWS_WITH(base.to(Device::cuda(0)), Catch::Contains("cuda:0"));
+  if (!cuda_available()) REQUIRE_THROWS_WITH(base.to(Device::cuda(0)), Catch::Contains("cuda:0"));
 }
 
 TEST_CASE("dtype conversion rounds like the scalar conversions", "[core][tensor]") {
