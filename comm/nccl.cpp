@@ -346,18 +346,18 @@ class NcclCommunicator final : public Communicator {
           BRIGADE_NCCL_QUEUED(ncclRecv(slot(i), size_t(kWords), ncclInt64, t.op->peer, comm_, raw()));
       }
     });
+    if (arriving == 0) return;
     std::vector<size_t> landing(n);  // where each arriving header lands in pinned_
-    size_t receives = 0;
+    size_t next = 0;
     for (size_t i = 0; i < n; ++i) {
       Transfer& t = transfers[i];
       if (!t.header || t.op->kind != P2P::Kind::recv) continue;
       // Into pinned memory, so the copy is truly asynchronous and the host can wait with a deadline
       // (a copy into pageable memory would block right here, maybe forever).
-      landing[i] = receives++;
+      landing[i] = next++;
       BRIGADE_CUDA_CHECK(
           cudaMemcpyAsync(pinned_ + landing[i], slot(i), sizeof(WireHeader), cudaMemcpyDeviceToHost, raw()));
     }
-    if (receives == 0) return;
     for (Transfer& t : transfers)
       if (t.header && t.op->kind == P2P::Kind::recv) {
         wait_for_stream(t.what + " (its header)", deadline);

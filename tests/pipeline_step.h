@@ -22,6 +22,23 @@ struct StepResult {
   std::vector<std::string> errors;                   // per rank; empty: it finished
 };
 
+// The schedules an equality grid runs, on 2 .. max_P ranks: every kind with one chunk per rank and
+// M = 1, P, 2P + 1, and interleaved with two chunks and M = P, 2P.
+struct GridPoint {
+  pipeline::ScheduleKind kind;
+  int P, M, V;
+};
+inline std::vector<GridPoint> schedule_grid(int max_P) {
+  using pipeline::ScheduleKind;
+  std::vector<GridPoint> grid;
+  for (ScheduleKind kind : {ScheduleKind::naive, ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::zb_h1})
+    for (int P = 2; P <= max_P; ++P)
+      for (int M : {1, P, 2 * P + 1}) grid.push_back({kind, P, M, 1});
+  for (int P = 2; P <= max_P; ++P)
+    for (int M : {P, 2 * P}) grid.push_back({ScheduleKind::interleaved, P, M, 2});
+  return grid;
+}
+
 // Each rank's model and data live on its communicator's device. On a GPU each rank thread runs on a
 // stream of its own, as `brigade train` does, so the transports' stream ordering is exercised too.
 inline StepResult pipeline_step(std::vector<std::unique_ptr<comm::Communicator>>& comms, pipeline::ScheduleKind kind,

@@ -239,18 +239,7 @@ TEST_CASE("gloo: every schedule runs on gloo ranks as on local threads, bit for 
   // Gloo's sends wait for their receivers, and a receive whose header is not in yet cannot post its
   // data receive: an exchange that made a send wait for a header (naive and GPipe did, on their
   // first step) hangs here until the timeout. Local threads queue sends: the reference.
-  using pipeline::ScheduleKind;
-  struct Config {
-    ScheduleKind kind;
-    int P, M, V;
-  };
-  std::vector<Config> grid;
-  for (ScheduleKind kind : {ScheduleKind::naive, ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::zb_h1})
-    for (int P : {2, 3})
-      for (int M : {1, P, 2 * P + 1}) grid.push_back({kind, P, M, 1});
-  for (int P : {2, 3})
-    for (int M : {P, 2 * P}) grid.push_back({ScheduleKind::interleaved, P, M, 2});
-  for (const Config& c : grid) {
+  for (const test::GridPoint& c : test::schedule_grid(3)) {
     for (bool varying : {false, true}) {
       DYNAMIC_SECTION(pipeline::schedule_name(c.kind) << " P=" << c.P << " M=" << c.M << " V=" << c.V
                                                       << (varying ? " varying" : " fixed")) {

@@ -235,18 +235,7 @@ TEST_CASE("gpu comm: every schedule runs on NCCL ranks as on local threads, bit 
     WARN("one GPU and NCCL " << comm::nccl_version() << " < 2.30.3: no multi-rank NCCL pipeline to run");
     return;
   }
-  using pipeline::ScheduleKind;
-  struct Config {
-    ScheduleKind kind;
-    int P, M, V;
-  };
-  std::vector<Config> grid;
-  for (ScheduleKind kind : {ScheduleKind::naive, ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::zb_h1})
-    for (int P = 2; P <= most; ++P)
-      for (int M : {1, P, 2 * P + 1}) grid.push_back({kind, P, M, 1});
-  for (int P = 2; P <= most; ++P)
-    for (int M : {P, 2 * P}) grid.push_back({ScheduleKind::interleaved, P, M, 2});
-  for (const Config& c : grid) {
+  for (const test::GridPoint& c : test::schedule_grid(most)) {
     for (bool varying : {false, true}) {
       DYNAMIC_SECTION(pipeline::schedule_name(c.kind) << " P=" << c.P << " M=" << c.M << " V=" << c.V
                                                       << (varying ? " varying" : " fixed")) {
