@@ -69,18 +69,41 @@ std::string nccl_error(ncclComm_t comm, ncclResult_t result) {
   return text;
 }
 
+// The configuration of the communicator that carries only headers: 64-byte messages need no more
+// than one block per channel.
+ncclConfig_t header_config() {
+  ncclConfig_t config = nonblocking_config();
+  config.minCTAs = 1;
+  config.maxCTAs = 1;
+  return config;
+}
+
+// Each brigade communicator is two NCCL communicators over the same ranks: one for data, one for
+// the headers (handshake.h) that tell a receiver what to allocate. NCCL runs a communicator's
+// operations in the order they were issued, so a header behind data on the same communicator would
+// wait for that data — which may wait for a peer that waits for this header (docs/comm.md).
+struct NcclPair {
+  ncclComm_t data = nullptr;
+  ncclComm_t headers = nullptr;
+};
+
 class NcclCommunicator final : public Communicator {
  public:
-  // Takes a ready communicator.
-  NcclCommunicator(ncclComm_t comm, int rank, int size, Device device, Milliseconds timeout)
-      : Communicator("nccl", rank, size, device, timeout), comm_(comm), stream_(Stream::create(device)) {
+  // Takes a ready pair of communicators.
+  NcclCommunicator(NcclPair comms, int rank, int size, Device device, Milliseconds timeout)
+      : Communicator("nccl", rank, size, device, timeout),
+        comm_(comms.data),
+        header_comm_(comms.headers),
+        stream_(Stream::create(device)),
+        header_stream_(Stream::create(device)) {
     // Pinned memory for arriving headers, allocated once, here: allocating or freeing it later may
     // wait for the whole device (CUDA's implicit synchronisation), including an NCCL kernel that
     // waits for a peer which waits for this rank — a hang found on the emulator.
     try {
       BRIGADE_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&pinned_), kPinnedHeaders * sizeof(WireHeader)));
     } catch (...) {
-      ncclCommAbort(comm_);  // ours now: nobody else would end it
+      ncclCommAbort(comm_);  // ours now: nobody else would end them
+      ncclCommAbort(header_comm_);
       throw;
     }
     watchdog_ = std::thread([this] { watch(); });
@@ -101,14 +124,15 @@ class NcclCommunicator final : public Communicator {
     }
     wake_.notify_all();
     watchdog_.join();
-    if (comm_ != nullptr) {
+    for (ncclComm_t* comm : {&comm_, &header_comm_}) {
+      if (*comm == nullptr) continue;
       // Finalize flushes NCCL's own pending work; if anything is stuck, abort instead.
       Deadline deadline = Deadline::after(timeout());
-      ncclResult_t result = drained ? ncclCommFinalize(comm_) : ncclInternalError;
-      if (result == ncclInProgress || result == ncclSuccess) result = poll_ready(comm_, deadline);
-      if (result == ncclSuccess) ncclCommDestroy(comm_);
-      else ncclCommAbort(comm_);
-      comm_ = nullptr;
+      ncclResult_t result = drained ? ncclCommFinalize(*comm) : ncclInternalError;
+      if (result == ncclInProgress || result == ncclSuccess) result = poll_ready(*comm, deadline);
+      if (result == ncclSuccess) ncclCommDestroy(*comm);
+      else ncclCommAbort(*comm);
+      *comm = nullptr;
     }
     // Never free memory a GPU kernel may still touch: what did not finish is leaked on purpose.
     if (drained) in_flight_.clear();
@@ -187,42 +211,54 @@ class NcclCommunicator final : public Communicator {
                                           const Deadline& deadline) override {
     cuda::DeviceGuard guard(device().index);
     std::string w = what("split");
-    ncclConfig_t config = nonblocking_config();
     // A non-blocking split is a job of the PARENT, and NCCL writes the child's handle only when that
     // job is done (until then it is null): poll the parent, then the child's own initialisation.
     // The handle lives on the heap — if the deadline passes first, the job may still write it after
     // this function has returned, so on a timeout it is left behind on purpose.
-    auto* child = new ncclComm_t(nullptr);
-    ncclResult_t result;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      BRIGADE_CHECK(comm_ != nullptr, w, ": the communicator was aborted");
-      result = ncclCommSplit(comm_, members.empty() ? NCCL_SPLIT_NOCOLOR : color, key, child, &config);
-      if (result == ncclInProgress) result = poll_ready(comm_, deadline);
-      if (result == ncclSuccess && *child != nullptr) result = poll_ready(*child, deadline);
-    }
-    if (result == ncclInProgress) {
-      abort(w + " timed out");  // stops the parent's job, so it writes nothing more
-      fail_timeout(w, deadline);
-    }
-    const ncclComm_t made = *child;
-    delete child;
-    if (result != ncclSuccess) {
-      if (made != nullptr) ncclCommAbort(made);
-      fail(w, ": ", nccl_error(comm_, result));
+    // Both communicators split alike, data first (every rank in the same order).
+    NcclPair made;
+    for (bool headers : {false, true}) {
+      ncclComm_t parent = headers ? header_comm_ : comm_;
+      ncclConfig_t config = headers ? header_config() : nonblocking_config();
+      auto* child = new ncclComm_t(nullptr);
+      ncclResult_t result;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        BRIGADE_CHECK(parent != nullptr, w, ": the communicator was aborted");
+        result = ncclCommSplit(parent, members.empty() ? NCCL_SPLIT_NOCOLOR : color, key, child, &config);
+        if (result == ncclInProgress) result = poll_ready(parent, deadline);
+        if (result == ncclSuccess && *child != nullptr) result = poll_ready(*child, deadline);
+      }
+      if (result == ncclInProgress) {
+        if (made.data != nullptr) ncclCommAbort(made.data);
+        abort(w + " timed out");  // stops the parent's job, so it writes nothing more
+        fail_timeout(w, deadline);
+      }
+      (headers ? made.headers : made.data) = *child;
+      delete child;
+      if (result != ncclSuccess) {
+        for (ncclComm_t c : {made.data, made.headers})
+          if (c != nullptr) ncclCommAbort(c);
+        fail(w, ": ", nccl_error(parent, result));
+      }
     }
     if (members.empty()) return nullptr;
-    BRIGADE_CHECK(made != nullptr, w, ": NCCL reported success but made no communicator");
-    ncclComm_t child_comm = made;
+    if (made.data == nullptr || made.headers == nullptr) {
+      for (ncclComm_t c : {made.data, made.headers})
+        if (c != nullptr) ncclCommAbort(c);
+      fail(w, ": NCCL reported success but made no communicator");
+    }
     int index = int(std::find(members.begin(), members.end(), rank()) - members.begin());
-    return std::make_unique<NcclCommunicator>(child_comm, index, int(members.size()), device(), timeout());
+    return std::make_unique<NcclCommunicator>(made, index, int(members.size()), device(), timeout());
   }
 
   void abort_transport(const std::string&) override {
     // Also ends kernels waiting for peers, so the GPU (and whoever waits on it) is freed.
     std::lock_guard<std::mutex> lock(mutex_);
-    if (comm_ != nullptr) ncclCommAbort(comm_);
-    comm_ = nullptr;
+    for (ncclComm_t* comm : {&comm_, &header_comm_}) {
+      if (*comm != nullptr) ncclCommAbort(*comm);
+      *comm = nullptr;
+    }
   }
 
  private:
@@ -246,12 +282,15 @@ class NcclCommunicator final : public Communicator {
   // Runs the NCCL calls of one group. Non-blocking: ncclGroupEnd may answer "in progress", and the
   // communicator is polled until the work is queued on the stream (not finished: that is the
   // watchdog's business).
+  // `calls` issue on comm_ (the data communicator), or on header_comm_ with `headers`.
   template <class Fn>
-  void enqueue(const std::string& w, const Deadline& deadline, Fn&& calls) {
+  void enqueue(const std::string& w, const Deadline& deadline, Fn&& calls, bool headers = false) {
     ncclResult_t result;
+    ncclComm_t comm = nullptr;
     {
-      std::lock_guard<std::mutex> lock(mutex_);  // abort must not free comm_ under our feet
-      BRIGADE_CHECK(comm_ != nullptr, w, ": the communicator was aborted");
+      std::lock_guard<std::mutex> lock(mutex_);  // abort must not free the communicators under our feet
+      comm = headers ? header_comm_ : comm_;
+      BRIGADE_CHECK(comm != nullptr, w, ": the communicator was aborted");
       BRIGADE_NCCL_CHECK(ncclGroupStart());
       try {
         calls();
@@ -260,10 +299,19 @@ class NcclCommunicator final : public Communicator {
         throw;
       }
       result = ncclGroupEnd();
-      if (result == ncclInProgress) result = poll_ready(comm_, deadline);
+      if (result == ncclInProgress) result = poll_ready(comm, deadline);
     }
     if (result == ncclInProgress) fail_timeout(w, deadline, " while NCCL was queuing the transfer");
-    if (result != ncclSuccess) fail(w, ": ", nccl_error(comm_, result));
+    if (result != ncclSuccess) fail(w, ": ", nccl_error(comm, result));
+  }
+
+  // The watchdog follows what was queued on `stream` until it completes; `keep` stays alive until then.
+  void follow(const std::string& w, const Deadline& deadline, const Stream& stream, std::vector<Tensor> keep) {
+    Event done = Event::create(device());
+    done.record(stream);
+    std::lock_guard<std::mutex> lock(mutex_);
+    in_flight_.push_back({done, deadline.at(), deadline.timeout(), w, std::move(keep)});
+    wake_.notify_all();
   }
 
   // The caller's stream waits for ours; the watchdog follows the transfer until it completes.
@@ -271,15 +319,13 @@ class NcclCommunicator final : public Communicator {
     Event done = Event::create(device());
     done.record(stream_);
     current_stream(device()).wait(done);
-    std::lock_guard<std::mutex> lock(mutex_);
-    in_flight_.push_back({done, deadline.at(), deadline.timeout(), w, std::move(keep)});
-    wake_.notify_all();
+    follow(w, deadline, stream_, std::move(keep));
   }
 
-  // Blocks the host until our stream is idle, up to the deadline.
-  void wait_for_stream(const std::string& w, const Deadline& deadline) {
+  // Blocks the host until `stream` (ours by default) is idle, up to the deadline.
+  void wait_for_stream(const std::string& w, const Deadline& deadline, const Stream* stream = nullptr) {
     Event idle = Event::create(device());
-    idle.record(stream_);
+    idle.record(stream ? *stream : stream_);
     while (!idle.query()) {
       BRIGADE_CHECK(!aborted(), w, ": the communicator was aborted while waiting for the GPU");
       if (deadline.passed()) fail_timeout(w, deadline);
@@ -289,25 +335,32 @@ class NcclCommunicator final : public Communicator {
     // whatever its receive buffers held: here, or at a peer (NCCL then reports an error).
     BRIGADE_CHECK(!aborted(), w, ": the communicator was aborted while waiting for the GPU");
     std::lock_guard<std::mutex> lock(mutex_);
-    ncclResult_t state = ncclSuccess;
-    if (comm_ != nullptr && ncclCommGetAsyncError(comm_, &state) == ncclSuccess)
-      BRIGADE_CHECK(state == ncclSuccess || state == ncclInProgress, w, ": NCCL reported ", nccl_error(comm_, state));
+    for (ncclComm_t comm : {comm_, header_comm_}) {
+      ncclResult_t state = ncclSuccess;
+      if (comm != nullptr && ncclCommGetAsyncError(comm, &state) == ncclSuccess)
+        BRIGADE_CHECK(state == ncclSuccess || state == ncclInProgress, w, ": NCCL reported ", nccl_error(comm, state));
+    }
   }
 
   // Until our stream is idle (true), or the communicator is aborted or `backstop` passes (false).
   bool wait_quietly(const Deadline& backstop) {
-    Event idle = Event::create(device());
-    idle.record(stream_);
-    while (!idle.query()) {
-      if (aborted() || backstop.passed()) return false;
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    for (const Stream* stream : {&stream_, &header_stream_}) {
+      Event idle = Event::create(device());
+      idle.record(*stream);
+      while (!idle.query()) {
+        if (aborted() || backstop.passed()) return false;
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
     }
     return true;
   }
 
-  // Headers (handshake.h) must reach the host before the data can be received: they go through a
-  // small device buffer, and the host waits for the receiving ones — only on a channel's first
-  // message, or on every message of a varying-shape channel.
+  // Headers (handshake.h) must reach the host before the data can be received: they travel on a
+  // communicator and stream of their own (NcclPair), through a small device buffer, and the host
+  // waits for the arriving ones — only on a channel's first message, or on every message of a
+  // varying-shape channel. Nothing here waits for the caller's stream or the data stream, so a
+  // header is never queued behind data: the host waits only for headers, exactly as a rank of the
+  // gloo transport waits for its messages, and every schedule gloo can run, NCCL runs.
   void exchange_headers(std::vector<Transfer>& transfers, const Deadline& deadline, std::vector<Tensor>& keep) {
     constexpr int64_t kWords = int64_t(sizeof(WireHeader) / sizeof(uint64_t));
     const size_t n = transfers.size();
@@ -317,17 +370,22 @@ class NcclCommunicator final : public Communicator {
     BRIGADE_CHECK(arriving <= kPinnedHeaders, what("exchange of " + std::to_string(n) + " transfers"), ": ", arriving,
                   " of its receives wait for a header, more than the ", kPinnedHeaders,
                   " one exchange may hold; split it into several");
-    Tensor slots = empty({int64_t(n) * kWords}, DType::i64, device());
-    keep.push_back(slots);
+    Tensor slots;
+    {
+      // Allocated on the header stream: the allocator reuses the block only after that stream's
+      // work, and nothing orders it after the caller's stream (which may wait for peers).
+      StreamGuard on_headers(header_stream_);
+      slots = empty({int64_t(n) * kWords}, DType::i64, device());
+    }
     auto slot = [&](size_t i) { return static_cast<int64_t*>(slots.raw_data()) + int64_t(i) * kWords; };
-    follow_caller();  // `slots` was allocated on the caller's stream
+    cudaStream_t stream = static_cast<cudaStream_t>(header_stream_.raw());
     std::vector<WireHeader> outgoing(n);
     for (size_t i = 0; i < n; ++i) {
       Transfer& t = transfers[i];
       if (!t.header || t.op->kind != P2P::Kind::send) continue;
       outgoing[i] = encode_header(TensorMeta::of(t.op->tensor, t.op->shapes));
       // From pageable memory: copied to a staging buffer before the call returns, so `outgoing` may go.
-      BRIGADE_CUDA_CHECK(cudaMemcpyAsync(slot(i), &outgoing[i], sizeof(WireHeader), cudaMemcpyHostToDevice, raw()));
+      BRIGADE_CUDA_CHECK(cudaMemcpyAsync(slot(i), &outgoing[i], sizeof(WireHeader), cudaMemcpyHostToDevice, stream));
     }
     // Named after its transfers: a failure here (say, NCCL refusing a lone receive) is theirs.
     size_t headered = 0;
@@ -336,17 +394,23 @@ class NcclCommunicator final : public Communicator {
     for (const Transfer& t : transfers)
       if (t.header && headered == 1) w = t.what + " (its header)";
     if (w.empty()) w = what("header exchange of " + std::to_string(headered) + " transfers");
-    enqueue(w, deadline, [&] {
-      for (size_t i = 0; i < n; ++i) {
-        Transfer& t = transfers[i];
-        if (!t.header) continue;
-        if (t.op->kind == P2P::Kind::send)
-          BRIGADE_NCCL_QUEUED(ncclSend(slot(i), size_t(kWords), ncclInt64, t.op->peer, comm_, raw()));
-        else
-          BRIGADE_NCCL_QUEUED(ncclRecv(slot(i), size_t(kWords), ncclInt64, t.op->peer, comm_, raw()));
-      }
-    });
-    if (arriving == 0) return;
+    enqueue(
+        w, deadline,
+        [&] {
+          for (size_t i = 0; i < n; ++i) {
+            Transfer& t = transfers[i];
+            if (!t.header) continue;
+            if (t.op->kind == P2P::Kind::send)
+              BRIGADE_NCCL_QUEUED(ncclSend(slot(i), size_t(kWords), ncclInt64, t.op->peer, header_comm_, stream));
+            else
+              BRIGADE_NCCL_QUEUED(ncclRecv(slot(i), size_t(kWords), ncclInt64, t.op->peer, header_comm_, stream));
+          }
+        },
+        /*headers=*/true);
+    if (arriving == 0) {
+      follow(w, deadline, header_stream_, {slots});  // sends only: the watchdog bounds them
+      return;
+    }
     std::vector<size_t> landing(n);  // where each arriving header lands in pinned_
     size_t next = 0;
     for (size_t i = 0; i < n; ++i) {
@@ -356,13 +420,14 @@ class NcclCommunicator final : public Communicator {
       // (a copy into pageable memory would block right here, maybe forever).
       landing[i] = next++;
       BRIGADE_CUDA_CHECK(
-          cudaMemcpyAsync(pinned_ + landing[i], slot(i), sizeof(WireHeader), cudaMemcpyDeviceToHost, raw()));
+          cudaMemcpyAsync(pinned_ + landing[i], slot(i), sizeof(WireHeader), cudaMemcpyDeviceToHost, stream));
     }
     for (Transfer& t : transfers)
       if (t.header && t.op->kind == P2P::Kind::recv) {
-        wait_for_stream(t.what + " (its header)", deadline);
+        wait_for_stream(t.what + " (its header)", deadline, &header_stream_);
         break;
       }
+    keep.push_back(slots);
     for (size_t i = 0; i < n; ++i) {
       Transfer& t = transfers[i];
       if (!t.header || t.op->kind != P2P::Kind::recv) continue;
@@ -372,7 +437,6 @@ class NcclCommunicator final : public Communicator {
     }
   }
 
-
   // The watchdog: retires finished transfers; aborts the communicator when the oldest unfinished one
   // is past its deadline or NCCL reports an asynchronous error (a peer died, a network failed).
   void watch() {
@@ -381,19 +445,25 @@ class NcclCommunicator final : public Communicator {
       wake_.wait_for(lock, std::chrono::milliseconds(20));
       std::string problem;
       try {
-        while (!in_flight_.empty() && in_flight_.front().done.query()) in_flight_.pop_front();
+        // Two streams feed the list, so a finished transfer may sit behind an unfinished one.
+        in_flight_.erase(std::remove_if(in_flight_.begin(), in_flight_.end(),
+                                        [](const InFlight& f) { return f.done.query(); }),
+                         in_flight_.end());
         if (comm_ == nullptr) continue;  // aborted: nothing more to watch
-        if (!in_flight_.empty() && Clock::now() >= in_flight_.front().deadline) {
-          const InFlight& late = in_flight_.front();
-          problem = late.what + ": timed out after " + seconds_str(late.timeout) +
+        auto late = std::find_if(in_flight_.begin(), in_flight_.end(),
+                                 [](const InFlight& f) { return Clock::now() >= f.deadline; });
+        if (late != in_flight_.end()) {
+          problem = late->what + ": timed out after " + seconds_str(late->timeout) +
                     " (the transfer was still running on the GPU); the communicator is aborted";
         } else {
-          ncclResult_t state = ncclSuccess;
-          ncclResult_t result = ncclCommGetAsyncError(comm_, &state);
-          if (result != ncclSuccess) state = result;
-          if (state != ncclSuccess && state != ncclInProgress)
-            problem = what("watchdog") + ": NCCL reported " + nccl_error(comm_, state) +
-                      "; the communicator is aborted";
+          for (ncclComm_t comm : {comm_, header_comm_}) {
+            ncclResult_t state = ncclSuccess;
+            ncclResult_t result = ncclCommGetAsyncError(comm, &state);
+            if (result != ncclSuccess) state = result;
+            if (state != ncclSuccess && state != ncclInProgress && problem.empty())
+              problem = what("watchdog") + ": NCCL reported " + nccl_error(comm, state) +
+                        "; the communicator is aborted";
+          }
         }
       } catch (const std::exception& e) {
         problem = what("watchdog") + ": " + e.what();
@@ -406,8 +476,10 @@ class NcclCommunicator final : public Communicator {
     }
   }
 
-  ncclComm_t comm_;
-  Stream stream_;  // NCCL's kernels run here, fenced against the caller's stream by events
+  ncclComm_t comm_;         // data
+  ncclComm_t header_comm_;  // headers only (NcclPair)
+  Stream stream_;           // data transfers run here, fenced against the caller's stream by events
+  Stream header_stream_;    // header transfers run here, fenced against nothing
   static constexpr size_t kPinnedHeaders = 1024;  // header receives one exchange may hold
   WireHeader* pinned_ = nullptr;
   std::mutex mutex_;  // guards comm_'s lifetime against abort, and in_flight_
@@ -455,24 +527,34 @@ std::unique_ptr<Communicator> nccl_communicator(std::shared_ptr<Store> store, in
   check_devices({device}, w);
   Deadline deadline = Deadline::after(connect_timeout(timeout, connect_within));
   // Every rank creates its communicators in the same order, so the n-th one agrees on its key.
-  std::string key = "nccl/" + std::to_string(communicators_created++) + "/unique_id";
-  ncclUniqueId id;
-  if (rank == 0) {
-    BRIGADE_NCCL_CHECK(ncclGetUniqueId(&id));
-    store->set(key, std::string(reinterpret_cast<const char*>(&id), sizeof id));
-  } else {
-    std::string bytes = store->get(key, deadline);
-    BRIGADE_CHECK(bytes.size() == sizeof id, w, ": the unique id in ", store->str(), " has ", bytes.size(),
-                  " bytes, expected ", sizeof id);
-    std::memcpy(&id, bytes.data(), sizeof id);
-  }
+  const std::string prefix = "nccl/" + std::to_string(communicators_created++);
+  NcclPair comms;
   cuda::DeviceGuard guard(device.index);
-  ncclConfig_t config = nonblocking_config();
-  ncclComm_t comm = nullptr;
-  // Two statements: `comm` must be read after the call has written it (argument order is unspecified).
-  ncclResult_t started = ncclCommInitRankConfig(&comm, size, id, rank, &config);
-  settle(comm, started, deadline, w);
-  return std::make_unique<NcclCommunicator>(comm, rank, size, device, timeout);
+  for (bool headers : {false, true}) {
+    const std::string key = prefix + (headers ? "/header_id" : "/unique_id");
+    ncclUniqueId id;
+    if (rank == 0) {
+      BRIGADE_NCCL_CHECK(ncclGetUniqueId(&id));
+      store->set(key, std::string(reinterpret_cast<const char*>(&id), sizeof id));
+    } else {
+      std::string bytes = store->get(key, deadline);
+      BRIGADE_CHECK(bytes.size() == sizeof id, w, ": the unique id in ", store->str(), " has ", bytes.size(),
+                    " bytes, expected ", sizeof id);
+      std::memcpy(&id, bytes.data(), sizeof id);
+    }
+    ncclConfig_t config = headers ? header_config() : nonblocking_config();
+    ncclComm_t comm = nullptr;
+    // Two statements: `comm` must be read after the call has written it (argument order is unspecified).
+    ncclResult_t started = ncclCommInitRankConfig(&comm, size, id, rank, &config);
+    try {
+      settle(comm, started, deadline, w + (headers ? " (its header communicator)" : ""));
+    } catch (...) {
+      if (comms.data != nullptr) ncclCommAbort(comms.data);
+      throw;
+    }
+    (headers ? comms.headers : comms.data) = comm;
+  }
+  return std::make_unique<NcclCommunicator>(comms, rank, size, device, timeout);
 }
 
 std::vector<std::unique_ptr<Communicator>> nccl_group(const std::vector<Device>& devices, Milliseconds timeout) {
@@ -490,32 +572,50 @@ std::vector<std::unique_ptr<Communicator>> nccl_group(const std::vector<Device>&
   }
   Deadline deadline = Deadline::after(timeout);
   int n = int(devices.size());
-  ncclUniqueId id;
-  BRIGADE_NCCL_CHECK(ncclGetUniqueId(&id));
-  std::vector<ncclComm_t> comms(size_t(n), nullptr);
-  std::vector<ncclResult_t> started(size_t(n), ncclSuccess);
-  ncclConfig_t config = nonblocking_config();
-  // One group, so that initialising rank 0 does not wait for rank 1 that this thread has not
-  // started yet.
-  BRIGADE_NCCL_CHECK(ncclGroupStart());
-  for (int r = 0; r < n; ++r) {
-    cuda::DeviceGuard guard(devices[size_t(r)].index);
-    started[size_t(r)] = ncclCommInitRankConfig(&comms[size_t(r)], n, id, r, &config);
+  // [0] data, [1] headers (NcclPair), each initialised as one group, so that initialising rank 0
+  // does not wait for rank 1 that this thread has not started yet.
+  std::vector<ncclComm_t> comms[2] = {std::vector<ncclComm_t>(size_t(n), nullptr),
+                                      std::vector<ncclComm_t>(size_t(n), nullptr)};
+  std::vector<ncclResult_t> started[2] = {std::vector<ncclResult_t>(size_t(n), ncclSuccess),
+                                          std::vector<ncclResult_t>(size_t(n), ncclSuccess)};
+  auto abort_all = [&] {
+    for (auto& list : comms)
+      for (ncclComm_t& comm : list)
+        if (comm != nullptr) ncclCommAbort(comm), comm = nullptr;
+  };
+  for (int k = 0; k < 2; ++k) {
+    ncclUniqueId id;
+    BRIGADE_NCCL_CHECK(ncclGetUniqueId(&id));
+    ncclConfig_t config = k == 1 ? header_config() : nonblocking_config();
+    BRIGADE_NCCL_CHECK(ncclGroupStart());
+    for (int r = 0; r < n; ++r) {
+      cuda::DeviceGuard guard(devices[size_t(r)].index);
+      started[k][size_t(r)] = ncclCommInitRankConfig(&comms[k][size_t(r)], n, id, r, &config);
+    }
+    ncclResult_t ended = ncclGroupEnd();
+    try {
+      if (ended != ncclInProgress) BRIGADE_NCCL_CHECK(ended);
+      for (int r = 0; r < n; ++r) {
+        ncclComm_t comm = comms[k][size_t(r)];
+        comms[k][size_t(r)] = nullptr;  // settle() aborts it on failure
+        settle(comm, started[k][size_t(r)] == ncclSuccess ? ncclInProgress : started[k][size_t(r)], deadline,
+               w + ", rank " + std::to_string(r) + (k == 1 ? " (its header communicator)" : ""));
+        comms[k][size_t(r)] = comm;
+      }
+    } catch (...) {
+      abort_all();
+      throw;
+    }
   }
-  ncclResult_t ended = ncclGroupEnd();
   std::vector<std::unique_ptr<Communicator>> result;
   try {
-    if (ended != ncclInProgress) BRIGADE_NCCL_CHECK(ended);
     for (int r = 0; r < n; ++r) {
-      ncclComm_t comm = comms[size_t(r)];
-      comms[size_t(r)] = nullptr;  // settle() aborts it on failure
-      settle(comm, started[size_t(r)] == ncclSuccess ? ncclInProgress : started[size_t(r)], deadline,
-             w + ", rank " + std::to_string(r));
-      result.push_back(std::make_unique<NcclCommunicator>(comm, r, n, devices[size_t(r)], timeout));
+      NcclPair pair{comms[0][size_t(r)], comms[1][size_t(r)]};
+      comms[0][size_t(r)] = comms[1][size_t(r)] = nullptr;  // the communicator owns them now
+      result.push_back(std::make_unique<NcclCommunicator>(pair, r, n, devices[size_t(r)], timeout));
     }
   } catch (...) {
-    for (ncclComm_t comm : comms)
-      if (comm != nullptr) ncclCommAbort(comm);
+    abort_all();  // the ranks not yet handed over
     throw;
   }
   return result;

@@ -35,8 +35,21 @@ void set_cuda_allocator(Allocator* allocator) { g_cuda_allocator = allocator; }
 
 Storage::Storage(size_t nbytes, Device device)
     : data_(allocator_for(device).allocate(nbytes, device)),
-      version_(std::make_shared<std::atomic<uint64_t>>(0)),
+      shared_(std::make_shared<Shared>()),
       nbytes_(nbytes),
       device_(device) {}
+
+Storage Storage::host_mirror() const {
+  if (!shared_ || !shared_->mirror || shared_->mirror_version != version()) return Storage();
+  return *shared_->mirror;
+}
+
+void Storage::set_host_mirror(const Storage& host) const {
+  BRIGADE_CHECK(shared_ && host.device().is_cpu() && host.nbytes() == nbytes_,
+                "Storage::set_host_mirror: needs a host block of the same size (", host.nbytes(), " vs ", nbytes_,
+                " bytes)");
+  shared_->mirror = std::make_shared<const Storage>(host);
+  shared_->mirror_version = version();
+}
 
 }  // namespace brigade

@@ -41,14 +41,27 @@ class Storage {
   // Counts in-place writes (copy_, fill_, add_, optimizer steps). The tape remembers the version of
   // every tensor an op saved for backward and refuses to run that backward if it changed since:
   // silently wrong gradients are worse than an error. Shared by every view of the storage.
-  uint64_t version() const { return version_ ? version_->load(std::memory_order_relaxed) : 0; }
+  uint64_t version() const { return shared_ ? shared_->version.load(std::memory_order_relaxed) : 0; }
   void bump_version() const {
-    if (version_) version_->fetch_add(1, std::memory_order_relaxed);
+    if (shared_) shared_->version.fetch_add(1, std::memory_order_relaxed);
   }
 
+  // A host copy of this (device) storage's bytes, as they were when it was filled from the host —
+  // Tensor::to keeps one for small integer tensors. Index scans (embedding ids, cross-entropy
+  // targets) read it instead of making the host wait for the GPU: inside a pipeline that wait would
+  // queue behind communication with other ranks. Valid while version() is what it was then.
+  // Returns an undefined Storage when there is none or it is stale.
+  Storage host_mirror() const;
+  void set_host_mirror(const Storage& host) const;  // records version() with it
+
  private:
+  struct Shared {
+    std::atomic<uint64_t> version{0};
+    std::shared_ptr<const Storage> mirror;  // written once, before the storage is shared
+    uint64_t mirror_version = 0;
+  };
   std::shared_ptr<void> data_;
-  std::shared_ptr<std::atomic<uint64_t>> version_;
+  std::shared_ptr<Shared> shared_;  // one per block of bytes, whichever handle reaches it
   size_t nbytes_ = 0;
   Device device_;
 };

@@ -1,7 +1,8 @@
 // ops: scanning index tensors once. Forward ops scan their indices (embedding rows, cross-entropy
 // targets) before any kernel uses them; the matching backward gets the forward's CheckedIndices and
 // scans again only if it was handed a different tensor or the same one written since. On a GPU each
-// scan ends with the host waiting for the device, so this halves those waits in a training step.
+// scan ends with the host waiting for the device, so this halves those waits in a training step; and
+// indices that came from the host (token ids, targets) are scanned there, with no wait at all.
 #include "kernels/checked_indices.h"
 
 #include "kernels/cpu/indices.h"
@@ -30,7 +31,18 @@ CheckedIndices check_indices(const char* op, const Tensor& indices, int64_t limi
   checked.indices = contiguous(to_dtype(indices, DType::i64));
   checked.limit = limit;
   checked.ignore_index = ignore_index;
-  BRIGADE_DISPATCH(op, checked.indices, scan_indices(bad, checked.indices, limit, ignore_index));
+  if (Storage host = indices.storage().host_mirror(); host.defined()) {
+    // The same values on the host (Storage::host_mirror): scan them there, without waiting for the GPU.
+    auto impl = std::make_shared<TensorImpl>();
+    impl->storage = host;
+    impl->offset = indices.offset();
+    impl->shape = indices.shape();
+    impl->strides = indices.strides();
+    impl->dtype = indices.dtype();
+    cpu::scan_indices(bad, contiguous(to_dtype(Tensor(impl), DType::i64)), limit, ignore_index);
+  } else {
+    BRIGADE_DISPATCH(op, checked.indices, scan_indices(bad, checked.indices, limit, ignore_index));
+  }
   checked.counted = bad.counted;
   return checked;
 }

@@ -38,13 +38,13 @@ std::vector<ExchangeStep> exchange_steps(const std::vector<Action>& actions);
 // chunk. Assumes the schedule already passed simulate().
 void check_exchanges(const Schedule& schedule);
 
-// The same question for the NCCL transport as comm/nccl.cpp implements it today, which is stricter:
-// an exchange whose messages carry headers (a channel's first message; every message when shapes
-// vary) runs as two NCCL groups, the headers — which the host waits for — and then all the data,
-// and NCCL matches the messages between two ranks by order. A batch that sends data and waits for a
-// header its peer can send only after that data arrives then waits until the timeout (naive and
-// GPipe always do). Throws ScheduleError naming the stuck ranks, with the grid; Pipeline calls it
-// on NCCL communicators, so such a schedule is refused up front instead of timing out.
+// The same question for the NCCL transport as comm/nccl.cpp implements it: NCCL matches the
+// messages between two ranks by order and runs each communicator's groups in order on a stream,
+// while the host goes on. Headers (a channel's first message; every message when shapes vary) go
+// first, on a communicator and stream of their own, and the host waits for the arriving ones; then
+// the exchange's data is queued as one group. Every schedule check_exchanges accepts passes (the
+// host waits only where a gloo rank would); Pipeline still calls it on NCCL communicators, so a
+// transport change that broke that would be refused up front, by name, not time out.
 void check_exchanges_headers_first(const Schedule& schedule, bool varying_shapes);
 
 }  // namespace brigade::pipeline

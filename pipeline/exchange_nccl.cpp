@@ -1,11 +1,13 @@
-// check_exchanges_headers_first: the NCCL transport's exchanges as comm/nccl.cpp runs them today
-// (see exchange.h). A small model, separate from check_exchanges because the two transports differ
-// in one rule: NCCL matches the messages between two ranks by their order, whatever they carry,
-// and an exchange whose messages carry headers runs as two NCCL groups — every header, which the
-// host waits for, then every payload. A group ends when all its operations have met their peers'.
-// Only activations carry headers: the executor receives a gradient into a tensor shaped like the
-// activation it answers (comm::Shapes::preset).
+// check_exchanges_headers_first: the NCCL transport's exchanges as comm/nccl.cpp runs them (see
+// exchange.h). A small model, separate from check_exchanges because the two transports differ: NCCL
+// matches the messages between two ranks by their order, whatever they carry, and it runs each
+// communicator's groups one after another on a stream while the host goes on. An exchange whose
+// messages carry headers posts them first, on a communicator and stream of their own, and the host
+// waits for the arriving ones; then it queues the data as one group on the data communicator's
+// stream and moves on without waiting. Only activations carry headers: the executor receives a
+// gradient into a tensor shaped like the activation it answers (comm::Shapes::preset).
 #include <algorithm>
+#include <array>
 #include <map>
 #include <sstream>
 #include <tuple>
@@ -30,8 +32,9 @@ struct Op {
 void check_exchanges_headers_first(const Schedule& schedule, bool varying_shapes) {
   const Layout& L = schedule.layout;
   const int P = schedule.ranks();
-  // Each rank's groups, in order; for each group, where in the rank's list its exchange starts.
-  std::vector<std::vector<std::vector<Op>>> groups(static_cast<size_t>(P));
+  // Per rank, per exchange: its headers ([0], maybe none) and its data ([1]); and where in the
+  // rank's list the exchange starts.
+  std::vector<std::array<std::vector<std::vector<Op>>, 2>> groups(static_cast<size_t>(P));
   std::vector<std::vector<size_t>> group_step(static_cast<size_t>(P));
   for (int r = 0; r < P; ++r) {
     const auto& list = schedule.actions[size_t(r)];
@@ -50,41 +53,67 @@ void check_exchanges_headers_first(const Schedule& schedule, bool varying_shapes
         if (activation && (first || varying_shapes)) headers.push_back({is_send(a.kind), peer});
         payloads.push_back({is_send(a.kind), peer});
       }
-      if (!headers.empty()) {
-        groups[size_t(r)].push_back(std::move(headers));
-        group_step[size_t(r)].push_back(e.first);
-      }
-      groups[size_t(r)].push_back(std::move(payloads));
+      groups[size_t(r)][0].push_back(std::move(headers));
+      groups[size_t(r)][1].push_back(std::move(payloads));
       group_step[size_t(r)].push_back(e.first);
     }
   }
-  // Walk: a rank posts its current group; an operation is done once its peer has posted the
-  // matching one (the k-th send from a to b meets the k-th receive at b from a); a group ends when
-  // all of it is done, and the rank posts its next one.
-  std::map<std::pair<int, int>, int> sends_posted, recvs_posted;  // per (from, to)
-  std::vector<size_t> current(size_t(P), 0);
-  std::vector<std::vector<std::pair<Op, int>>> waiting(static_cast<size_t>(P));  // op, its number on the link
-  std::vector<bool> posted(size_t(P), false);
+  // Walk three cursors per rank: its host (which exchange it is in), its header stream and its data
+  // stream (which group each runs). The host issues exchange k's headers, waits for them if some
+  // arrive, issues its data and goes to k + 1. A stream runs the groups issued to it in order; an
+  // operation is done once its peer's stream runs the matching one (on that communicator, the k-th
+  // send from a to b meets the k-th receive at b from a); a group ends when all of it is done.
+  struct Channel {
+    std::map<std::pair<int, int>, int> sends_posted, recvs_posted;  // per (from, to)
+    std::vector<size_t> cursor;                                     // the group each rank's stream runs
+    std::vector<bool> posted;
+    std::vector<std::vector<std::pair<Op, int>>> waiting;  // op, its number on the link
+  };
+  Channel channel[2];  // 0: headers, 1: data
+  for (Channel& c : channel) {
+    c.cursor.assign(size_t(P), 0);
+    c.posted.assign(size_t(P), false);
+    c.waiting.resize(size_t(P));
+  }
+  std::vector<size_t> host(size_t(P), 0);  // the exchange each rank's host is in
+  auto count = [&](int r) { return groups[size_t(r)][0].size(); };
+  // Advances rank r's stream on channel c as far as it can; true if it moved.
+  auto run_stream = [&](Channel& c, int r, const std::vector<std::vector<Op>>& list) {
+    bool moved = false;
+    while (c.cursor[size_t(r)] < host[size_t(r)] + (&c == &channel[0] ? 1 : 0) && c.cursor[size_t(r)] < list.size()) {
+      const auto& group = list[c.cursor[size_t(r)]];
+      if (!c.posted[size_t(r)]) {
+        c.waiting[size_t(r)].clear();
+        for (const Op& op : group) {
+          const auto link = op.send ? std::pair{r, op.peer} : std::pair{op.peer, r};
+          c.waiting[size_t(r)].push_back({op, ++(op.send ? c.sends_posted : c.recvs_posted)[link]});
+        }
+        c.posted[size_t(r)] = moved = true;
+      }
+      bool done = true;
+      for (const auto& [op, number] : c.waiting[size_t(r)]) {
+        const auto link = op.send ? std::pair{r, op.peer} : std::pair{op.peer, r};
+        done = done && (op.send ? c.recvs_posted[link] : c.sends_posted[link]) >= number;
+      }
+      if (!done) break;
+      ++c.cursor[size_t(r)];
+      c.posted[size_t(r)] = false;
+      moved = true;
+    }
+    return moved;
+  };
   for (bool progress = true; progress;) {
     progress = false;
     for (int r = 0; r < P; ++r) {
-      if (current[size_t(r)] >= groups[size_t(r)].size()) continue;
-      if (!posted[size_t(r)]) {
-        waiting[size_t(r)].clear();
-        for (const Op& op : groups[size_t(r)][current[size_t(r)]]) {
-          const auto link = op.send ? std::pair{r, op.peer} : std::pair{op.peer, r};
-          waiting[size_t(r)].push_back({op, ++(op.send ? sends_posted : recvs_posted)[link]});
-        }
-        posted[size_t(r)] = progress = true;
-      }
-      bool done = true;
-      for (const auto& [op, number] : waiting[size_t(r)]) {
-        const auto link = op.send ? std::pair{r, op.peer} : std::pair{op.peer, r};
-        done = done && (op.send ? recvs_posted[link] : sends_posted[link]) >= number;
-      }
-      if (done) {
-        ++current[size_t(r)];
-        posted[size_t(r)] = false;
+      // The header stream may run exchange host[r]'s headers (issued), the data stream only earlier ones.
+      progress = run_stream(channel[0], r, groups[size_t(r)][0]) || progress;
+      progress = run_stream(channel[1], r, groups[size_t(r)][1]) || progress;
+      const size_t k = host[size_t(r)];
+      if (k >= count(r)) continue;
+      const bool waits = std::any_of(groups[size_t(r)][0][k].begin(), groups[size_t(r)][0][k].end(),
+                                     [](const Op& op) { return !op.send; });
+      if (!waits || channel[0].cursor[size_t(r)] > k) {
+        ++host[size_t(r)];
         progress = true;
       }
     }
@@ -92,22 +121,22 @@ void check_exchanges_headers_first(const Schedule& schedule, bool varying_shapes
   std::vector<GridMark> marks;
   std::vector<int> stuck;
   for (int r = 0; r < P; ++r) {
-    if (current[size_t(r)] >= groups[size_t(r)].size()) continue;
+    // The earliest exchange not finished: where the host waits, or data still queued.
+    const size_t k = std::min({host[size_t(r)], channel[0].cursor[size_t(r)], channel[1].cursor[size_t(r)]});
+    if (k >= count(r)) continue;
     stuck.push_back(r);
-    marks.push_back({r, int(group_step[size_t(r)][current[size_t(r)]]), '!'});
+    marks.push_back({r, int(group_step[size_t(r)][k]), '!'});
   }
   if (stuck.empty()) return;
   std::ostringstream problem;
   problem << "on NCCL, ranks";
   for (int r : stuck) problem << " " << r;
-  problem << " would wait for each other until the timeout: an exchange waits for an activation's header its peer "
-             "sends only after this exchange's data arrived (comm/nccl.cpp sends headers, then data; docs/comm.md, "
-             "known limitation)";
+  problem << " would wait for each other until the timeout: each waits for a header, or for data NCCL has "
+             "queued behind a message its peer has not posted (comm/nccl.cpp runs a communicator's groups in order)";
   std::ostringstream what;
   what << "check_exchanges_headers_first: schedule '" << schedule.name << "' (P=" << P << ", M=" << schedule.microbatches
        << ", V=" << schedule.chunks() << (varying_shapes ? ", varying shapes" : "") << "): " << problem.str()
-       << ". On NCCL every schedule runs with fixed shapes; with varying shapes all but naive with M >= 2, zb-h1 "
-          "with M > P and interleaved with M = P (P >= 3).\n\n"
+       << ".\n\n"
        << action_grid(schedule, marks) << "\n! marks the exchange each stuck rank waits in\n";
   throw ScheduleError(what.str(), problem.str(), stuck.front(), marks.front().step);
 }

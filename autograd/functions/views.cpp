@@ -241,12 +241,23 @@ Tensor Tensor::to(DType t) const {
 
 namespace {
 
+// Integer tensors up to this size keep a host copy when sent to a GPU (Storage::host_mirror): token
+// ids and targets, which index scans then read on the host. Larger ones are not worth the memory.
+constexpr size_t kMirroredBytes = size_t(16) << 20;
+
 // A contiguous copy of x on `device`. The new storage is allocated with that device current (a GPU
 // allocation goes to the current CUDA device); ops::copy_ does the transfer.
 Tensor copy_to_device(const Tensor& x, Device device) {
   std::optional<StreamGuard> on_device;
   if (device.is_cuda()) on_device.emplace(current_stream(device));
   Tensor out = empty(x.shape(), x.dtype(), device);
+  if (x.device().is_cpu() && device.is_cuda() && !is_floating(x.dtype()) && x.nbytes() <= kMirroredBytes) {
+    // A private snapshot: the caller may change x after this returns, the GPU copy keeps these values.
+    Tensor snapshot = ops::clone(x);
+    ops::copy_(out, snapshot);
+    out.storage().set_host_mirror(snapshot.storage());
+    return out;
+  }
   ops::copy_(out, x);
   return out;
 }
