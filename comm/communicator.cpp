@@ -186,6 +186,27 @@ void Communicator::all_reduce(const Tensor& t, ReduceOp op) {
   t.storage().bump_version();  // written in place, behind the ops layer's back
 }
 
+Communicator::PendingReduce Communicator::all_reduce_async(const Tensor& t, ReduceOp op) {
+  std::string w = what(op == ReduceOp::sum ? "all_reduce_async(sum)" : "all_reduce_async(average)");
+  check_usable(w);
+  check_tensor(t, w);
+  BRIGADE_CHECK(op == ReduceOp::sum || is_floating(t.dtype()), w, ": average needs a floating-point tensor, got ",
+                dtype_name(t.dtype()));
+  BRIGADE_CHECK(t.is_contiguous(), w, ": the tensor must be contiguous (shape ", shape_str(t.shape()), ", strides ",
+                shape_str(t.strides()), ")");
+  if (t.numel() == 0) return {};
+  Deadline deadline = Deadline::after(timeout_);
+  std::function<void()> wait;
+  guarded([&] { wait = run_all_reduce_async(t.detach(), op, deadline); });
+  t.storage().bump_version();  // written in place, behind the ops layer's back
+  return PendingReduce(std::move(wait));
+}
+
+void Communicator::PendingReduce::wait() {
+  if (wait_) wait_();
+  wait_ = nullptr;
+}
+
 void Communicator::broadcast(const Tensor& t, int root) {
   std::string w = what("broadcast from rank " + std::to_string(root));
   check_usable(w);

@@ -33,6 +33,7 @@
 // wrong device) throw without aborting.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -102,6 +103,21 @@ class Communicator {
   // In place; every rank ends with bitwise the same values. average divides by size() (floating
   // dtypes only).
   void all_reduce(const Tensor& t, ReduceOp op = ReduceOp::sum);
+  // The same, started now and finished later: on a transport that overlaps collectives with compute
+  // (overlaps_collectives(): NCCL) it runs on the communicator's stream while the caller's stream
+  // goes on, and PendingReduce::wait() makes the caller's stream wait for it (the host never
+  // blocks). Elsewhere it is done before this returns. `t` must be contiguous; neither read nor
+  // write it until wait(). Every rank starts its reductions in the same order, as for all_reduce.
+  class PendingReduce {
+   public:
+    PendingReduce() = default;
+    explicit PendingReduce(std::function<void()> wait) : wait_(std::move(wait)) {}
+    void wait();  // idempotent
+   private:
+    std::function<void()> wait_;
+  };
+  PendingReduce all_reduce_async(const Tensor& t, ReduceOp op = ReduceOp::sum);
+  virtual bool overlaps_collectives() const { return false; }
   void broadcast(const Tensor& t, int root);  // in place: every rank ends with root's values
   void barrier();
   // Splits the group like MPI_Comm_split: ranks passing the same color form a new group, ordered by
@@ -127,6 +143,11 @@ class Communicator {
   };
   virtual void run_exchange(std::vector<Transfer>& transfers, const Deadline& deadline) = 0;
   virtual void run_all_reduce(const Tensor& t, ReduceOp op, const Deadline& deadline) = 0;
+  // Starts the reduction; returns what makes the caller's stream wait for it (empty: done already).
+  virtual std::function<void()> run_all_reduce_async(const Tensor& t, ReduceOp op, const Deadline& deadline) {
+    run_all_reduce(t, op, deadline);
+    return {};
+  }
   virtual void run_broadcast(const Tensor& t, int root, const Deadline& deadline) = 0;
   virtual void run_barrier(const Deadline& deadline) = 0;
   // `members`: the new group's ranks (in this group), in their new order; this rank is among them.

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <iostream>
 #include <mutex>
 #include <thread>
@@ -181,6 +182,24 @@ class NcclCommunicator final : public Communicator {
                                         op == ReduceOp::sum ? ncclSum : ncclAvg, comm_, raw()));
     });
     finish(w, deadline, {t});
+  }
+
+  bool overlaps_collectives() const override { return true; }
+
+  // As run_all_reduce, but the caller's stream waits only when the returned function runs.
+  std::function<void()> run_all_reduce_async(const Tensor& t, ReduceOp op, const Deadline& deadline) override {
+    cuda::DeviceGuard guard(device().index);
+    std::string w = what(op == ReduceOp::sum ? "all_reduce_async(sum)" : "all_reduce_async(average)");
+    follow_caller();
+    enqueue(w, deadline, [&] {
+      BRIGADE_NCCL_QUEUED(ncclAllReduce(t.raw_data(), t.raw_data(), size_t(t.numel()), nccl_dtype(t.dtype()),
+                                        op == ReduceOp::sum ? ncclSum : ncclAvg, comm_, raw()));
+    });
+    Event done = Event::create(device());
+    done.record(stream_);
+    follow(w, deadline, stream_, {t});
+    const Device d = device();
+    return [done, d] { current_stream(d).wait(done); };
   }
 
   void run_broadcast(const Tensor& t, int root, const Deadline& deadline) override {

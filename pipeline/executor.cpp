@@ -139,9 +139,24 @@ Executor::Executor(comm::Communicator& comm, Schedule schedule, std::vector<Chun
                   k.from, " to stage ", k.to, "; it needs 0 <= from < to < S=", S);
     BRIGADE_CHECK(names.insert(k.name).second, "pipeline executor: two skips are named '", k.name, "'");
   }
+  // Where each chunk's weight gradients are final: after its last B or W (I leaves the weights alone).
+  last_weight_action_.assign(size_t(V), kNever);
+  const auto& actions = schedule_.actions[size_t(rank_)];
+  for (size_t i = 0; i < actions.size(); ++i)
+    if (actions[i].kind == ActionKind::backward || actions[i].kind == ActionKind::backward_weight)
+      last_weight_action_[size_t(actions[i].chunk)] = i;
 }
 
 Executor::~Executor() = default;
+
+std::vector<int> Executor::weights_final_order() const {
+  std::vector<int> order(chunks_.size());
+  for (size_t c = 0; c < order.size(); ++c) order[c] = int(c);
+  // A chunk without a backward is final from the start: kNever sorts it last, where run() reports it.
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return last_weight_action_[size_t(a)] < last_weight_action_[size_t(b)]; });
+  return order;
+}
 
 std::vector<const Skip*> Executor::skips_over(int boundary) const {
   std::vector<const Skip*> out;
@@ -440,7 +455,11 @@ std::vector<double> Executor::run(const std::vector<Tensor>& inputs, const std::
         default: fail("pipeline executor: unexpected action ", describe(a, rank_, schedule_.layout));
       }
       timer.stop(mark, rank_, {a});
+      if (on_weights_final_ && last_weight_action_[size_t(a.chunk)] == step.first) on_weights_final_(a.chunk);
     }
+    if (on_weights_final_)
+      for (int c : weights_final_order())
+        if (last_weight_action_[size_t(c)] == kNever) on_weights_final_(c);
     BRIGADE_CHECK(work_.empty(), "pipeline executor: rank ", rank_, " finished schedule '", schedule_.name, "' with ",
                   work_.size(), " micro-batch(es) whose backward never ran");
   } catch (...) {

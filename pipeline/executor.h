@@ -22,6 +22,7 @@
 // caller — brigade train, bench pipeline — gives each rank's thread its own); nothing synchronises the device.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <utility>
@@ -59,6 +60,13 @@ class Executor {
   // Any failure leaves the executor ready for another run (its state is cleared).
   std::vector<double> run(const std::vector<Tensor>& inputs, const std::vector<Tensor>& targets, double loss_scale,
                           Trace* trace = nullptr);
+
+  // `hook(c)` runs on the calling thread right after the action that makes chunk c's weight
+  // gradients final for the step (its last B or W), so their data-parallel reduction can start while
+  // the rest of the step computes; weights_final_order() lists the chunks in that order. A chunk
+  // with no backward is reported at the end of run().
+  void on_weights_final(std::function<void(int chunk)> hook) { on_weights_final_ = std::move(hook); }
+  std::vector<int> weights_final_order() const;
 
   const Schedule& schedule() const { return schedule_; }
   const std::vector<Chunk>& chunks() const { return chunks_; }
@@ -100,6 +108,9 @@ class Executor {
   std::map<Key, std::shared_ptr<Bundle>> outgoing_;      // activations to send, by (sending stage, m)
   std::map<Key, std::shared_ptr<Bundle>> outgoing_grads_;  // input gradients to send, by (sending stage, m)
   int peak_stashed_ = 0;
+  static constexpr size_t kNever = size_t(-1);
+  std::vector<size_t> last_weight_action_;  // per chunk: index in this rank's actions, or kNever
+  std::function<void(int)> on_weights_final_;
 };
 
 }  // namespace brigade::pipeline

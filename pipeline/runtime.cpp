@@ -148,6 +148,31 @@ Pipeline::Pipeline(const PipelineGroups& groups, Schedule schedule, std::vector<
   exec.variable_shapes = options_.variable_shapes;
   exec.skips = options_.skips;
   executor_ = std::make_unique<Executor>(comm, std::move(schedule), std::move(chunks), std::move(loss), exec);
+
+  if (replicas() > 1) {
+    // Each parameter goes with the chunk whose gradients become final last among those using it;
+    // tied copies wait for the end of the step (they are summed across stages first).
+    std::vector<Tensor> tied;
+    for (const auto& group : ties_) tied.insert(tied.end(), group->copies.begin(), group->copies.end());
+    auto listed = [](const std::vector<Tensor>& list, const Tensor& p) {
+      return std::any_of(list.begin(), list.end(), [&](const Tensor& t) { return t.same_as(p); });
+    };
+    const auto& my_chunks = executor_->chunks();
+    std::vector<int> order = executor_->weights_final_order();
+    std::vector<std::vector<Tensor>> chunk_params(my_chunks.size());
+    std::vector<Tensor> placed = tied;
+    for (auto c = order.rbegin(); c != order.rend(); ++c) {
+      for (const auto& layer : my_chunks[size_t(*c)].layers)
+        for (const Tensor& p : layer->parameters()) {
+          if (listed(placed, p)) continue;
+          placed.push_back(p);
+          chunk_params[size_t(*c)].push_back(p);
+        }
+    }
+    // Within a chunk, the model's order (the walk above went from the last-final chunk backwards
+    // only to place shared parameters).
+    buckets_ = std::make_unique<ReplicaBuckets>(chunk_params, tied, options_.bucket_bytes);
+  }
 }
 
 Pipeline::~Pipeline() = default;
@@ -192,7 +217,21 @@ StepStats Pipeline::forward_backward(const std::vector<Tensor>& inputs, const st
     Trace mine;
     mine.ranks = layout.ranks;
     if (options_.trace) comm.barrier();  // line the ranks' clocks up at the step's start
-    std::vector<double> losses = executor_->run(inputs, targets, 1.0 / M, options_.trace ? &mine : nullptr);
+    // Data parallelism: each chunk's gradients start their all-reduce as soon as they are final
+    // (pipeline/replica_buckets.h), during the backward where the transport overlaps it.
+    const bool overlap = buckets_ && options_.overlap_reduce && groups_.replicas->overlaps_collectives();
+    if (overlap) executor_->on_weights_final([this](int c) { buckets_->start_chunk(*groups_.replicas, c); });
+    std::vector<double> losses;
+    try {
+      losses = executor_->run(inputs, targets, 1.0 / M, options_.trace ? &mine : nullptr);
+    } catch (...) {
+      executor_->on_weights_final(nullptr);
+      throw;
+    }
+    executor_->on_weights_final(nullptr);
+    if (buckets_) stats.reductions_during_backward = int(buckets_->started());
+    if (buckets_ && !overlap)
+      for (int c : executor_->weights_final_order()) buckets_->start_chunk(*groups_.replicas, c);
     stats.peak_stashed = executor_->peak_stashed();
 
     // The loss, from the last stage to everyone.
@@ -204,8 +243,10 @@ StepStats Pipeline::forward_backward(const std::vector<Tensor>& inputs, const st
     stats.loss /= M;
 
     sum_tied_gradients();
-    if (replicas() > 1) {
-      average_across_replicas();
+    if (buckets_) {
+      buckets_->start_late(*groups_.replicas);
+      stats.reductions = int(buckets_->started());
+      buckets_->finish();
       Tensor mean = doubles_on(*groups_.replicas, {stats.loss});
       groups_.replicas->all_reduce(mean, comm::ReduceOp::average);
       stats.loss = doubles_of(mean)[0];
@@ -216,6 +257,7 @@ StepStats Pipeline::forward_backward(const std::vector<Tensor>& inputs, const st
     const std::string reason = "pipeline rank " + std::to_string(rank()) + " failed: " + e.what();
     comm.abort(reason);
     if (groups_.replicas) groups_.replicas->abort(reason);
+    if (buckets_) buckets_->drop();
     throw;
   }
   return stats;
@@ -238,43 +280,6 @@ void Pipeline::sum_tied_gradients() {
       else copy.impl().grad = ops::clone(total).impl_ptr();
     }
   }
-}
-
-void Pipeline::average_across_replicas() {
-  // Consecutive gradients of one dtype share a bucket up to options_.bucket_bytes; every replica
-  // walks the same parameters in the same order, so they form the same buckets. Each bucket is
-  // flattened into one buffer and all-reduced once: every message costs a latency (a round trip for
-  // gloo, a kernel launch and a handshake for NCCL), so a step with many small parameters pays it
-  // per bucket, not per parameter. The average of each element is the same either way.
-  comm::Communicator& replicas = *groups_.replicas;
-  std::vector<Tensor> bucket;
-  size_t bytes = 0;
-  auto flush = [&] {
-    if (bucket.size() == 1) {
-      replicas.all_reduce(bucket[0], comm::ReduceOp::average);  // no copy for a bucket of one
-    } else if (!bucket.empty()) {
-      std::vector<Tensor> flat;
-      for (const Tensor& g : bucket) flat.push_back(g.reshape({g.numel()}));
-      Tensor buffer = ops::concat(flat, 0);
-      replicas.all_reduce(buffer, comm::ReduceOp::average);
-      int64_t at = 0;
-      for (const Tensor& g : bucket) {
-        ops::copy_(g, buffer.slice(0, at, at + g.numel()).view(g.shape()));
-        at += g.numel();
-      }
-    }
-    bucket.clear();
-    bytes = 0;
-  };
-  for (const Tensor& p : parameters()) {
-    if (!p.grad().defined()) p.impl().grad = zeros_like(p).impl_ptr();
-    const Tensor g = p.grad();
-    const bool fits = !bucket.empty() && bucket.front().dtype() == g.dtype() && bytes + g.nbytes() <= options_.bucket_bytes;
-    if (!fits) flush();
-    bucket.push_back(g);
-    bytes += g.nbytes();
-  }
-  flush();
 }
 
 double Pipeline::clip_grad_norm(double max_norm) {

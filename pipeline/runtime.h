@@ -28,6 +28,7 @@
 
 #include "comm/communicator.h"
 #include "pipeline/executor.h"
+#include "pipeline/replica_buckets.h"
 #include "pipeline/schedule.h"
 #include "pipeline/stage.h"
 #include "pipeline/trace.h"
@@ -57,14 +58,21 @@ struct PipelineOptions {
   std::vector<Skip> skips;
   // Data parallelism: gradients are averaged across replicas in buckets of up to this many bytes —
   // one all-reduce per bucket instead of one per parameter (PyTorch DDP's default size). 0: one
-  // all-reduce per parameter.
+  // all-reduce per parameter. pipeline/replica_buckets.h.
   size_t bucket_bytes = size_t(25) << 20;
+  // Start each chunk's all-reduces as soon as its gradients are final, during the backward, where the
+  // transport can overlap them with compute (NCCL); false: all at the end of the step. Same bits.
+  bool overlap_reduce = true;
 };
 
 struct StepStats {
   double loss = 0;                        // mean over micro-batches (and replicas); on every rank
   std::vector<double> microbatch_losses;  // this replica's, in micro-batch order; on every rank
   int peak_stashed = 0;                   // this rank's most (micro-batch, chunk) pairs held at once
+  // Data parallelism: this rank's gradient all-reduces, and how many of them started before its
+  // last action (overlapping the backward: PipelineOptions::overlap_reduce, on NCCL).
+  int reductions = 0;
+  int reductions_during_backward = 0;
 };
 
 class Pipeline {
@@ -101,13 +109,13 @@ class Pipeline {
  private:
   struct TieGroup;
   void sum_tied_gradients();
-  void average_across_replicas();
   void gather_trace(const Trace& mine);
 
   PipelineGroups groups_;
   std::unique_ptr<Executor> executor_;
   PipelineOptions options_;
   std::vector<std::unique_ptr<TieGroup>> ties_;
+  std::unique_ptr<ReplicaBuckets> buckets_;  // with several replicas
   Trace trace_;
 };
 

@@ -208,7 +208,12 @@ stage_bench() {
   "$build_dir/examples/brigade" bench kernels --json "$OUT/bench-kernels.json" >"$OUT/bench.log" 2>&1
   local kernels=$?
   "$build_dir/examples/brigade" bench pipeline --json "$OUT/bench-pipeline.json" >>"$OUT/bench.log" 2>&1
-  note "bench: kernels exit $kernels, pipeline exit $?"
+  local pipeline=$?
+  # Data parallelism over NCCL (2 replicas x 2 stages = 4 ranks, several per GPU: NCCL >= 2.30.3):
+  # how much step time starting the all-reduces during the backward saves.
+  "$build_dir/examples/brigade" bench pipeline --transport nccl --replicas 2 --stages 2 --microbatches 8 \
+    --schedules 1f1b,interleaved --json "$OUT/bench-pipeline-dp.json" >>"$OUT/bench.log" 2>&1
+  note "bench: kernels exit $kernels, pipeline exit $pipeline, data-parallel over NCCL exit $? ($(nccl_line))"
 }
 
 if command -v nvidia-smi >/dev/null; then

@@ -280,6 +280,10 @@ TEST_CASE("bench pipeline: flags, defaults and their errors", "[bench][pipeline]
     CHECK_THROWS_WITH(uneven.options.resolve(), Contains("--batch 10") && Contains("--microbatches 4"));
     ParsedBenchArgs heads = parse_bench_args({"--device", "cpu", "--embd", "30", "--heads", "4"});
     CHECK_THROWS_WITH(heads.options.resolve(), Contains("--embd 30") && Contains("--heads 4"));
+    CHECK_THROWS_WITH(parse_bench_args({"--transport", "mpi"}), Contains("--transport") && Contains("mpi"));
+    CHECK_THROWS_WITH(parse_bench_args({"--replicas", "0"}), Contains("--replicas"));
+    ParsedBenchArgs nccl_cpu = parse_bench_args({"--device", "cpu", "--transport", "nccl"});
+    CHECK_THROWS_WITH(nccl_cpu.options.resolve(), Contains("--transport nccl needs a GPU"));
   }
   SECTION("the command answers a bad flag with status 2 and the usage, --help with 0") {
     const Run bad = run({"--stages", "zero"});
@@ -425,4 +429,33 @@ TEST_CASE("bench pipeline: interleaved is skipped, with a note, when M is not a 
   CHECK_THAT(doc["schedules"][0]["skipped"].str, Contains("multiple of P"));
   CHECK(doc["schedules"][1]["skipped"].type == Json::null);
   CHECK(doc["schedules"][1]["unit_costs"]["bubble"].as_number() == Approx(2.0 / 6).margin(1e-12));
+}
+
+TEST_CASE("bench pipeline: --replicas times data parallelism, reductions overlapped and at the end",
+          "[bench][pipeline][dp]") {
+  // On the local transport a collective blocks its thread, so nothing starts early: both runs reduce
+  // at the end, and the report says so (0 of N). Over NCCL the GPU tests see reductions start early.
+  TempDir dir;
+  const std::filesystem::path json_path = dir.path / "dp.json";
+  const Run r = run({"--quick", "--device", "cpu", "--stages", "2", "--microbatches", "2", "--replicas", "2",
+                     "--schedules", "1f1b", "--steps", "1", "--warmup", "0", "--json", json_path.string()});
+  INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.out, Contains("data parallelism: 2 replicas x P=2 over local"));
+  const Json doc = JsonReader(read_file(json_path)).document();
+  CHECK(doc["replicas"].as_number() == 2);
+  const Json& dp = doc["schedules"][0]["data_parallel"];
+  // 4 ranks, each with one bucket for its chunk (25 MiB holds it) and one for its copy of the tied
+  // embedding / head, averaged after the pipeline sums the copies.
+  CHECK(dp["reductions"].as_number() == 8);
+  CHECK(dp["started_during_step"].as_number() == 0);
+  CHECK(dp["at_end"]["median"].as_number() > 0);
+  CHECK(dp["overlapped"]["median"].as_number() > 0);
+  CHECK(std::isfinite(dp["saved"].as_number()));
+  // Without replicas there is nothing to report.
+  const Run plain = run({"--quick", "--device", "cpu", "--stages", "2", "--microbatches", "2", "--schedules", "1f1b",
+                         "--steps", "1", "--warmup", "0", "--json", json_path.string()});
+  REQUIRE(plain.status == 0);
+  CHECK(JsonReader(read_file(json_path)).document()["schedules"][0]["data_parallel"].type == Json::null);
+  CHECK_THAT(plain.out, !Contains("data parallelism:"));
 }

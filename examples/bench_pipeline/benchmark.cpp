@@ -127,7 +127,9 @@ ScheduleResult run_schedule(const std::string& name, const BenchOptions& o, cons
   }
   const Schedule schedule = pipeline::make_schedule(kind, r.ranks, r.microbatches, r.chunks);
   progress << "bench pipeline: " << name << " (" << o.warmup << " warm-up + " << o.steps << " steps)\n" << std::flush;
-  const PipelinedSteps steps = run_pipelined(schedule, work, o.warmup, o.steps);
+  Ranks ranks;
+  ranks.nccl = o.transport == "nccl";
+  const PipelinedSteps steps = run_pipelined(schedule, work, o.warmup, o.steps, ranks);
 
   r.step_seconds = steps.seconds;
   r.step = bench::summarize(steps.seconds);
@@ -136,6 +138,22 @@ ScheduleResult run_schedule(const std::string& name, const BenchOptions& o, cons
   r.loss = steps.loss;
   analyse(r, schedule, steps);
   if (!o.trace_dir.empty()) write_trace_files(r, schedule, steps, o.trace_dir);
+  r.dp_saved = kNaN;
+  if (o.replicas > 1) {
+    // Two whole runs, each with its own warm-up and fresh communicators; the same data and model.
+    ranks.replicas = o.replicas;
+    progress << "bench pipeline: " << name << " with " << o.replicas << " replicas, reductions overlapped, then at the end\n"
+             << std::flush;
+    ranks.overlap = true;
+    const PipelinedSteps overlapped = run_pipelined(schedule, work, o.warmup, o.steps, ranks);
+    ranks.overlap = false;
+    const PipelinedSteps at_end = run_pipelined(schedule, work, o.warmup, o.steps, ranks);
+    r.dp_overlapped = bench::summarize(overlapped.seconds);
+    r.dp_at_end = bench::summarize(at_end.seconds);
+    r.dp_saved = 1 - r.dp_overlapped.median / r.dp_at_end.median;
+    r.dp_reductions = overlapped.reductions;
+    r.dp_started_early = overlapped.reductions_during_backward;
+  }
   return r;
 }
 

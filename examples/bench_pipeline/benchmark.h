@@ -45,6 +45,13 @@ struct ScheduleResult {
   double exposed_comm = 0;  // median over steps of the ranks' mean exchange share
   double hidden_comm = 0;   // median over steps of (sum of hidden time / sum of exchange time); NaN: none
   double loss = 0;          // the last step's (equal to the unpipelined loss up to rounding)
+
+  // Data parallelism (--replicas R > 1): the same schedule on R x P ranks, its gradient all-reduces
+  // started during the backward (PipelineOptions::overlap_reduce) and all at the end of the step.
+  bench::Summary dp_overlapped, dp_at_end;  // step seconds
+  double dp_saved = 0;         // 1 - overlapped / at_end, of the medians (NaN without replicas)
+  int dp_reductions = 0;       // all-reduces per step, summed over the ranks
+  int dp_started_early = 0;    // of those, started before the step's end when overlapped
   std::vector<std::string> files;  // written to --trace-dir
 };
 

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <utility>
 
+#include "comm/nccl.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "pipeline/schedule.h"
@@ -44,6 +45,16 @@ const std::vector<Flag>& flags() {
       number_flag("--stages", "P", "pipeline ranks P (one thread each)", &BenchOptions::stages, 1, 64),
       number_flag("--microbatches", "M", "micro-batches per step", &BenchOptions::microbatches, 1, 4096),
       number_flag("--chunks", "V", "chunks per rank for interleaved (needs M % P == 0)", &BenchOptions::chunks, 2, 16),
+      number_flag("--replicas", "R",
+                  "data-parallel replicas; R > 1 also times each schedule on R x P ranks with the gradient "
+                  "all-reduces overlapped with the backward and at the end of the step",
+                  &BenchOptions::replicas, 1, 64),
+      {"--transport", "T", "local or nccl (NCCL ranks on the GPUs in turn; one GPU needs NCCL >= 2.30.3)",
+       [](BenchOptions& o, const std::string& v) {
+         if (v != "local" && v != "nccl") bad("--transport", "expected local or nccl, got '" + v + "'");
+         o.transport = v;
+       },
+       [](const BenchOptions& o) { return o.transport; }},
       {"--schedules", "LIST", "comma-separated: naive,gpipe,1f1b,interleaved,zb-h1",
        [](BenchOptions& o, const std::string& v) {
          o.schedules.clear();
@@ -150,6 +161,12 @@ void BenchOptions::resolve() {
                      std::to_string(microbatches) + " equal micro-batches; use a multiple of " +
                      std::to_string(microbatches));
   }
+  if (transport == "nccl" && !d.is_cuda()) {
+    throw UsageError("--transport nccl needs a GPU device (--device " + device + ")");
+  }
+  if (transport == "nccl" && !comm::nccl_available()) {
+    throw UsageError("--transport nccl: this build has no NCCL");
+  }
   if (embd % heads != 0) {
     throw UsageError("--embd " + std::to_string(embd) + " is not divisible by --heads " + std::to_string(heads));
   }
@@ -164,10 +181,12 @@ ParsedBenchArgs parse_bench_args(const std::vector<std::string>& args) {
 std::string bench_usage() {
   std::ostringstream os;
   os << "usage: brigade bench pipeline [flags]\n\n"
-        "Runs real pipeline steps of a GPT for each schedule (P ranks as threads, local communicators;\n"
-        "on a GPU each rank on its own stream) and reports: step time, tokens/s and the speed-up over\n"
-        "the same model unpipelined; the measured bubble against the simulator's prediction from the\n"
-        "measured mean action costs; and how much of each rank's time went to exchanging messages.\n\n"
+        "Runs real pipeline steps of a GPT for each schedule (P ranks as threads, local or NCCL\n"
+        "communicators; on a GPU each rank on its own stream) and reports: step time, tokens/s and the\n"
+        "speed-up over the same model unpipelined; the measured bubble against the simulator's\n"
+        "prediction from the measured mean action costs; how much of each rank's time went to exchanging\n"
+        "messages and how much of that other ranks computed through; and with --replicas, how much step\n"
+        "time starting the gradient all-reduces during the backward saves.\n\n"
         "example: brigade bench pipeline --stages 4 --microbatches 8 --json pipeline.json --trace-dir traces\n\n"
         "flags:\n";
   BenchOptions defaults;

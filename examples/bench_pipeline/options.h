@@ -18,6 +18,8 @@ struct BenchOptions {
   int stages = 4;        // P: pipeline ranks (threads)
   int microbatches = 8;  // M
   int chunks = 2;        // V for interleaved; the other schedules hold one chunk per rank
+  int replicas = 1;      // R > 1: also time each schedule data-parallel, reductions overlapped and not
+  std::string transport = "local";  // "local" (threads hand tensors over) or "nccl"
   std::vector<std::string> schedules;  // empty: all five
   int steps = 0;          // timed steps per schedule; 0: 10 (3 with --quick)
   int warmup = -1;        // untimed steps first; -1: 2 (1 with --quick)

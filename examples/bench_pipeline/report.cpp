@@ -62,7 +62,7 @@ std::string header(const BenchResult& r) {
      << " parameters, " << (o.precision == "bf16" ? "bf16 compute with f32 weights" : "f32") << "\n"
      << "  batch    " << o.batch << " sequences = " << o.microbatches << " micro-batches of " << o.batch / o.microbatches
      << " (" << r.tokens_per_step << " tokens per step)\n"
-     << "  pipeline P=" << o.stages << (o.stages == 1 ? " rank" : " ranks") << " on threads, local communicators; V="
+     << "  pipeline P=" << o.stages << (o.stages == 1 ? " rank" : " ranks") << " on threads, " << (o.transport == "nccl" ? "NCCL" : "local") << " communicators; V="
      << o.chunks
      << " chunks per rank for interleaved; layers split evenly by count\n"
      << "  device   " << o.device << " (" << r.device_name << "), " << r.cpu_threads << " hardware threads, CPU kernels use "
@@ -190,14 +190,38 @@ void schedule_json(std::ostream& os, const ScheduleResult& s) {
        << ", \"exposed_comm\": " << number(d.exchange) << ", \"hidden\": " << number(d.hidden)
        << ", \"peak_stashed\": " << d.peak_stashed << "}";
   }
-  os << "],\n     \"files\": " << array(s.files) << "}";
+  os << "],\n     \"data_parallel\": ";
+  if (std::isfinite(s.dp_saved))
+    os << "{\"at_end\": " << summary(s.dp_at_end) << ", \"overlapped\": " << summary(s.dp_overlapped)
+       << ", \"saved\": " << number(s.dp_saved) << ", \"reductions\": " << s.dp_reductions
+       << ", \"started_during_step\": " << s.dp_started_early << "}";
+  else
+    os << "null";
+  os << ",\n     \"files\": " << array(s.files) << "}";
 }
 
 }  // namespace
 
+std::string replicas_table(const BenchResult& r) {
+  if (r.options.replicas <= 1) return "";
+  std::vector<std::vector<std::string>> rows;
+  for (const ScheduleResult& s : r.schedules) {
+    if (!s.skipped.empty()) continue;
+    rows.push_back({s.name, milliseconds(s.dp_at_end.median), milliseconds(s.dp_overlapped.median),
+                    percent(s.dp_saved), std::to_string(s.dp_started_early) + " of " + std::to_string(s.dp_reductions)});
+  }
+  return "data parallelism: " + std::to_string(r.options.replicas) + " replicas x P=" +
+         std::to_string(r.options.stages) + " over " + r.options.transport +
+         " (step ms, medians; 'saved': the step time the overlap hid)\n" +
+         format_table({{"schedule"}, {"reduce at end", true}, {"overlapped", true}, {"saved", true},
+                       {"started during the step", true}},
+                      rows) +
+         "\n";
+}
+
 std::string result_text(const BenchResult& r) {
   std::ostringstream os;
-  os << header(r) << main_table(r) << "\n" << costs_table(r) << "\n" << ranks_table(r) << "\n";
+  os << header(r) << main_table(r) << "\n" << costs_table(r) << "\n" << ranks_table(r) << "\n" << replicas_table(r);
   for (const auto& [name, meaning] : kDefinitions) {
     os << "  " << std::left << std::setw(14) << name << meaning << "\n";
   }
@@ -222,6 +246,7 @@ std::string result_json(const BenchResult& r) {
      << ", \"seq\": " << o.seq << ", \"vocab\": " << o.vocab << ", \"parameters\": " << r.parameters
      << ", \"precision\": " << json_string(o.precision) << "},\n"
      << "  \"batch\": " << o.batch << ", \"tokens_per_step\": " << r.tokens_per_step << ",\n"
+     << "  \"transport\": " << json_string(o.transport) << ", \"replicas\": " << o.replicas << ",\n"
      << "  \"stages\": " << o.stages << ", \"microbatches\": " << o.microbatches << ", \"chunks\": " << o.chunks
      << ", \"steps\": " << o.steps << ", \"warmup\": " << o.warmup << ",\n"
      << "  \"definitions\": {";

@@ -10,6 +10,7 @@
 
 #include "autograd/tape.h"
 #include "comm/local.h"
+#include "comm/nccl.h"
 #include "core/error.h"
 #include "core/factory.h"
 #include "core/stream.h"
@@ -73,38 +74,66 @@ Workload make_workload(const nn::GPTConfig& model, int64_t batch, int64_t seq, i
   return w;
 }
 
-PipelinedSteps run_pipelined(const pipeline::Schedule& schedule, const Workload& work, int warmup, int steps) {
-  const int P = schedule.ranks();
+PipelinedSteps run_pipelined(const pipeline::Schedule& schedule, const Workload& work, int warmup, int steps,
+                             const Ranks& layout) {
+  const int P = schedule.ranks() * layout.replicas;  // every rank of the world
   const Device device = work.model.device;
-  // One GPU: every rank on it, each with its own stream (OwnStream below).
-  auto comms = device.is_cuda() ? comm::local_group(std::vector<Device>(size_t(P), device)) : comm::local_group(P);
+  std::vector<std::unique_ptr<comm::Communicator>> comms;
+  if (layout.nccl) {
+    BRIGADE_CHECK(device.is_cuda(), "bench pipeline: NCCL ranks need a GPU workload, not ", device.str());
+    std::vector<Device> devices;
+    for (int r = 0; r < P; ++r) devices.push_back(Device::cuda((device.index + r) % cuda_device_count()));
+    comms = comm::nccl_group(devices, std::chrono::seconds(120));
+  } else {
+    // One GPU: every rank on it, each with its own stream (OwnStream below).
+    comms = device.is_cuda() ? comm::local_group(std::vector<Device>(size_t(P), device)) : comm::local_group(P);
+  }
   const pipeline::Partition partition = pipeline::partition_uniform(work.model.n_layer + 2, schedule.stages());
 
   PipelinedSteps out;
   out.traces.resize(size_t(steps));
-  out.peak_stashed.assign(size_t(P), 0);
+  out.peak_stashed.assign(size_t(schedule.ranks()), 0);
   const size_t ranks = static_cast<size_t>(P);
   std::vector<std::vector<double>> seconds(ranks, std::vector<double>(static_cast<size_t>(steps)));
   std::vector<std::string> errors(ranks);
 
+  std::vector<int> reductions(ranks, 0), early(ranks, 0);
+
   auto rank_main = [&](int rank) {
     comm::Communicator& comm = *comms[size_t(rank)];
     try {
-      OwnStream stream(device);
-      // Every rank builds the whole model from the same seed and keeps its chunks (gpt_stages.h).
-      nn::GPT model(work.model);
-      pipeline::GptStages mine = pipeline::gpt_stages(model, partition, schedule.layout, rank);
+      const Device mine_on = comm.device();
+      OwnStream stream(mine_on);
+      std::shared_ptr<pipeline::PipelineGroups> split;
       pipeline::PipelineGroups groups;
       groups.pipeline = &comm;
+      if (layout.replicas > 1) {
+        split = pipeline::PipelineGroups::split(comm, schedule.ranks());
+        groups.pipeline = split->pipeline;
+        groups.replicas = split->replicas;
+        groups.replica = split->replica;
+      }
+      // Every rank builds the whole model from the same seed and keeps its chunks (gpt_stages.h).
+      nn::GPTConfig config = work.model;
+      config.device = mine_on;
+      nn::GPT model(config);
+      pipeline::GptStages mine = pipeline::gpt_stages(model, partition, schedule.layout, groups.pipeline->rank());
       pipeline::PipelineOptions options;
       options.trace = true;
       options.ties = mine.ties;
+      options.overlap_reduce = layout.overlap;
       pipeline::Pipeline pipe(groups, schedule, mine.chunks, mine.loss, options);
+      // The batch, on this rank's GPU when it is another (every replica runs the same batch).
+      std::vector<Tensor> inputs = work.inputs, targets = work.targets;
+      if (mine_on != device) {
+        for (Tensor& t : inputs) t = t.to(mine_on);
+        for (Tensor& t : targets) t = t.to(mine_on);
+      }
       for (int step = 0; step < warmup + steps; ++step) {
         model.zero_grad();
         comm.barrier();  // a common start, so the slowest rank's time is the step's
         const Clock::time_point start = Clock::now();
-        const pipeline::StepStats stats = pipe.forward_backward(work.inputs, work.targets);
+        const pipeline::StepStats stats = pipe.forward_backward(inputs, targets);
         stream.synchronize();
         const double elapsed = seconds_since(start);
         if (step < warmup) continue;
@@ -116,7 +145,10 @@ PipelinedSteps run_pipelined(const pipeline::Schedule& schedule, const Workload&
           out.traces[i] = pipe.last_trace();
           out.loss = stats.loss;
         }
-        out.peak_stashed[size_t(rank)] = std::max(out.peak_stashed[size_t(rank)], stats.peak_stashed);
+        if (rank < schedule.ranks())
+          out.peak_stashed[size_t(rank)] = std::max(out.peak_stashed[size_t(rank)], stats.peak_stashed);
+        reductions[size_t(rank)] = stats.reductions;
+        early[size_t(rank)] = stats.reductions_during_backward;
       }
     } catch (const std::exception& e) {
       errors[size_t(rank)] = e.what();
@@ -130,9 +162,13 @@ PipelinedSteps run_pipelined(const pipeline::Schedule& schedule, const Workload&
   std::string failures;
   for (int r = 0; r < P; ++r)
     if (!errors[size_t(r)].empty()) failures += "\n  rank " + std::to_string(r) + ": " + errors[size_t(r)];
-  BRIGADE_CHECK(failures.empty(), "schedule '", schedule.name, "' (P=", P,
+  BRIGADE_CHECK(failures.empty(), "schedule '", schedule.name, "' (P=", schedule.ranks(), ", R=", layout.replicas,
                 ", M=", schedule.microbatches, ", V=", schedule.chunks(), ") failed:", failures);
 
+  for (size_t r = 0; r < ranks; ++r) {
+    out.reductions += reductions[r];
+    out.reductions_during_backward += early[r];
+  }
   for (size_t i = 0; i < size_t(steps); ++i) {
     double slowest = 0;
     for (const auto& rank_seconds : seconds) slowest = std::max(slowest, rank_seconds[i]);

@@ -31,13 +31,25 @@ struct PipelinedSteps {
   std::vector<double> seconds;          // per timed step: the slowest rank's wall time
   std::vector<pipeline::Trace> traces;  // per timed step: every rank's events
   std::vector<int> peak_stashed;        // per rank: most micro-batch activations held at once
+  int reductions = 0;                   // data parallelism, the last step, summed over the ranks:
+  int reductions_during_backward = 0;   //   all-reduces, and those started before the step's end
   double loss = 0;                      // the last step's mean loss
 };
 
-// `warmup` untimed steps, then `steps` timed ones, of `schedule` on schedule.ranks() threads with
-// local communicators. On a GPU every rank thread runs on a stream of its own. Throws an Error
-// naming the schedule and the rank(s) that failed.
-PipelinedSteps run_pipelined(const pipeline::Schedule& schedule, const Workload& work, int warmup, int steps);
+// How the ranks are connected: `replicas` copies of the pipeline averaging their gradients
+// (PipelineOptions::overlap_reduce = `overlap`), over local communicators or NCCL.
+struct Ranks {
+  int replicas = 1;
+  bool nccl = false;
+  bool overlap = true;
+};
+
+// `warmup` untimed steps, then `steps` timed ones, of `schedule` on replicas x schedule.ranks()
+// threads. On a GPU every rank thread runs on a stream of its own (local ranks all on the workload's
+// GPU, NCCL ranks on the GPUs in turn from it). Throws an Error naming the schedule and the rank(s)
+// that failed.
+PipelinedSteps run_pipelined(const pipeline::Schedule& schedule, const Workload& work, int warmup, int steps,
+                             const Ranks& ranks = {});
 
 struct UnpipelinedSteps {
   std::vector<double> seconds;  // per timed step
