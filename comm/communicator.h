@@ -90,9 +90,12 @@ class Communicator {
   virtual bool queues_sends() const { return false; }
 
   // ---- point to point ----
-  // send() returns once the tensor may be reused (gloo: the bytes are out; nccl: the copy is queued
-  // on the GPU; local: the tensor is in the receiver's mailbox — see comm/local.h: don't modify it
-  // in place afterwards). recv() blocks until the message is in.
+  // send() returns once the tensor may be dropped (gloo: the bytes are out; nccl: the transfer is
+  // queued on the communicator's stream, which keeps the tensor alive until it is done; local: the
+  // tensor is in the receiver's mailbox). Don't modify a sent tensor in place afterwards: local
+  // hands the very tensor over (comm/local.h), and NCCL may still be reading it (the caller's
+  // stream waits for an exchange only when it receives something). recv() blocks until the
+  // message is in.
   void send(const Tensor& t, int peer, int tag = 0, Shapes shapes = Shapes::fixed);
   Tensor recv(int peer, int tag = 0, Shapes shapes = Shapes::fixed);
   void recv_into(const Tensor& out, int peer, int tag = 0, Shapes shapes = Shapes::fixed);

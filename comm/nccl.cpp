@@ -170,7 +170,13 @@ class NcclCommunicator final : public Communicator {
                                        raw()));
       }
     });
-    finish(batch, deadline, std::move(keep));
+    // The caller's stream waits only for what it will read: an exchange of sends alone is followed by
+    // the watchdog (which keeps the tensors alive until NCCL is done with them) while the caller
+    // computes on — the next forward need not wait for a neighbour to take the last activation.
+    const bool receives = std::any_of(transfers.begin(), transfers.end(),
+                                      [](const Transfer& t) { return t.op->kind == P2P::Kind::recv; });
+    if (receives) finish(batch, deadline, std::move(keep));
+    else follow(batch, deadline, stream_, std::move(keep));
   }
 
   void run_all_reduce(const Tensor& t, ReduceOp op, const Deadline& deadline) override {

@@ -22,6 +22,7 @@
 #include "pipeline/runtime.h"
 #include "pipeline/simulator.h"
 #include "test_util.h"
+#include "skip_model.h"
 
 using namespace brigade;
 using namespace brigade::pipeline;
@@ -427,46 +428,6 @@ TEST_CASE("runtime: data parallelism averages replicas to the one-device gradien
   }
 }
 
-namespace {
-
-// A small MLP with a skip connection from stage 1 to stage 3: layer 1 stashes its input, layer 3
-// adds it back.
-struct Stasher : nn::Module {
-  std::shared_ptr<nn::Linear> fc;
-  explicit Stasher(const nn::Init& init) { fc = register_module("fc", std::make_shared<nn::Linear>(6, 6, true, init)); }
-  Tensor forward(const Tensor& x) override {
-    pipeline::stash("early", x);
-    return tanh(fc->forward(x));
-  }
-};
-struct Popper : nn::Module {
-  std::shared_ptr<nn::Linear> fc;
-  explicit Popper(const nn::Init& init) { fc = register_module("fc", std::make_shared<nn::Linear>(6, 6, true, init)); }
-  Tensor forward(const Tensor& x) override { return fc->forward(x + pipeline::pop("early")); }
-};
-struct Dense : nn::Module {
-  std::shared_ptr<nn::Linear> fc;
-  Dense(int64_t in, int64_t out, const nn::Init& init) {
-    fc = register_module("fc", std::make_shared<nn::Linear>(in, out, true, init));
-  }
-  Tensor forward(const Tensor& x) override { return tanh(fc->forward(x)); }
-};
-
-Layers skip_model() {
-  Generator generator(5);  // every call builds the same weights
-  nn::Init init;
-  init.generator = &generator;
-  return {std::make_shared<Dense>(4, 6, init), std::make_shared<Stasher>(init), std::make_shared<Dense>(6, 6, init),
-          std::make_shared<Popper>(init), std::make_shared<Dense>(6, 3, init)};
-}
-
-Tensor mse(const Tensor& y, const Tensor& target) {
-  Tensor d = y - target;
-  return mean(d * d);
-}
-
-}  // namespace
-
 TEST_CASE("runtime: a skip connection across stages gives one device's gradients", "[pipeline][runtime]") {
   const int M = 4;
   std::vector<Tensor> inputs, targets;
@@ -475,7 +436,7 @@ TEST_CASE("runtime: a skip connection across stages gives one device's gradients
     targets.push_back(test::random({3, 3}, uint64_t(70 + m), DType::f32));
   }
   // One device, inside a SkipScope.
-  Layers ref = skip_model();
+  Layers ref = test::skip_model();
   for (int m = 0; m < M; ++m) {
     Tape tape;
     Tensor loss;
@@ -484,7 +445,7 @@ TEST_CASE("runtime: a skip connection across stages gives one device's gradients
       SkipScope scope;
       Tensor x = inputs[size_t(m)];
       for (auto& layer : ref) x = layer->forward(x);
-      loss = mse(x, targets[size_t(m)]);
+      loss = test::mse(x, targets[size_t(m)]);
     }
     tape.backward({loss}, {full({}, 1.0 / M)});
   }
@@ -506,12 +467,12 @@ TEST_CASE("runtime: a skip connection across stages gives one device's gradients
       auto comms = comm::local_group(c.P);
       std::vector<std::vector<double>> got(5), got_bias(5);
       auto errors = test::run_ranks(comms, [&](comm::Communicator& comm) {
-        Layers layers = skip_model();
+        Layers layers = test::skip_model();
         PipelineGroups groups;
         groups.pipeline = &comm;
         PipelineOptions options;
         options.skips = {{"early", from, to}};
-        Pipeline pipe(groups, schedule, rank_chunks(layers, partition, schedule.layout, comm.rank()), mse, options);
+        Pipeline pipe(groups, schedule, rank_chunks(layers, partition, schedule.layout, comm.rank()), test::mse, options);
         pipe.forward_backward(inputs, targets);
         for (int64_t l = 0; l < 5; ++l) {
           if (schedule.layout.rank_of(int(partition.stage_of_layer(l))) != comm.rank()) continue;

@@ -3,8 +3,10 @@
 // the local backend's event hand-over. Run by tests/gpu_main.cpp, which skips without a GPU.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <iostream>
+#include <mutex>
 #include <thread>
 
 #include "brigade.h"
@@ -13,6 +15,7 @@
 #include "core/stream.h"
 #include "pipeline/exchange.h"
 #include "../pipeline_step.h"
+#include "../skip_model.h"
 
 using namespace brigade;
 using test::all_ok;
@@ -223,6 +226,47 @@ TEST_CASE("gpu comm: one rank per GPU in one process", "[gpu][comm][nccl]") {
   check_conversation(results);
 }
 
+TEST_CASE("gpu comm: an nccl send leaves the caller's stream free; a receive does not", "[gpu][comm][nccl]") {
+  // Rank 1 posts its receive two seconds late. Rank 0's stream must finish the work it queued after
+  // its send long before that (the send runs on the communicator's stream); rank 1's stream must not
+  // pass its receive before the data is in.
+  const int gpus = cuda_device_count();
+  if (gpus < 2 && !comm::nccl_multi_rank_per_gpu()) {
+    WARN("one GPU and NCCL " << comm::nccl_version() << " < 2.30.3: no two-rank NCCL group");
+    return;
+  }
+  auto comms = comm::nccl_group({Device::cuda(0), Device::cuda(1 % gpus)});
+  std::atomic<bool> posted{false};
+  bool done_before_receiver = false;
+  std::vector<double> received, computed;
+  auto errors = test::run_ranks(comms, [&](comm::Communicator& c) {
+    Stream stream = Stream::create(c.device());
+    StreamGuard on(stream);
+    if (c.rank() == 0) {
+      Tensor x = full({1000}, 3.0, DType::f32, c.device());
+      c.send(x, 1);
+      Tensor after = ops::scale_shift(x, 2.0, 1.0);  // reads x, as NCCL does: allowed
+      Event queued = Event::create(c.device());
+      queued.record(stream);
+      queued.synchronize();
+      done_before_receiver = !posted.load();
+      computed = after.to_vector();
+    } else {
+      std::this_thread::sleep_for(std::chrono::seconds(2));
+      posted = true;
+      Tensor got = c.recv(0);
+      received = ops::scale_shift(got, 1.0, 1.0).to_vector();  // ordered after the receive
+    }
+  });
+  REQUIRE(all_ok(errors));
+  CHECK(done_before_receiver);
+  REQUIRE(computed.size() == 1000);
+  CHECK(computed[999] == 7.0);
+  REQUIRE(received.size() == 1000);
+  CHECK(received[0] == 4.0);
+  CHECK(received[999] == 4.0);
+}
+
 TEST_CASE("gpu comm: every schedule runs on NCCL ranks as on local threads, bit for bit", "[gpu][comm][nccl][pipeline]") {
   // The NCCL transport against the local one, both on GPUs with a stream per rank: the same kernels
   // in the same order, so the same bits. NCCL matches a pair's sends and receives by order, and its
@@ -252,6 +296,89 @@ TEST_CASE("gpu comm: every schedule runs on NCCL ranks as on local threads, bit 
         }
         REQUIRE(got.losses == want.losses);
         REQUIRE(got.grads == want.grads);
+      }
+    }
+  }
+}
+
+TEST_CASE("gpu comm: skip connections on NCCL ranks equal local threads bit for bit", "[gpu][comm][nccl][pipeline]") {
+  // The skip's tensor travels in the same bundle as the activation, through the stages between,
+  // with a header of its own when shapes vary (tests/skip_model.h: layer 1 stashes, layer 3 pops).
+  const int gpus = cuda_device_count();
+  struct Config {
+    pipeline::ScheduleKind kind;
+    int P, V;
+    std::vector<int64_t> bounds;
+  };
+  const int M = 4;
+  for (const Config& c : {Config{pipeline::ScheduleKind::one_f_one_b, 4, 1, {0, 1, 2, 3, 5}},
+                          Config{pipeline::ScheduleKind::zb_h1, 3, 1, {0, 2, 3, 5}},
+                          Config{pipeline::ScheduleKind::interleaved, 2, 2, {0, 1, 2, 4, 5}}}) {
+    if (c.P > gpus && !comm::nccl_multi_rank_per_gpu()) {
+      WARN(gpus << " GPU(s) and NCCL " << comm::nccl_version() << " < 2.30.3: skipping P=" << c.P);
+      continue;
+    }
+    for (bool varying : {false, true}) {
+      DYNAMIC_SECTION(pipeline::schedule_name(c.kind) << " P=" << c.P << " V=" << c.V
+                                                      << (varying ? " varying" : " fixed")) {
+        std::vector<Tensor> inputs, targets;
+        for (int m = 0; m < M; ++m) {
+          const int64_t rows = varying ? 2 + m % 3 : 3;
+          Generator gen(uint64_t(60 + m));
+          inputs.push_back(randn({rows, 4}, DType::f32, Device::cpu(), &gen));
+          targets.push_back(randn({rows, 3}, DType::f32, Device::cpu(), &gen));
+        }
+        pipeline::Partition partition;
+        partition.bounds = c.bounds;
+        const pipeline::Schedule schedule = pipeline::make_schedule(c.kind, c.P, M, c.V);
+        const int from = int(partition.stage_of_layer(1)), to = int(partition.stage_of_layer(3));
+        std::vector<Device> devices;
+        for (int r = 0; r < c.P; ++r) devices.push_back(Device::cuda(r % gpus));
+        // Every layer's weight gradients, by layer, from the rank that holds it.
+        auto step = [&](std::vector<std::unique_ptr<comm::Communicator>>& comms) {
+          std::vector<std::vector<double>> grads(10);
+          std::mutex mutex;
+          auto errors = test::run_ranks(comms, [&](comm::Communicator& comm) {
+            Stream stream = Stream::create(comm.device());
+            StreamGuard on(stream);
+            pipeline::Layers layers = test::skip_model(comm.device());
+            pipeline::PipelineGroups groups;
+            groups.pipeline = &comm;
+            pipeline::PipelineOptions options;
+            options.skips = {{"early", from, to}};
+            options.variable_shapes = varying;
+            pipeline::Pipeline pipe(groups, schedule,
+                                    pipeline::rank_chunks(layers, partition, schedule.layout, comm.rank()), test::mse,
+                                    options);
+            std::vector<Tensor> mine_in, mine_out;
+            for (int m = 0; m < M; ++m) {
+              mine_in.push_back(inputs[size_t(m)].to(comm.device()));
+              mine_out.push_back(targets[size_t(m)].to(comm.device()));
+            }
+            pipe.forward_backward(mine_in, mine_out);
+            std::lock_guard<std::mutex> lock(mutex);
+            for (int64_t l = 0; l < 5; ++l) {
+              if (schedule.layout.rank_of(int(partition.stage_of_layer(l))) != comm.rank()) continue;
+              auto* fc = dynamic_cast<nn::Linear*>(layers[size_t(l)]->named_children()[0].second.get());
+              grads[size_t(2 * l)] = fc->weight.grad().to_vector();
+              grads[size_t(2 * l + 1)] = fc->bias.grad().to_vector();
+            }
+          });
+          for (size_t r = 0; r < errors.size(); ++r) {
+            INFO("rank " << r << ": " << errors[r]);
+            REQUIRE(errors[r].empty());
+          }
+          return grads;
+        };
+        auto local = comm::local_group(devices);
+        const auto want = step(local);
+        auto nccl = comm::nccl_group(devices, std::chrono::seconds(60));
+        const auto got = step(nccl);
+        for (size_t i = 0; i < want.size(); ++i) {
+          INFO("layer " << i / 2 << (i % 2 ? " bias" : " weight"));
+          REQUIRE(!want[i].empty());
+          REQUIRE(got[i] == want[i]);
+        }
       }
     }
   }
