@@ -71,7 +71,7 @@ std::string nccl_error(ncclComm_t comm, ncclResult_t result) {
 }
 
 // The configuration of the communicator that carries only headers: 64-byte messages need no more
-// than one block per channel.
+// than one thread block (so one channel) in all.
 ncclConfig_t header_config() {
   ncclConfig_t config = nonblocking_config();
   config.minCTAs = 1;
@@ -94,13 +94,13 @@ class NcclCommunicator final : public Communicator {
   NcclCommunicator(NcclPair comms, int rank, int size, Device device, Milliseconds timeout)
       : Communicator("nccl", rank, size, device, timeout),
         comm_(comms.data),
-        header_comm_(comms.headers),
-        stream_(Stream::create(device)),
-        header_stream_(Stream::create(device)) {
+        header_comm_(comms.headers) {
     // Pinned memory for arriving headers, allocated once, here: allocating or freeing it later may
     // wait for the whole device (CUDA's implicit synchronisation), including an NCCL kernel that
     // waits for a peer which waits for this rank — a hang found on the emulator.
     try {
+      stream_ = Stream::create(device);
+      header_stream_ = Stream::create(device);
       BRIGADE_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&pinned_), kPinnedHeaders * sizeof(WireHeader)));
     } catch (...) {
       ncclCommAbort(comm_);  // ours now: nobody else would end them
@@ -242,35 +242,45 @@ class NcclCommunicator final : public Communicator {
     // this function has returned, so on a timeout it is left behind on purpose.
     // Both communicators split alike, data first (every rank in the same order).
     NcclPair made;
+    auto abort_made = [&] {
+      for (ncclComm_t c : {made.data, made.headers})
+        if (c != nullptr) ncclCommAbort(c);
+    };
     for (bool headers : {false, true}) {
-      ncclComm_t parent = headers ? header_comm_ : comm_;
       ncclConfig_t config = headers ? header_config() : nonblocking_config();
-      auto* child = new ncclComm_t(nullptr);
       ncclResult_t result;
+      std::string error;
+      auto* child = new ncclComm_t(nullptr);
       {
+        // The parent is read, used and asked for its error under the lock: an abort (the watchdog's,
+        // a peer's failure) frees it.
         std::lock_guard<std::mutex> lock(mutex_);
-        BRIGADE_CHECK(parent != nullptr, w, ": the communicator was aborted");
+        ncclComm_t parent = headers ? header_comm_ : comm_;
+        if (parent == nullptr) {
+          delete child;
+          abort_made();
+          fail(w, ": the communicator was aborted");
+        }
         result = ncclCommSplit(parent, members.empty() ? NCCL_SPLIT_NOCOLOR : color, key, child, &config);
         if (result == ncclInProgress) result = poll_ready(parent, deadline);
         if (result == ncclSuccess && *child != nullptr) result = poll_ready(*child, deadline);
+        if (result != ncclSuccess && result != ncclInProgress) error = nccl_error(parent, result);
       }
       if (result == ncclInProgress) {
-        if (made.data != nullptr) ncclCommAbort(made.data);
+        abort_made();
         abort(w + " timed out");  // stops the parent's job, so it writes nothing more
         fail_timeout(w, deadline);
       }
       (headers ? made.headers : made.data) = *child;
       delete child;
       if (result != ncclSuccess) {
-        for (ncclComm_t c : {made.data, made.headers})
-          if (c != nullptr) ncclCommAbort(c);
-        fail(w, ": ", nccl_error(parent, result));
+        abort_made();
+        fail(w, ": ", error);
       }
     }
     if (members.empty()) return nullptr;
     if (made.data == nullptr || made.headers == nullptr) {
-      for (ncclComm_t c : {made.data, made.headers})
-        if (c != nullptr) ncclCommAbort(c);
+      abort_made();
       fail(w, ": NCCL reported success but made no communicator");
     }
     int index = int(std::find(members.begin(), members.end(), rank()) - members.begin());
@@ -288,7 +298,7 @@ class NcclCommunicator final : public Communicator {
 
  private:
   struct InFlight {
-    Event done;  // recorded on stream_ after the transfer
+    Event done;  // recorded after the transfer, on the stream it ran on (data or headers)
     Clock::time_point deadline;
     Milliseconds timeout;
     std::string what;
@@ -312,6 +322,7 @@ class NcclCommunicator final : public Communicator {
   void enqueue(const std::string& w, const Deadline& deadline, Fn&& calls, bool headers = false) {
     ncclResult_t result;
     ncclComm_t comm = nullptr;
+    std::string error;
     {
       std::lock_guard<std::mutex> lock(mutex_);  // abort must not free the communicators under our feet
       comm = headers ? header_comm_ : comm_;
@@ -325,9 +336,11 @@ class NcclCommunicator final : public Communicator {
       }
       result = ncclGroupEnd();
       if (result == ncclInProgress) result = poll_ready(comm, deadline);
+      // Read NCCL's words while the handle is surely alive: the watchdog may abort it once we let go.
+      if (result != ncclSuccess && result != ncclInProgress) error = nccl_error(comm, result);
     }
     if (result == ncclInProgress) fail_timeout(w, deadline, " while NCCL was queuing the transfer");
-    if (result != ncclSuccess) fail(w, ": ", nccl_error(comm, result));
+    if (result != ncclSuccess) fail(w, ": ", error);
   }
 
   // The watchdog follows what was queued on `stream` until it completes; `keep` stays alive until then.
@@ -462,8 +475,8 @@ class NcclCommunicator final : public Communicator {
     }
   }
 
-  // The watchdog: retires finished transfers; aborts the communicator when the oldest unfinished one
-  // is past its deadline or NCCL reports an asynchronous error (a peer died, a network failed).
+  // The watchdog: retires finished transfers; aborts the communicator when any unfinished one is
+  // past its deadline or NCCL reports an asynchronous error (a peer died, a network failed).
   void watch() {
     std::unique_lock<std::mutex> lock(mutex_);
     while (!stopping_) {
@@ -555,29 +568,29 @@ std::unique_ptr<Communicator> nccl_communicator(std::shared_ptr<Store> store, in
   const std::string prefix = "nccl/" + std::to_string(communicators_created++);
   NcclPair comms;
   cuda::DeviceGuard guard(device.index);
-  for (bool headers : {false, true}) {
-    const std::string key = prefix + (headers ? "/header_id" : "/unique_id");
-    ncclUniqueId id;
-    if (rank == 0) {
-      BRIGADE_NCCL_CHECK(ncclGetUniqueId(&id));
-      store->set(key, std::string(reinterpret_cast<const char*>(&id), sizeof id));
-    } else {
-      std::string bytes = store->get(key, deadline);
-      BRIGADE_CHECK(bytes.size() == sizeof id, w, ": the unique id in ", store->str(), " has ", bytes.size(),
-                    " bytes, expected ", sizeof id);
-      std::memcpy(&id, bytes.data(), sizeof id);
+  try {
+    for (bool headers : {false, true}) {
+      const std::string key = prefix + (headers ? "/header_id" : "/unique_id");
+      ncclUniqueId id;
+      if (rank == 0) {
+        BRIGADE_NCCL_CHECK(ncclGetUniqueId(&id));
+        store->set(key, std::string(reinterpret_cast<const char*>(&id), sizeof id));
+      } else {
+        std::string bytes = store->get(key, deadline);
+        BRIGADE_CHECK(bytes.size() == sizeof id, w, ": the unique id in ", store->str(), " has ", bytes.size(),
+                      " bytes, expected ", sizeof id);
+        std::memcpy(&id, bytes.data(), sizeof id);
+      }
+      ncclConfig_t config = headers ? header_config() : nonblocking_config();
+      ncclComm_t comm = nullptr;
+      // Two statements: `comm` must be read after the call has written it (argument order is unspecified).
+      ncclResult_t started = ncclCommInitRankConfig(&comm, size, id, rank, &config);
+      settle(comm, started, deadline, w + (headers ? " (its header communicator)" : ""));  // aborts it on failure
+      (headers ? comms.headers : comms.data) = comm;
     }
-    ncclConfig_t config = headers ? header_config() : nonblocking_config();
-    ncclComm_t comm = nullptr;
-    // Two statements: `comm` must be read after the call has written it (argument order is unspecified).
-    ncclResult_t started = ncclCommInitRankConfig(&comm, size, id, rank, &config);
-    try {
-      settle(comm, started, deadline, w + (headers ? " (its header communicator)" : ""));
-    } catch (...) {
-      if (comms.data != nullptr) ncclCommAbort(comms.data);
-      throw;
-    }
-    (headers ? comms.headers : comms.data) = comm;
+  } catch (...) {
+    if (comms.data != nullptr) ncclCommAbort(comms.data);  // the first, when the second failed
+    throw;
   }
   return std::make_unique<NcclCommunicator>(comms, rank, size, device, timeout);
 }
@@ -608,17 +621,17 @@ std::vector<std::unique_ptr<Communicator>> nccl_group(const std::vector<Device>&
       for (ncclComm_t& comm : list)
         if (comm != nullptr) ncclCommAbort(comm), comm = nullptr;
   };
-  for (int k = 0; k < 2; ++k) {
-    ncclUniqueId id;
-    BRIGADE_NCCL_CHECK(ncclGetUniqueId(&id));
-    ncclConfig_t config = k == 1 ? header_config() : nonblocking_config();
-    BRIGADE_NCCL_CHECK(ncclGroupStart());
-    for (int r = 0; r < n; ++r) {
-      cuda::DeviceGuard guard(devices[size_t(r)].index);
-      started[k][size_t(r)] = ncclCommInitRankConfig(&comms[k][size_t(r)], n, id, r, &config);
-    }
-    ncclResult_t ended = ncclGroupEnd();
-    try {
+  try {
+    for (int k = 0; k < 2; ++k) {
+      ncclUniqueId id;
+      BRIGADE_NCCL_CHECK(ncclGetUniqueId(&id));
+      ncclConfig_t config = k == 1 ? header_config() : nonblocking_config();
+      BRIGADE_NCCL_CHECK(ncclGroupStart());
+      for (int r = 0; r < n; ++r) {
+        cuda::DeviceGuard guard(devices[size_t(r)].index);
+        started[k][size_t(r)] = ncclCommInitRankConfig(&comms[k][size_t(r)], n, id, r, &config);
+      }
+      ncclResult_t ended = ncclGroupEnd();
       if (ended != ncclInProgress) BRIGADE_NCCL_CHECK(ended);
       for (int r = 0; r < n; ++r) {
         ncclComm_t comm = comms[k][size_t(r)];
@@ -627,10 +640,10 @@ std::vector<std::unique_ptr<Communicator>> nccl_group(const std::vector<Device>&
                w + ", rank " + std::to_string(r) + (k == 1 ? " (its header communicator)" : ""));
         comms[k][size_t(r)] = comm;
       }
-    } catch (...) {
-      abort_all();
-      throw;
     }
+  } catch (...) {
+    abort_all();
+    throw;
   }
   std::vector<std::unique_ptr<Communicator>> result;
   try {

@@ -116,6 +116,18 @@ double Tensor::at(const std::vector<int64_t>& index) const {
   return read_element(*this, off);
 }
 
+Tensor Tensor::host_mirror() const {
+  Storage host = storage().host_mirror();
+  if (!host.defined()) return Tensor();
+  auto view = std::make_shared<TensorImpl>();
+  view->storage = host;
+  view->offset = offset();
+  view->shape = shape();
+  view->strides = strides();
+  view->dtype = dtype();
+  return Tensor(view);
+}
+
 std::vector<double> Tensor::to_vector() const {
   if (!device().is_cpu()) return on_host(*this).to_vector();
   std::vector<double> out;

@@ -97,6 +97,9 @@ class Tensor {
   double at(const std::vector<int64_t>& index) const;  // one element, for tests and printing
   std::vector<double> to_vector() const;       // all elements in row-major order, as f64
   std::string str() const;                     // shape, dtype, device and (truncated) values
+  // This view over a host copy of the storage's bytes, when it keeps a valid one (Storage::
+  // host_mirror: small integer tensors sent from the host); undefined otherwise. Reads no GPU memory.
+  Tensor host_mirror() const;
 
   // ---- autograd ----
   bool requires_grad() const { return impl().requires_grad; }

@@ -31,15 +31,9 @@ CheckedIndices check_indices(const char* op, const Tensor& indices, int64_t limi
   checked.indices = contiguous(to_dtype(indices, DType::i64));
   checked.limit = limit;
   checked.ignore_index = ignore_index;
-  if (Storage host = indices.storage().host_mirror(); host.defined()) {
+  if (Tensor host = indices.host_mirror(); host.defined()) {
     // The same values on the host (Storage::host_mirror): scan them there, without waiting for the GPU.
-    auto impl = std::make_shared<TensorImpl>();
-    impl->storage = host;
-    impl->offset = indices.offset();
-    impl->shape = indices.shape();
-    impl->strides = indices.strides();
-    impl->dtype = indices.dtype();
-    cpu::scan_indices(bad, contiguous(to_dtype(Tensor(impl), DType::i64)), limit, ignore_index);
+    cpu::scan_indices(bad, contiguous(to_dtype(host, DType::i64)), limit, ignore_index);
   } else {
     BRIGADE_DISPATCH(op, checked.indices, scan_indices(bad, checked.indices, limit, ignore_index));
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iostream>
 #include <set>
 
 #include "core/error.h"
@@ -212,6 +213,21 @@ StepStats Pipeline::forward_backward(const std::vector<Tensor>& inputs, const st
     BRIGADE_CHECK(int(targets.size()) == M, "pipeline: schedule '", schedule.name, "' runs M=", M,
                   " micro-batches but rank ", rank(), " (the last stage) was given ", targets.size(), " targets");
 
+  if (!warned_no_host_copy_ && comm.backend() == "nccl" && options_.variable_shapes) {
+    // Index checks of ids and targets the host never saw wait for the GPU (kernels/checked_indices.cpp);
+    // with varying shapes on NCCL that wait can sit behind a transfer whose peer waits for this rank.
+    for (const std::vector<Tensor>* list : {&inputs, &targets})
+      for (const Tensor& t : *list)
+        if (!warned_no_host_copy_ && t.defined() && t.device().is_cuda() && !is_floating(t.dtype()) &&
+            !t.host_mirror().defined()) {
+          warned_no_host_copy_ = true;
+          std::cerr << "brigade: pipeline rank " << rank() << ": " << (list == &inputs ? "an input" : "a target")
+                    << " (" << dtype_name(t.dtype()) << " " << shape_str(t.shape()) << " on " << t.device().str()
+                    << ") keeps no host copy (it was not sent from the host with Tensor::to), so checking its "
+                       "values waits for the GPU; with varying shapes on NCCL that wait can stall the step until "
+                       "the timeout. Copy ids and targets from the host.\n";
+        }
+  }
   StepStats stats;
   try {
     Trace mine;

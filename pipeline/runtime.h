@@ -69,8 +69,9 @@ struct StepStats {
   double loss = 0;                        // mean over micro-batches (and replicas); on every rank
   std::vector<double> microbatch_losses;  // this replica's, in micro-batch order; on every rank
   int peak_stashed = 0;                   // this rank's most (micro-batch, chunk) pairs held at once
-  // Data parallelism: this rank's gradient all-reduces, and how many of them started before its
-  // last action (overlapping the backward: PipelineOptions::overlap_reduce, on NCCL).
+  // Data parallelism: this rank's gradient all-reduces, and how many of them started inside the
+  // step's schedule, each as its chunk's gradients became final (PipelineOptions::overlap_reduce, on
+  // NCCL) rather than after it.
   int reductions = 0;
   int reductions_during_backward = 0;
 };
@@ -117,6 +118,7 @@ class Pipeline {
   std::vector<std::unique_ptr<TieGroup>> ties_;
   std::unique_ptr<ReplicaBuckets> buckets_;  // with several replicas
   Trace trace_;
+  bool warned_no_host_copy_ = false;
 };
 
 // Splits a batch [B, ...] into `microbatches` equal parts along dim 0 (views, no copies). Throws

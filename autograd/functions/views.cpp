@@ -251,12 +251,16 @@ Tensor copy_to_device(const Tensor& x, Device device) {
   std::optional<StreamGuard> on_device;
   if (device.is_cuda()) on_device.emplace(current_stream(device));
   Tensor out = empty(x.shape(), x.dtype(), device);
-  if (x.device().is_cpu() && device.is_cuda() && !is_floating(x.dtype()) && x.nbytes() <= kMirroredBytes) {
+  if (device.is_cuda() && !is_floating(x.dtype()) && x.nbytes() <= kMirroredBytes) {
     // A private snapshot: the caller may change x after this returns, the GPU copy keeps these values.
-    Tensor snapshot = ops::clone(x);
-    ops::copy_(out, snapshot);
-    out.storage().set_host_mirror(snapshot.storage());
-    return out;
+    // From another GPU, the source's own host copy serves, when it keeps one.
+    Tensor from_host = x.device().is_cpu() ? x : x.host_mirror();
+    if (from_host.defined()) {
+      Tensor snapshot = ops::clone(from_host);
+      ops::copy_(out, x.device().is_cpu() ? snapshot : x);
+      out.storage().set_host_mirror(snapshot.storage());
+      return out;
+    }
   }
   ops::copy_(out, x);
   return out;

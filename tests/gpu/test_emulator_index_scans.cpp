@@ -104,3 +104,23 @@ TEST_CASE("index scans: ids copied from the host are checked there, without wait
   }
   CHECK(again.to_vector() == ops::embedding(weight.to(Device::cpu()), full_like(ids, 2)).to_vector());
 }
+
+TEST_CASE("index scans: the host copy travels with a copy to another GPU", "[gpu][emulator][async][indices]") {
+  if (!asynchronous() || cuda_device_count() < 2) return;
+  const Device first = Device::cuda(0), second = Device::cuda(1);
+  Tensor ids = from_vector(std::vector<int64_t>{3, 1, 4, 1, 5, 9}, {6}, DType::i64).to(first);
+  Stream stream = Stream::create(second);
+  StreamGuard on(stream);
+  Tensor weight = randn({10, 4}, DType::f32).to(second);
+  Tensor moved = ids.slice(0, 2, 6).to(second);  // queued behind nothing yet: copied at once
+  stream.synchronize();
+  Tensor rows;
+  {
+    HeldStream hold(stream, std::chrono::seconds(3));
+    rows = ops::embedding(weight, moved);
+    CHECK(hold.held());
+  }
+  Tensor expected =
+      ops::embedding(weight.to(Device::cpu()), from_vector(std::vector<int64_t>{4, 1, 5, 9}, {4}, DType::i64));
+  CHECK(rows.to_vector() == expected.to_vector());
+}
