@@ -109,14 +109,22 @@ stage_nccl() {
     return 1
   fi
   local src=$nccl_built-src
-  rm -rf "$src" "$nccl_built" && mkdir -p "$src"
+  rm -rf "$src" "$src-cuda-include" "$nccl_built" && mkdir -p "$src"
   # Only the kernels comm/nccl.cpp launches (send/recv, broadcast, all-reduce sum, and average = a
   # pre-multiplied sum for floats): 24 generated device files instead of 131, which is what makes
   # the build fit one 10-minute command. BRIGADE_NCCL_ONLY_FUNCS=all builds everything.
   local only=${BRIGADE_NCCL_ONLY_FUNCS-"SendRecv|Broadcast * *|AllReduce Sum * * *|AllReduce PreMulSum * * *"}
   [[ $only == all ]] && only=""
+  # The toolkit's include directory without any NCCL headers in it: where a toolkit ships an older
+  # NCCL's (this development machine's has 2.28's), they shadow the source's own nccl_device/ and
+  # the build fails (NCCL_GIN_MAX_CONNECTIONS undeclared) — seen here, on the CPU machine.
+  local cuda_inc=$src-cuda-include f
+  mkdir -p "$cuda_inc"
+  for f in "${CUDA_HOME:-/usr/local/cuda}"/include/*; do
+    [[ $(basename "$f") == nccl* ]] || ln -sf "$f" "$cuda_inc/"
+  done
   tar -xzf "$carry/nccl-src.tar.gz" -C "$src" &&
-    timeout 540 make -C "$src" -j "$(nproc)" src.build BUILDDIR="$nccl_built" ONLY_FUNCS="$only" \
+    timeout 540 make -C "$src" -j "$(nproc)" src.build BUILDDIR="$nccl_built" ONLY_FUNCS="$only" CUDA_INC="$cuda_inc" \
       NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" >"$OUT/nccl-build.log" 2>&1
   local rc=$?
   local lib=$nccl_built/lib/libnccl.so
