@@ -180,30 +180,14 @@ class NcclCommunicator final : public Communicator {
   }
 
   void run_all_reduce(const Tensor& t, ReduceOp op, const Deadline& deadline) override {
-    cuda::DeviceGuard guard(device().index);
-    std::string w = what(op == ReduceOp::sum ? "all_reduce(sum)" : "all_reduce(average)");
-    follow_caller();
-    enqueue(w, deadline, [&] {
-      BRIGADE_NCCL_QUEUED(ncclAllReduce(t.raw_data(), t.raw_data(), size_t(t.numel()), nccl_dtype(t.dtype()),
-                                        op == ReduceOp::sum ? ncclSum : ncclAvg, comm_, raw()));
-    });
-    finish(w, deadline, {t});
+    current_stream(device()).wait(start_all_reduce(t, op, deadline, "all_reduce"));
   }
 
   bool overlaps_collectives() const override { return true; }
 
   // As run_all_reduce, but the caller's stream waits only when the returned function runs.
   std::function<void()> run_all_reduce_async(const Tensor& t, ReduceOp op, const Deadline& deadline) override {
-    cuda::DeviceGuard guard(device().index);
-    std::string w = what(op == ReduceOp::sum ? "all_reduce_async(sum)" : "all_reduce_async(average)");
-    follow_caller();
-    enqueue(w, deadline, [&] {
-      BRIGADE_NCCL_QUEUED(ncclAllReduce(t.raw_data(), t.raw_data(), size_t(t.numel()), nccl_dtype(t.dtype()),
-                                        op == ReduceOp::sum ? ncclSum : ncclAvg, comm_, raw()));
-    });
-    Event done = Event::create(device());
-    done.record(stream_);
-    follow(w, deadline, stream_, {t});
+    const Event done = start_all_reduce(t, op, deadline, "all_reduce_async");
     const Device d = device();
     return [done, d] { current_stream(d).wait(done); };
   }
@@ -306,6 +290,22 @@ class NcclCommunicator final : public Communicator {
   };
 
   cudaStream_t raw() const { return static_cast<cudaStream_t>(stream_.raw()); }
+
+  // Queues the all-reduce on our stream after the caller's work; returns the event that marks its
+  // end (the watchdog follows it and keeps `t` alive until then).
+  Event start_all_reduce(const Tensor& t, ReduceOp op, const Deadline& deadline, const std::string& name) {
+    cuda::DeviceGuard guard(device().index);
+    const std::string w = what(name + (op == ReduceOp::sum ? "(sum)" : "(average)"));
+    follow_caller();
+    enqueue(w, deadline, [&] {
+      BRIGADE_NCCL_QUEUED(ncclAllReduce(t.raw_data(), t.raw_data(), size_t(t.numel()), nccl_dtype(t.dtype()),
+                                        op == ReduceOp::sum ? ncclSum : ncclAvg, comm_, raw()));
+    });
+    Event done = Event::create(device());
+    done.record(stream_);
+    follow(w, deadline, stream_, {t});
+    return done;
+  }
 
   // Our stream waits for everything queued so far on the caller's stream.
   void follow_caller() {

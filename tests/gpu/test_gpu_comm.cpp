@@ -227,16 +227,16 @@ TEST_CASE("gpu comm: one rank per GPU in one process", "[gpu][comm][nccl]") {
 }
 
 TEST_CASE("gpu comm: an nccl send leaves the caller's stream free; a receive does not", "[gpu][comm][nccl]") {
-  // Rank 1 posts its receive two seconds late. Rank 0's stream must finish the work it queued after
-  // its send long before that (the send runs on the communicator's stream); rank 1's stream must not
-  // pass its receive before the data is in.
+  // Rank 1 posts its receive only once rank 0's stream has finished the work it queued after its send
+  // (the send runs on the communicator's stream), or after 30 s if that never happens — then the
+  // check fails instead of hanging. Rank 1's stream must not pass its receive before the data is in.
   const int gpus = cuda_device_count();
   if (gpus < 2 && !comm::nccl_multi_rank_per_gpu()) {
     WARN("one GPU and NCCL " << comm::nccl_version() << " < 2.30.3: no two-rank NCCL group");
     return;
   }
   auto comms = comm::nccl_group({Device::cuda(0), Device::cuda(1 % gpus)});
-  std::atomic<bool> posted{false};
+  std::atomic<bool> posted{false}, sender_done{false};
   bool done_before_receiver = false;
   std::vector<double> received, computed;
   auto errors = test::run_ranks(comms, [&](comm::Communicator& c) {
@@ -250,9 +250,11 @@ TEST_CASE("gpu comm: an nccl send leaves the caller's stream free; a receive doe
       queued.record(stream);
       queued.synchronize();
       done_before_receiver = !posted.load();
+      sender_done = true;
       computed = after.to_vector();
     } else {
-      std::this_thread::sleep_for(std::chrono::seconds(2));
+      for (int waited = 0; !sender_done && waited < 30000; ++waited)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
       posted = true;
       Tensor got = c.recv(0);
       received = ops::scale_shift(got, 1.0, 1.0).to_vector();  // ordered after the receive
