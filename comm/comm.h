@@ -2,6 +2,7 @@
 // and GPUs (nccl). Start with communicator.h; docs/comm.md tells the whole story.
 #pragma once
 
+#include "comm/address.h"
 #include "comm/communicator.h"
 #include "comm/connect.h"
 #include "comm/gloo.h"

@@ -25,8 +25,8 @@ struct ConnectOptions {
   Device device = Device::cpu();
   Milliseconds timeout = default_timeout();     // each communication call
   std::optional<Milliseconds> connect_timeout;  // meeting the other ranks; unset: see comm/timeout.h
-  // gloo: the address this rank listens on. Empty: BRIGADE_GLOO_HOST if set, else 127.0.0.1 when the
-  // whole job runs on this machine, else this host's name. BRIGADE_GLOO_IFACE picks an interface.
+  // gloo: the address this rank listens on and advertises. Empty: chosen by comm/address.h (the
+  // route to MASTER_ADDR, unless BRIGADE_GLOO_IFACE / BRIGADE_GLOO_HOST say otherwise).
   std::string gloo_host;
 };
 

@@ -10,8 +10,11 @@
 #include <gloo/transport/unbound_buffer.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <deque>
 #include <map>
+#include <mutex>
+#include <thread>
 
 #include "core/factory.h"
 #include "kernels/ops.h"
@@ -26,11 +29,11 @@ using GlooBuffer = std::unique_ptr<gloo::transport::UnboundBuffer>;
 // collide), and every wait ends at `deadline` instead of gloo's fixed default.
 class StoreAdapter final : public gloo::rendezvous::Store {
  public:
-  StoreAdapter(comm::Store& store, std::string prefix, const Deadline& deadline)
-      : store_(store), prefix_(std::move(prefix)), deadline_(deadline) {}
+  StoreAdapter(std::shared_ptr<comm::Store> store, std::string prefix, const Deadline& deadline)
+      : store_(std::move(store)), prefix_(std::move(prefix)), deadline_(deadline) {}
 
   void set(const std::string& key, const std::vector<char>& data) override {
-    store_.set(prefix_ + key, std::string(data.begin(), data.end()));
+    store_->set(prefix_ + key, std::string(data.begin(), data.end()));
   }
   std::vector<char> get(const std::string& key) override {
     std::string value = fetch(key);
@@ -46,7 +49,7 @@ class StoreAdapter final : public gloo::rendezvous::Store {
   // never appears means that rank never got this far: say so in those words.
   std::string fetch(const std::string& key) {
     try {
-      return store_.get(prefix_ + key, deadline_);
+      return store_->get(prefix_ + key, deadline_);
     } catch (const TimeoutError& e) {
       const bool is_rank =
           !key.empty() && std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
@@ -56,10 +59,62 @@ class StoreAdapter final : public gloo::rendezvous::Store {
     }
   }
 
-  comm::Store& store_;
+  std::shared_ptr<comm::Store> store_;
   std::string prefix_;
   Deadline deadline_;
 };
+
+// Every rank publishes "arrived/<rank>" and waits for everyone else's: after this, every rank of the
+// group is up and inside its connect, so what remains is quick unless a rank dies meanwhile. The
+// wait for a slow starter happens here, where our deadline bounds it, instead of inside gloo.
+void meet_everyone(Store& store, const std::string& prefix, int rank, int size, const Deadline& deadline) {
+  store.set(prefix + "arrived/" + std::to_string(rank), "");
+  for (int r = 0; r < size; ++r) {
+    if (r == rank) continue;
+    try {
+      store.get(prefix + "arrived/" + std::to_string(r), deadline);
+    } catch (const TimeoutError& e) {
+      throw TimeoutError("rank " + std::to_string(r) + " never arrived (did it start, with the same store and " +
+                         "group size?): " + e.what());
+    }
+  }
+}
+
+// Gloo's full-mesh connect, bounded. This gloo waits up to 5x its timeout for a peer's initial
+// connect, pair after pair, and cannot be interrupted; so its timeout is a fifth of what is left,
+// and the call runs on a thread of its own that is abandoned if it still has not returned when the
+// deadline (plus a moment) passes — it then ends by itself when gloo gives up. The thread owns
+// everything it touches, so abandoning it leaves nothing dangling.
+void connect_full_mesh(const std::shared_ptr<gloo::rendezvous::Context>& context,
+                       const std::shared_ptr<StoreAdapter>& adapter,
+                       const std::shared_ptr<gloo::transport::Device>& device, const Deadline& deadline) {
+  struct Outcome {
+    std::mutex mutex;
+    std::condition_variable done_cv;
+    bool done = false;
+    std::exception_ptr error;
+  };
+  auto outcome = std::make_shared<Outcome>();
+  context->setTimeout(std::max(Milliseconds(1), deadline.remaining() / 5));
+  std::thread([context, adapter, device, outcome] {
+    std::exception_ptr error;
+    try {
+      auto dev = device;
+      context->connectFullMesh(*adapter, dev);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    std::lock_guard<std::mutex> lock(outcome->mutex);
+    outcome->error = error;
+    outcome->done = true;
+    outcome->done_cv.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> lock(outcome->mutex);
+  if (!outcome->done_cv.wait_until(lock, deadline.at() + std::chrono::seconds(1), [&] { return outcome->done; }))
+    throw TimeoutError("timed out after " + seconds_str(deadline.timeout()) +
+                       ": gloo's connect did not return (abandoned; a peer may have died or be unreachable)");
+  if (outcome->error) std::rethrow_exception(outcome->error);
+}
 
 // Gloo's collectives use slots whose top byte is 0x01..0x08; point-to-point uses 0x42, then the tag,
 // then whether the message is a header (0) or data (1).
@@ -79,14 +134,10 @@ class GlooCommunicator final : public Communicator {
         prefix_(std::move(prefix)),
         device_(std::move(device)) {
     context_ = std::make_shared<gloo::rendezvous::Context>(rank, size);
-    // The context's timeout bounds each pair's connect — the connect budget left now, though the
-    // store waits come first, so a connect can take up to about twice its budget — and afterwards
-    // gloo's own waits, which every call here bounds by its own deadline anyway.
-    context_->setTimeout(deadline.remaining());
-    StoreAdapter adapter(*store_, prefix_, deadline);
     std::string w = what("connect through " + store_->str());
     try {
-      context_->connectFullMesh(adapter, device_);
+      meet_everyone(*store_, prefix_, rank, size, deadline);
+      connect_full_mesh(context_, std::make_shared<StoreAdapter>(store_, prefix_, deadline), device_, deadline);
     } catch (const TimeoutError& e) {
       throw TimeoutError(w + ": " + e.what());
     } catch (const std::exception& e) {

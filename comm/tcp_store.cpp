@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/socket.h"
 #include "comm/store.h"
 
 namespace brigade::comm {
@@ -92,20 +93,9 @@ bool read_field(int fd, std::string& field, const Deadline* deadline) {
 class TcpStoreServer {
  public:
   explicit TcpStoreServer(int port) {
-    listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    BRIGADE_CHECK(listen_fd_ >= 0, "comm store: socket() failed: ", std::strerror(errno));
-    int on = 1;
-    setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_ANY);
-    addr.sin_port = htons(uint16_t(port));
-    if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || listen(listen_fd_, 1024) != 0) {
-      int err = errno;
-      close(listen_fd_);
-      fail("comm store: rank 0 cannot listen on port ", port, ": ", std::strerror(err),
-           " (is MASTER_PORT taken by another job?)");
-    }
+    listen_fd_ = listen_on_any(port, 1024);
+    BRIGADE_CHECK(listen_fd_ >= 0, "comm store: rank 0 cannot listen on port ", port, ": ", std::strerror(errno),
+                  " (is MASTER_PORT taken by another job?)");
     if (pipe2(wake_, O_CLOEXEC) != 0) {
       close(listen_fd_);
       fail("comm store: pipe() failed: ", std::strerror(errno));
@@ -173,35 +163,14 @@ class TcpStoreServer {
 
 // ---- the client ----
 
-int connect_once(const std::string& host, int port) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return -1;
-  int fd = -1;
-  for (addrinfo* a = found; a; a = a->ai_next) {
-    fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd < 0) continue;
-    if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) break;
-    close(fd);
-    fd = -1;
-  }
-  freeaddrinfo(found);
-  if (fd >= 0) {
-    int on = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
-  }
-  return fd;
-}
-
 class TcpStore final : public Store {
  public:
-  TcpStore(const std::string& host, int port, bool serve, const Deadline& deadline) : host_(host), port_(port) {
+  TcpStore(const std::string& host, int port, bool serve, const Deadline& deadline)
+      : host_(host), port_(port), set_timeout_(deadline.timeout()) {
     if (serve) server_ = std::make_unique<TcpStoreServer>(port);
     // The server may not be up yet (rank 0 starts later than us): retry until the deadline.
     auto pause = std::chrono::milliseconds(10);
-    while ((fd_ = connect_once(serve ? "127.0.0.1" : host, port)) < 0) {
+    while ((fd_ = connect_within(serve ? "127.0.0.1" : host, port, deadline.remaining())) < 0) {
       if (deadline.passed())
         throw TimeoutError("comm store: timed out after " + seconds_str(deadline.timeout()) + " connecting to " +
                            str() + " (is rank 0 running, and MASTER_ADDR its address?)");
@@ -220,9 +189,10 @@ class TcpStore final : public Store {
     put_field(request, value);
     std::lock_guard<std::mutex> lock(mutex_);
     char status = 0;
-    Deadline deadline = Deadline::after(std::chrono::seconds(60));
+    Deadline deadline = Deadline::after(set_timeout_);
     BRIGADE_CHECK(write_all(fd_, request.data(), request.size()) && read_exact(fd_, &status, 1, &deadline),
-                  "comm store: lost the connection to ", str(), " while setting key '", key, "'");
+                  "comm store: lost the connection to ", str(), " while setting key '", key,
+                  "' (no answer within ", seconds_str(set_timeout_), ", or rank 0 exited)");
     BRIGADE_CHECK(status == 0, "comm store: key '", key, "' is already set in ", str());
   }
 
@@ -238,7 +208,7 @@ class TcpStore final : public Store {
         BRIGADE_CHECK(write_all(fd_, request.data(), request.size()) && read_exact(fd_, &found, 1, &deadline) &&
                           (!found || read_field(fd_, value, &deadline)),
                       "comm store: lost the connection to ", str(), " while waiting for key '", key,
-                      "' (did rank 0 exit?)");
+                      "' (did rank 0 exit, or its host become unreachable?)");
         if (found) return value;
       }
       if (deadline.passed())
@@ -254,6 +224,7 @@ class TcpStore final : public Store {
  private:
   std::string host_;
   int port_;
+  Milliseconds set_timeout_;  // how long a set() may wait for the server's answer: the connect budget
   std::unique_ptr<TcpStoreServer> server_;  // rank 0 only
   int fd_ = -1;
   std::mutex mutex_;

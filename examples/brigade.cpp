@@ -4,7 +4,7 @@
 //   brigade simulate ...  dry-run a pipeline schedule: bubble, memory, timeline (examples/simulate/)
 //   brigade bench ...     benchmarks: kernels against this GPU's ceilings (bench/), communication (bench_comm/),
 //                         pipeline schedules run for real (bench_pipeline/)
-//   brigade launch ...    start N ranks of a program on this machine (examples/launch/)
+//   brigade launch ...    start N ranks of a program on this machine or several (examples/launch/)
 #include <iostream>
 #include <string>
 #include <vector>
@@ -55,7 +55,7 @@ const Subcommand kSubcommands[] = {
     {"train", "train a small GPT to sort digits and report its held-out accuracy", run_train},
     {"simulate", "dry-run a pipeline-parallel schedule: its bubble, memory and timeline", run_simulate},
     {"bench", "benchmarks: 'bench kernels' against this GPU's ceilings, 'bench comm' per transport", run_bench},
-    {"launch", "start N ranks of a program on this machine, with a rendezvous for comm/", run_launch},
+    {"launch", "start a program's ranks on this machine (or several: --nnodes), with a rendezvous", run_launch},
 };
 
 void print_usage(std::ostream& os) {

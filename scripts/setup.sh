@@ -11,7 +11,8 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 build_dir=${BUILD_DIR:-build}
 
-packages=(g++ meson ninja-build pkg-config catch2 libgloo-dev)
+# iproute2: the multi-host tests build their hosts from network namespaces (`ip netns`).
+packages=(g++ meson ninja-build pkg-config catch2 libgloo-dev iproute2)
 missing=()
 for package in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed'; then

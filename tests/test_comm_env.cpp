@@ -173,3 +173,59 @@ TEST_CASE("store: connecting to a TCP store nobody serves times out", "[comm][st
   REQUIRE_THROWS_WITH(comm::make_tcp_store("127.0.0.1", port, false, comm::Deadline::after(ms(200))),
                       Contains("timed out after 0.2 s connecting to TCP store 127.0.0.1:" + std::to_string(port)));
 }
+
+// ---- which address a rank advertises (comm/address.h) ----
+
+namespace {
+
+comm::GetEnv vars_of(const std::map<std::string, std::string>& vars) {
+  return [vars](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
+}
+
+}  // namespace
+
+TEST_CASE("address: the route to MASTER_ADDR, else loopback on one machine", "[comm][address]") {
+  // On one machine, with or without a TCP store on loopback.
+  comm::LaunchEnv one = read({{"RANK", "1"}, {"WORLD_SIZE", "2"}});
+  REQUIRE(comm::choose_address(one, vars_of({})).address == "127.0.0.1");
+  one.master_addr = "127.0.0.1";
+  one.master_port = 29500;
+  comm::AdvertisedAddress a = comm::choose_address(one, vars_of({}));
+  REQUIRE(a.address == "127.0.0.1");
+  REQUIRE(a.interface == "lo");
+  REQUIRE_THAT(a.why, Contains("routes to MASTER_ADDR=127.0.0.1"));
+  // A name resolves first: "localhost" is routed like 127.0.0.1.
+  one.master_addr = "localhost";
+  REQUIRE(comm::is_loopback(comm::choose_address(one, vars_of({})).address));
+  // The overrides win, in order.
+  a = comm::choose_address(one, vars_of({{"BRIGADE_GLOO_HOST", "127.0.0.3"}, {"BRIGADE_GLOO_IFACE", "lo"}}));
+  REQUIRE(a.address == "127.0.0.1");
+  REQUIRE(a.why == "BRIGADE_GLOO_IFACE=lo");
+  a = comm::choose_address(one, vars_of({{"BRIGADE_GLOO_HOST", "127.0.0.3"}}));
+  REQUIRE(a.address == "127.0.0.3");
+  REQUIRE(a.why == "BRIGADE_GLOO_HOST=127.0.0.3");
+}
+
+TEST_CASE("address: a loopback address in a job across machines is refused, saying what to set", "[comm][address]") {
+  // Two ranks here, four in all: peers elsewhere could never reach 127.0.0.1.
+  comm::LaunchEnv env = read({{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"},
+                              {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"}});
+  REQUIRE_THROWS_WITH(comm::choose_address(env, vars_of({})),
+                      Contains("would listen on 127.0.0.1 (routes to MASTER_ADDR=127.0.0.1), a loopback address") &&
+                          Contains("2 of its 4 ranks on this one") && Contains("BRIGADE_GLOO_IFACE") &&
+                          Contains("BRIGADE_GLOO_HOST"));
+  // Unless the user asked for it (two "nodes" on one machine).
+  REQUIRE(comm::choose_address(env, vars_of({{"BRIGADE_GLOO_IFACE", "lo"}})).address == "127.0.0.1");
+  REQUIRE(comm::choose_address(env, vars_of({{"BRIGADE_GLOO_HOST", "127.0.0.1"}})).address == "127.0.0.1");
+  REQUIRE_THROWS_WITH(comm::choose_address(env, vars_of({{"BRIGADE_GLOO_IFACE", "nosuch0"}})),
+                      Contains("BRIGADE_GLOO_IFACE=nosuch0 is not an interface") && Contains("lo 127.0.0.1"));
+  // And connect() refuses before waiting for anyone (no store is reachable here: it would time out).
+  comm::ConnectOptions options;
+  options.connect_timeout = std::chrono::seconds(30);
+  auto start = std::chrono::steady_clock::now();
+  REQUIRE_THROWS_WITH(comm::connect(env, options), Contains("a loopback address"));
+  REQUIRE(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
+}

@@ -2,6 +2,10 @@
 // and tests/comm/comm_worker). No communication backend is needed here.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include <thread>
+
 #include "comm/run_command.h"
 #include "launch/options.h"
 #include "launch/output.h"
@@ -38,7 +42,7 @@ TEST_CASE("launch: flags", "[comm][launch]") {
   parse_launch_args({"--help"}, &help);
   REQUIRE(help);
   REQUIRE_THROWS_WITH(parse({"prog"}), Contains("-n: the number of processes is required"));
-  REQUIRE_THROWS_WITH(parse({"-n", "0", "prog"}), Contains("expected a number of processes from 1 to 4096, got '0'"));
+  REQUIRE_THROWS_WITH(parse({"-n", "0", "prog"}), Contains("-n: expected an integer from 1 to 4096, got '0'"));
   REQUIRE_THROWS_WITH(parse({"-n", "2"}), Contains("no program to run"));
   REQUIRE_THROWS_WITH(parse({"-n"}), Contains("-n: missing value"));
   REQUIRE_THROWS_WITH(parse({"-n", "2", "--store", "nfs", "p"}), Contains("expected file or tcp, got 'nfs'"));
@@ -47,6 +51,31 @@ TEST_CASE("launch: flags", "[comm][launch]") {
   REQUIRE_THROWS_WITH(parse({"-n", "2", "--connect-timeout", "0", "p"}),
                       Contains("--connect-timeout: must be positive"));
   REQUIRE_THROWS_WITH(parse({"-n", "2", "--frobnicate", "p"}), Contains("unknown flag '--frobnicate'"));
+}
+
+TEST_CASE("launch: flags for several machines and restarts", "[comm][launch]") {
+  LaunchOptions o = parse({"--nnodes", "3", "--node-rank", "2", "--master-addr", "10.0.0.1", "--master-port", "29400",
+                           "--max-restarts", "4", "--node-timeout", "7.5", "-n", "2", "prog"});
+  REQUIRE(o.nnodes == 3);
+  REQUIRE(o.node_rank == 2);
+  REQUIRE(o.master_addr == "10.0.0.1");
+  REQUIRE(o.master_port == 29400);
+  REQUIRE(o.max_restarts == 4);
+  REQUIRE(o.node_timeout_seconds == 7.5);
+  REQUIRE(o.store == "tcp");  // machines meet through node 0's TCP store
+  REQUIRE(parse({"-n", "2", "prog"}).store == "file");
+  REQUIRE_THROWS_WITH(parse({"--nnodes", "2", "--node-rank", "2", "-n", "1", "--master-addr", "h", "--master-port",
+                             "1", "p"}),
+                      Contains("--node-rank 2 is not below --nnodes 2"));
+  REQUIRE_THROWS_WITH(parse({"--nnodes", "2", "-n", "1", "p"}),
+                      Contains("--master-addr and --master-port are needed"));
+  REQUIRE_THROWS_WITH(parse({"--nnodes", "2", "-n", "1", "--master-addr", "h", "--master-port", "1", "--store",
+                             "file", "p"}),
+                      Contains("--store file: several machines meet through node 0's TCP store"));
+  REQUIRE_THROWS_WITH(parse({"--master-port", "70000", "-n", "1", "p"}),
+                      Contains("--master-port: expected an integer from 1 to 65535, got '70000'"));
+  REQUIRE_THROWS_WITH(parse({"--max-restarts", "-1", "-n", "1", "p"}), Contains("--max-restarts: expected an integer"));
+  REQUIRE_THROWS_WITH(parse({"--node-timeout", "0", "-n", "1", "p"}), Contains("--node-timeout: must be positive"));
 }
 
 TEST_CASE("launch: output lines are prefixed whatever the chunking", "[comm][launch]") {
@@ -91,4 +120,90 @@ TEST_CASE("launch: bad command lines and programs that cannot start", "[comm][la
   r = test::run_command(kLaunch + " --help");
   REQUIRE(r.status == 0);
   REQUIRE_THAT(r.output, Contains("RANK, WORLD_SIZE, LOCAL_RANK"));
+}
+
+// Two "nodes" on this machine, over loopback (the address a rank advertises is then chosen by hand:
+// BRIGADE_GLOO_HOST, comm/address.h). Each launcher is a process of its own, as on two hosts.
+namespace {
+
+struct TwoNodes {
+  test::CommandResult node0, node1;
+};
+
+TwoNodes run_two_nodes(const std::string& flags, const std::string& scenario) {
+  static int port = 21000 + int(getpid() % 20000);
+  port += 1;
+  const std::string common = "BRIGADE_GLOO_HOST=127.0.0.1 " + kLaunch +
+                             " --nnodes 2 --master-addr 127.0.0.1 --master-port " + std::to_string(port) + " " + flags;
+  TwoNodes out;
+  std::thread other([&] {
+    out.node1 = test::run_command(common + " --node-rank 1 -- " + kWorker + " " + scenario);
+  });
+  out.node0 = test::run_command(common + " --node-rank 0 -- " + kWorker + " " + scenario);
+  other.join();
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("launch: two nodes number their ranks node by node and share one rendezvous", "[comm][launch]") {
+  TwoNodes r = run_two_nodes("-n 2", "env");
+  INFO("node 0:\n" << r.node0.output << "\nnode 1:\n" << r.node1.output);
+  REQUIRE(r.node0.status == 0);
+  REQUIRE(r.node1.status == 0);
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::string& out = rank < 2 ? r.node0.output : r.node1.output;
+    REQUIRE_THAT(out, Contains("[rank " + std::to_string(rank) + "] rank " + std::to_string(rank) +
+                               " of 4 (local rank " + std::to_string(rank % 2) +
+                               " of 2, brigade launch; store: 127.0.0.1:"));
+  }
+}
+
+TEST_CASE("launch: a rank failing on one node stops the other node, and both exit with its status",
+          "[comm][launch]") {
+  // Rank 1 (node 0) exits 7 at once; ranks 0, 2 and 3 would sleep for a minute.
+  TwoNodes r = run_two_nodes("-n 2 --grace 1", "fail");
+  INFO("node 0:\n" << r.node0.output << "\nnode 1:\n" << r.node1.output);
+  REQUIRE(r.node0.status == 7);
+  REQUIRE(r.node1.status == 7);
+  REQUIRE(r.node0.seconds < 20);
+  REQUIRE(r.node1.seconds < 20);
+  REQUIRE_THAT(r.node0.output, Contains("brigade launch: rank 1 exited with status 7; stopping the other ranks"));
+  REQUIRE_THAT(r.node1.output, Contains("rank 1 exited with status 7; stopping this node's ranks"));
+}
+
+TEST_CASE("launch: --max-restarts restarts every node's ranks after a failure, then gives up", "[comm][launch]") {
+  // Rank 1 fails on the first run only: one restart, then every rank of the second run succeeds.
+  TwoNodes r = run_two_nodes("-n 2 --grace 1 --max-restarts 1", "fail-once");
+  INFO("node 0:\n" << r.node0.output << "\nnode 1:\n" << r.node1.output);
+  REQUIRE(r.node0.status == 0);
+  REQUIRE(r.node1.status == 0);
+  REQUIRE_THAT(r.node0.output,
+               Contains("brigade launch: restarting the job (restart 1 of 1) after: rank 1 exited with status 7"));
+  REQUIRE(test::count(r.node0.output, "] run 1 ok") == 2);
+  REQUIRE(test::count(r.node1.output, "] run 1 ok") == 2);
+  // A failure on every run: the restarts are used up and the status is the rank's.
+  test::CommandResult one = test::run_command(kLaunch + " -n 3 --grace 1 --max-restarts 2 -- " + kWorker + " fail");
+  INFO(one.output);
+  REQUIRE(one.status == 7);
+  REQUIRE(test::count(one.output, "restarting the job") == 2);
+  REQUIRE_THAT(one.output, Contains("(restart 2 of 2)") && Contains("no restarts left (--max-restarts 2)"));
+}
+
+TEST_CASE("launch: a node whose launcher never comes, or vanishes, ends the job in bounded time", "[comm][launch]") {
+  // Node 1 is never started: node 0 gives up at the connect timeout, naming it.
+  const int port = 23000 + int(getpid() % 20000);
+  test::CommandResult r = test::run_command(kLaunch + " --nnodes 2 --node-rank 0 --master-addr 127.0.0.1 --master-port " +
+                                            std::to_string(port) + " --connect-timeout 1 -n 1 -- " + kWorker + " env");
+  INFO(r.output);
+  REQUIRE(r.status == 1);
+  REQUIRE_THAT(r.output, Contains("node(s) 1 never connected to 127.0.0.1:" + std::to_string(port)));
+  REQUIRE(r.seconds < 10);
+  // Node 0 is never started: node 1 gives up at the connect timeout, saying where it tried.
+  r = test::run_command(kLaunch + " --nnodes 2 --node-rank 1 --master-addr 127.0.0.1 --master-port " +
+                        std::to_string(port) + " --connect-timeout 1 -n 1 -- " + kWorker + " env");
+  INFO(r.output);
+  REQUIRE(r.status == 1);
+  REQUIRE_THAT(r.output, Contains("could not reach node 0's launcher at 127.0.0.1:" + std::to_string(port)));
+  REQUIRE(r.seconds < 10);
 }

@@ -1,9 +1,16 @@
 // `brigade train`: the generated sort task, the command line, a short real training run, and
 // checkpoint/resume reproducing an uninterrupted run bit for bit.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <regex>
 #include <sstream>
 
+#include "comm/run_command.h"
 #include "test_util.h"
 #include "train/command.h"
 #include "train/options.h"
@@ -468,3 +475,276 @@ TEST_CASE("train command: --partition params and time, with data-parallel replic
     }
   }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Checkpoint directories (--save DIR/): one file per save, the newest --keep kept, and a restarted
+// run that resumes from the newest one by itself, as a launcher's restart after a crash needs.
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// A scratch directory that removes itself (with everything in it).
+struct TempDir {
+  std::string path;  // no trailing '/'
+  explicit TempDir(const std::string& name)
+      : path((fs::temp_directory_path() / ("brigade_test_train_" + name)).string()) {
+    fs::remove_all(path);
+    fs::create_directory(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string file(const std::string& name) const { return path + "/" + name; }
+};
+
+std::vector<std::string> names_in(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir))
+    names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// The flags of a one-device run small enough to take a fraction of a second, saving to `save`.
+std::vector<std::string> dir_run(const std::string& save, int64_t steps, int64_t save_every) {
+  return {"--stages", "0", "--layers", "1", "--heads", "2", "--embd", "16", "--digits", "4", "--batch", "8",
+          "--steps", std::to_string(steps), "--warmup", "5", "--log-every", "1000", "--eval", "10", "--threads", "1",
+          "--device", "cpu", "--trace", "none", "--svg", "none", "--save", save, "--save-every",
+          std::to_string(save_every)};
+}
+
+std::vector<std::string> with(std::vector<std::string> args, const std::vector<std::string>& more) {
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+// Runs `brigade train args` in this process; returns what it printed. Requires success.
+std::string train_ok(const std::vector<std::string>& args) {
+  std::ostringstream out, err;
+  const int status = train_command(args, out, err);
+  INFO(out.str() << err.str());
+  REQUIRE(status == 0);
+  return out.str();
+}
+
+// The step of "resumed from <path> at step <s>", after checking that <path> is `dir`'s file of it.
+int64_t resumed_step(const std::string& output, const std::string& dir) {
+  std::smatch m;
+  REQUIRE(std::regex_search(output, m, std::regex("resumed from (\\S+) at step (\\d+)")));
+  const int64_t step = std::stoll(m[2]);
+  char name[40];
+  std::snprintf(name, sizeof name, "step-%08lld.safetensors", static_cast<long long>(step));
+  REQUIRE(m[1] == dir + "/" + name);
+  return step;
+}
+
+// Two checkpoint files hold the same step and the same model and optimizer tensors, bit for bit.
+void require_same_checkpoint(const std::string& got_path, const std::string& expected_path) {
+  INFO(got_path << " vs " << expected_path);
+  nn::Checkpoint got = nn::load_checkpoint(got_path), expected = nn::load_checkpoint(expected_path);
+  REQUIRE(got.metadata.at("step") == expected.metadata.at("step"));
+  auto require_same = [](const std::map<std::string, Tensor>& a, const std::map<std::string, Tensor>& b) {
+    REQUIRE(a.size() == b.size());
+    for (auto& [name, tensor] : b) {
+      INFO(name);
+      REQUIRE(a.count(name) == 1);
+      test::require_equal(a.at(name), tensor);
+    }
+  };
+  require_same(got.model, expected.model);
+  require_same(got.optimizer, expected.optimizer);
+}
+
+std::string command_line(const std::vector<std::string>& args) {
+  std::string line;
+  for (const std::string& a : args) line += (line.empty() ? "" : " ") + a;
+  return line;
+}
+
+// Runs the program `argv` and kills it (SIGKILL) as soon as its output contains `marker`: a crash
+// at a moment the test picks, with whatever the process had on disk then.
+test::CommandResult run_until_killed(const std::vector<std::string>& argv, const std::string& marker) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {  // the child: only async-signal-safe calls between fork and exec
+    ::dup2(fds[1], 1);
+    ::dup2(fds[1], 2);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  test::CommandResult result;
+  bool killed = false;
+  char buffer[4096];
+  for (ssize_t n; (n = ::read(fds[0], buffer, sizeof buffer)) > 0;) {
+    result.output.append(buffer, size_t(n));
+    if (!killed && result.output.find(marker) != std::string::npos) killed = ::kill(pid, SIGKILL) == 0;
+  }
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  result.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint directory: one file per save, only the --keep newest kept, nothing else touched", "[train]") {
+  TempDir dir("keep");
+  // Files that are not checkpoints by name: never resumed from, never deleted.
+  const std::vector<std::string> others = {"notes.txt", "step-7.safetensors", "step-000000005.safetensors"};
+  for (const std::string& name : others) std::ofstream(dir.file(name)) << "not a checkpoint";
+
+  // An existing directory, named without the trailing '/'.
+  const std::string text = train_ok(with(dir_run(dir.path, 20, 5), {"--keep", "2"}));
+  INFO(text);
+  REQUIRE_THAT(text, Catch::Contains("no checkpoint to resume in " + dir.path + "; starting at step 0"));
+  for (int step : {5, 10, 15, 20}) {
+    char line[200];
+    std::snprintf(line, sizeof line, "saved %s/step-%08d.safetensors at step %d\n", dir.path.c_str(), step, step);
+    REQUIRE_THAT(text, Catch::Contains(line));
+  }
+  std::vector<std::string> expected = others;
+  expected.insert(expected.end(), {"step-00000015.safetensors", "step-00000020.safetensors"});
+  std::sort(expected.begin(), expected.end());
+  REQUIRE(names_in(dir.path) == expected);
+
+  // --keep 1 in a new directory: the path ends with '/', so it is created.
+  TempDir parent("keep_parent");
+  const std::string created = parent.file("run/");
+  train_ok(with(dir_run(created, 10, 5), {"--keep", "1"}));
+  REQUIRE(names_in(created) == std::vector<std::string>{"step-00000010.safetensors"});
+
+  // Only the last component is created; a missing parent is an error before any training.
+  std::ostringstream out, err;
+  REQUIRE(train_command(dir_run("/nonexistent-dir/run/", 10, 5), out, err) == 1);
+  REQUIRE_THAT(err.str(), Catch::Contains("--save /nonexistent-dir/run/: cannot create the checkpoint directory: "
+                                          "its parent /nonexistent-dir does not exist"));
+  REQUIRE(out.str().empty());
+}
+
+TEST_CASE("checkpoint directory: a killed run started again resumes from its newest checkpoint, bit for bit",
+          "[train]") {
+  // A run of 400 steps takes about a second; the kill lands a few steps after the second save.
+  const int64_t steps = 400, every = 20;
+  TempDir reference("killed_reference"), dir("killed");
+  auto cli = [](const std::vector<std::string>& args) { return with({BRIGADE_CLI, "train"}, args); };
+
+  test::CommandResult whole = test::run_command(command_line(cli(dir_run(reference.path + "/", steps, every))));
+  INFO(whole.output);
+  REQUIRE(whole.status == 0);
+
+  const std::vector<std::string> command = cli(dir_run(dir.path + "/", steps, every));
+  // Killed after its second save, so the directory holds at least two checkpoints (--keep 2).
+  test::CommandResult killed = run_until_killed(command, "saved " + dir.path + "/step-00000040.safetensors");
+  INFO(killed.output);
+  REQUIRE(killed.status == 128 + SIGKILL);
+  REQUIRE_THAT(killed.output, !Catch::Contains("held-out accuracy"));  // it did not finish
+
+  test::CommandResult restarted = test::run_command(command_line(command));  // the very same command
+  INFO(restarted.output);
+  REQUIRE(restarted.status == 0);
+  const int64_t resumed = resumed_step(restarted.output, dir.path);
+  // The newest checkpoint: at or after the last one the killed run reported, so at most `every`
+  // steps of the killed run are done again.
+  REQUIRE(resumed >= 2 * every);
+  REQUIRE(resumed % every == 0);
+  REQUIRE(resumed < steps);
+  REQUIRE_THAT(restarted.output, Catch::Contains(", " + std::to_string(steps - resumed) + " steps in "));
+
+  char last[40];
+  std::snprintf(last, sizeof last, "step-%08lld.safetensors", static_cast<long long>(steps));
+  require_same_checkpoint(dir.file(last), reference.file(last));
+}
+
+TEST_CASE("checkpoint directory: a damaged newest checkpoint is skipped with a warning, the previous one used",
+          "[train]") {
+  TempDir dir("damaged");
+  const std::vector<std::string> args = with(dir_run(dir.path, 20, 5), {"--keep", "3"});
+  train_ok(args);
+  REQUIRE(names_in(dir.path) == std::vector<std::string>{"step-00000010.safetensors", "step-00000015.safetensors",
+                                                          "step-00000020.safetensors"});
+  const std::string newest = dir.file("step-00000020.safetensors"), saved = dir.path + ".step-20";
+  fs::copy_file(newest, saved, fs::copy_options::overwrite_existing);
+  fs::resize_file(newest, fs::file_size(newest) / 2);  // as a copy cut short would leave it
+
+  const std::string text = train_ok(args);
+  INFO(text);
+  REQUIRE_THAT(text, Catch::Contains("warning: skipping " + newest + ", which cannot be loaded: "));
+  REQUIRE(resumed_step(text, dir.path) == 15);
+  // Steps 16..20 again, landing on what the first run had written.
+  require_same_checkpoint(newest, saved);
+  fs::remove(saved);
+
+  // A configuration that does not match the directory's checkpoints is refused, not trained anew
+  // over them.
+  std::ostringstream out, err;
+  std::vector<std::string> other = args;
+  other[std::find(other.begin(), other.end(), "--embd") - other.begin() + 1] = "32";
+  REQUIRE(train_command(other, out, err) == 1);
+  REQUIRE_THAT(err.str(), Catch::Contains("--save " + dir.path + ": resuming " + newest +
+                                          ": the checkpoint was trained with --embd 16 but this run has --embd 32"));
+}
+
+TEST_CASE("checkpoint directory: a temporary file left by a killed save is never resumed from", "[train]") {
+  TempDir dir("leftover");
+  const std::vector<std::string> args = dir_run(dir.path, 20, 5);
+  train_ok(with(args, {"--steps", "10"}));  // step-00000005 and step-00000010
+  // What a save killed before its rename leaves: here even a complete checkpoint, of a later step.
+  const std::string leftover = dir.file("step-00000020.safetensors.tmp.4242.0");
+  TempDir other("leftover_other");
+  train_ok(dir_run(other.path, 20, 20));
+  fs::rename(other.file("step-00000020.safetensors"), leftover);
+
+  const std::string text = train_ok(args);
+  INFO(text);
+  REQUIRE(resumed_step(text, dir.path) == 10);
+  REQUIRE_THAT(text, !Catch::Contains("warning"));
+  REQUIRE(fs::exists(leftover));  // not a checkpoint by name, so not deleted either
+}
+
+TEST_CASE("checkpoint directory: an explicit --resume wins over the directory's newest", "[train]") {
+  TempDir dir("explicit");
+  const std::vector<std::string> args = with(dir_run(dir.path, 20, 5), {"--keep", "4"});
+  train_ok(args);
+  const std::string older = dir.file("step-00000010.safetensors");
+  const std::string text = train_ok(with(args, {"--resume", older}));
+  INFO(text);
+  REQUIRE_THAT(text, Catch::Contains("--resume given: the checkpoints in " + dir.path + " are not used"));
+  REQUIRE_THAT(text, Catch::Contains("resumed from " + older + " at step 10\n"));
+}
+
+#ifdef BRIGADE_HAVE_GLOO
+TEST_CASE("checkpoint directory: a 2-process pipeline restarted resumes every rank from one checkpoint", "[train]") {
+  TempDir dir("launch");
+  const std::string train = std::string(BRIGADE_CLI) + " train " +
+                            command_line(with(dir_run(dir.path + "/", 20, 5), {"--stages", "2", "--microbatches",
+                                                                               "2", "--keep", "4"}));
+  const std::string launch = std::string(BRIGADE_CLI) + " launch -n 2 -- " + train;
+  test::CommandResult first = test::run_command(launch);
+  INFO(first.output);
+  REQUIRE(first.status == 0);
+  REQUIRE_THAT(first.output, Catch::Contains("[rank 0] pipeline: 2 stages on 2 ranks (processes)"));
+  // The job died after step 15's save had begun: 20 never written, 15 cut short.
+  const std::string final_path = dir.file("step-00000020.safetensors"), saved = dir.path + ".step-20";
+  fs::rename(final_path, saved);
+  fs::resize_file(dir.file("step-00000015.safetensors"), 100);
+
+  test::CommandResult second = test::run_command(launch);
+  INFO(second.output);
+  REQUIRE(second.status == 0);
+  REQUIRE_THAT(second.output, Catch::Contains("[rank 0] warning: skipping " + dir.file("step-00000015.safetensors")));
+  REQUIRE_THAT(second.output, Catch::Contains("[rank 0] resumed from " + dir.file("step-00000010.safetensors") +
+                                              " at step 10"));
+  // Had the ranks resumed different steps, the stages would hold weights of different steps (or
+  // not finish): the final checkpoint would differ from the uninterrupted run's.
+  require_same_checkpoint(final_path, saved);
+  fs::remove(saved);
+}
+#endif

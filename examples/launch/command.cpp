@@ -22,7 +22,7 @@ int launch_command(const std::vector<std::string>& args) {
   }
   try {
     std::cout.flush();
-    return run_ranks(options);
+    return run_job(options);
   } catch (const std::exception& e) {
     std::cerr << e.what() << "\n";
     return 1;

@@ -1,11 +1,9 @@
 #include "launch/launcher.h"
 
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,11 +13,13 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "launch/output.h"
+#include "launch/node_link.h"
+#include "launch/rank_group.h"
 
 namespace brigade::launch {
 
@@ -31,19 +31,29 @@ using Clock = std::chrono::steady_clock;
   throw std::runtime_error("brigade launch: " + what + ": " + std::strerror(errno));
 }
 
-void write_all(int fd, const std::string& text) {
-  const char* p = text.data();
-  size_t n = text.size();
-  while (n > 0) {
-    ssize_t written = write(fd, p, n);
-    if (written < 0 && errno == EINTR) continue;
-    if (written <= 0) return;  // our own stdout is gone: nothing useful left to do with the text
-    p += written;
-    n -= size_t(written);
-  }
-}
+volatile sig_atomic_t interrupted = 0;  // the signal that asked the launcher to stop, or 0
+extern "C" void on_signal(int sig) { interrupted = sig; }
 
-void say(const std::string& text) { write_all(2, "brigade launch: " + text + "\n"); }
+// Ctrl-C or SIGTERM to the launcher stops the ranks like a failure does, instead of killing the
+// launcher and orphaning them. Restored on the way out.
+class SignalGuard {
+ public:
+  SignalGuard() {
+    struct sigaction action{};
+    action.sa_handler = on_signal;
+    sigemptyset(&action.sa_mask);
+    interrupted = 0;
+    sigaction(SIGINT, &action, &old_int_);
+    sigaction(SIGTERM, &action, &old_term_);
+  }
+  ~SignalGuard() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+
+ private:
+  struct sigaction old_int_{}, old_term_{};
+};
 
 // ---- the rendezvous the ranks will use ----
 
@@ -57,14 +67,15 @@ struct Rendezvous {
   }
 };
 
-// A port nobody listens on right now. Another process could take it before rank 0 binds it; that
-// race is rare and fails loudly (rank 0 reports the port is taken).
+// A port nobody listens on right now, on any interface (rank 0's TCP store listens on all). Another
+// process could take it before rank 0 binds it; that race is rare and fails loudly (rank 0 reports
+// the port is taken).
 int free_port() {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) system_error("socket");
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
   socklen_t len = sizeof addr;
   if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
       getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
@@ -75,44 +86,37 @@ int free_port() {
   return ntohs(addr.sin_port);
 }
 
-void prepare(Rendezvous& r, const std::string& store) {
-  if (store == "file") {
+// Fresh for every start of the job: a restarted job meets in an empty store.
+void prepare(Rendezvous& r, const LaunchOptions& o, int store_port) {
+  if (o.store == "file") {
     std::string pattern = (std::filesystem::temp_directory_path() / "brigade-launch-XXXXXX").string();
     if (mkdtemp(pattern.data()) == nullptr) system_error("creating a store directory");
     r.directory = pattern;
     r.set.push_back({"BRIGADE_COMM_STORE", pattern});
     r.unset = {"MASTER_ADDR", "MASTER_PORT"};
   } else {
-    r.set.push_back({"MASTER_ADDR", "127.0.0.1"});
-    r.set.push_back({"MASTER_PORT", std::to_string(free_port())});
+    r.set.push_back({"MASTER_ADDR", o.master_addr.empty() ? "127.0.0.1" : o.master_addr});
+    r.set.push_back({"MASTER_PORT", std::to_string(store_port)});
     r.unset = {"BRIGADE_COMM_STORE"};
   }
 }
 
-// ---- the ranks ----
-
-struct Rank {
-  pid_t pid = -1;
-  bool running = false;
-  int status = 0;          // as from waitpid
-  int out = -1, err = -1;  // read ends of its stdout/stderr pipes, -1 once closed
-  std::unique_ptr<LinePrefixer> out_lines, err_lines;
-};
-
-// The environment of rank `r`: ours, minus contradicting variables, plus its place in the job.
-std::vector<std::string> environment_for(int r, const LaunchOptions& o, const Rendezvous& rendezvous) {
-  std::vector<std::pair<std::string, std::string>> set = rendezvous.set;
-  set.push_back({"RANK", std::to_string(r)});
-  set.push_back({"WORLD_SIZE", std::to_string(o.nprocs)});
-  set.push_back({"LOCAL_RANK", std::to_string(r)});
+// The environment of this node's `local`-th rank: ours, minus contradicting variables, plus its
+// place in the job.
+std::vector<std::string> environment_for(int local, int restart, const LaunchOptions& o, const Rendezvous& r) {
+  std::vector<std::pair<std::string, std::string>> set = r.set;
+  set.push_back({"RANK", std::to_string(o.node_rank * o.nprocs + local)});
+  set.push_back({"WORLD_SIZE", std::to_string(o.nnodes * o.nprocs)});
+  set.push_back({"LOCAL_RANK", std::to_string(local)});
   set.push_back({"LOCAL_WORLD_SIZE", std::to_string(o.nprocs)});
   set.push_back({"BRIGADE_LAUNCH", "1"});
+  set.push_back({"BRIGADE_RESTART_COUNT", std::to_string(restart)});
   if (!o.timeout.empty()) set.push_back({"BRIGADE_COMM_TIMEOUT", o.timeout});
   if (!o.connect_timeout.empty()) set.push_back({"BRIGADE_CONNECT_TIMEOUT", o.connect_timeout});
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string entry = *e, name = entry.substr(0, entry.find('='));
-    bool replaced = std::find(rendezvous.unset.begin(), rendezvous.unset.end(), name) != rendezvous.unset.end();
+    bool replaced = std::find(r.unset.begin(), r.unset.end(), name) != r.unset.end();
     for (const auto& [n, v] : set) replaced = replaced || n == name;
     if (!replaced) env.push_back(entry);
   }
@@ -120,170 +124,301 @@ std::vector<std::string> environment_for(int r, const LaunchOptions& o, const Re
   return env;
 }
 
-// Starts rank `r` in its own process group (so a signal reaches whatever it starts, too).
-void start(Rank& rank, int r, const LaunchOptions& o, const Rendezvous& rendezvous) {
-  // Everything the child needs is built before fork(): between fork and exec only async-signal-safe
-  // calls are allowed.
-  std::vector<std::string> env_strings = environment_for(r, o, rendezvous);
-  std::vector<char*> argv, envp;
-  for (const std::string& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  for (std::string& e : env_strings) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  std::string cannot_run = "brigade launch: cannot run '" + o.command[0] + "': ";
-  int out[2], err[2];
-  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) system_error("pipe");
-  pid_t pid = fork();
-  if (pid < 0) system_error("fork");
-  if (pid == 0) {
-    setpgid(0, 0);
-    dup2(out[1], 1);
-    dup2(err[1], 2);
-    execvpe(argv[0], argv.data(), envp.data());
-    const char* reason = strerror(errno);  // glibc's is safe enough here: a static table
-    (void)!write(2, cannot_run.data(), cannot_run.size());
-    (void)!write(2, reason, strlen(reason));
-    (void)!write(2, "\n", 1);
-    _exit(127);
+std::unique_ptr<RankGroup> start_ranks(const LaunchOptions& o, int restart, const Rendezvous& r) {
+  std::vector<std::vector<std::string>> envs;
+  std::vector<int> numbers;
+  for (int local = 0; local < o.nprocs; ++local) {
+    envs.push_back(environment_for(local, restart, o, r));
+    numbers.push_back(o.node_rank * o.nprocs + local);
   }
-  setpgid(pid, pid);  // also here: whichever runs first, the group exists before we signal it
-  close(out[1]);
-  close(err[1]);
-  rank.pid = pid;
-  rank.running = true;
-  rank.out = out[0];
-  rank.err = err[0];
-  std::string prefix = "[rank " + std::to_string(r) + "] ";
-  rank.out_lines = std::make_unique<LinePrefixer>(prefix);
-  rank.err_lines = std::make_unique<LinePrefixer>(prefix);
+  return std::make_unique<RankGroup>(o.command, envs, numbers, o.grace_seconds);
 }
 
-void signal_all(std::vector<Rank>& ranks, int sig) {
-  for (Rank& rank : ranks)
-    if (rank.running) kill(-rank.pid, sig);
+// How long launchers wait to meet: --connect-timeout, else --timeout, else the library's 300 s.
+Milliseconds meeting_time(const LaunchOptions& o) {
+  const std::string& text = !o.connect_timeout.empty() ? o.connect_timeout : o.timeout;
+  return Milliseconds(text.empty() ? 300000 : int64_t(std::stod(text) * 1000));
 }
 
-// Moves whatever is readable from the ranks' pipes to our stdout/stderr; waits up to `wait_ms`.
-void relay(std::vector<Rank>& ranks, int wait_ms) {
-  std::vector<pollfd> fds;
-  std::vector<std::pair<Rank*, bool>> owners;  // (rank, is stderr)
-  for (Rank& rank : ranks) {
-    if (rank.out >= 0) {
-      fds.push_back({rank.out, POLLIN, 0});
-      owners.push_back({&rank, false});
-    }
-    if (rank.err >= 0) {
-      fds.push_back({rank.err, POLLIN, 0});
-      owners.push_back({&rank, true});
-    }
-  }
-  if (fds.empty()) return;
-  if (poll(fds.data(), fds.size(), wait_ms) <= 0) return;
-  char buffer[65536];
-  for (size_t i = 0; i < fds.size(); ++i) {
-    if (fds[i].revents == 0) continue;
-    auto [rank, is_err] = owners[i];
-    int& fd = is_err ? rank->err : rank->out;
-    LinePrefixer& lines = is_err ? *rank->err_lines : *rank->out_lines;
-    ssize_t n = read(fd, buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n > 0) {
-      write_all(is_err ? 2 : 1, lines.feed(buffer, size_t(n)));
-    } else {  // end of stream (or an error, which ends it too)
-      write_all(is_err ? 2 : 1, lines.flush());
-      close(fd);
-      fd = -1;
-    }
+Milliseconds node_silence(const LaunchOptions& o) { return Milliseconds(int64_t(o.node_timeout_seconds * 1000)); }
+
+// A number from a peer launcher's line; -1 when it is not one (nothing a launcher sends is negative).
+int to_int(const std::string& text) {
+  try {
+    size_t used = 0;
+    int v = std::stoi(text, &used);
+    return used == text.size() ? v : -1;
+  } catch (const std::exception&) {
+    return -1;
   }
 }
 
-std::string describe(int status) {
-  if (WIFSIGNALED(status))
-    return "was killed by signal " + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
-  return "exited with status " + std::to_string(WEXITSTATUS(status));
+std::vector<std::string> words(const std::string& line) {
+  std::istringstream in(line);
+  std::vector<std::string> out;
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
 }
 
-int exit_code(int status) { return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status); }
+std::string rest_after(const std::string& line, size_t words_to_skip) {
+  size_t at = 0;
+  for (size_t i = 0; i < words_to_skip && at != std::string::npos; ++i) {
+    at = line.find(' ', at);
+    if (at != std::string::npos) ++at;
+  }
+  return at == std::string::npos ? "" : line.substr(at);
+}
 
-volatile sig_atomic_t interrupted = 0;  // the signal that asked the launcher to stop, or 0
-extern "C" void on_signal(int sig) { interrupted = sig; }
+// ---- node 0: decides when the job starts, stops, restarts and ends ----
+
+// A failure that ends a run of the job; `restartable` is false for interrupts and lost nodes.
+struct Failure {
+  int code = 0;
+  std::string what;
+  bool restartable = true;
+};
+
+class Coordinator {
+ public:
+  explicit Coordinator(const LaunchOptions& o) : o_(o), nodes_(size_t(o.nnodes)) {}
+
+  int run() {
+    if (o_.nnodes > 1) meet_the_nodes();
+    for (int restart = 0;; ++restart) {
+      Failure failure = run_once(restart);
+      if (failure.what.empty()) {
+        broadcast("exit 0");
+        return 0;
+      }
+      if (!failure.restartable || restart >= o_.max_restarts) {
+        if (o_.max_restarts > 0 && failure.restartable)
+          say("no restarts left (--max-restarts " + std::to_string(o_.max_restarts) + ")");
+        broadcast("exit " + std::to_string(failure.code));
+        return failure.code;
+      }
+      say("restarting the job (restart " + std::to_string(restart + 1) + " of " + std::to_string(o_.max_restarts) +
+          ") after: " + failure.what);
+    }
+  }
+
+ private:
+  // Waits until every other node's launcher said hello, up to the connect timeout.
+  void meet_the_nodes() {
+    const int fd = listen_for_nodes(o_.master_port);
+    const auto deadline = Clock::now() + meeting_time(o_);
+    std::vector<std::unique_ptr<NodeLink>> unnamed;  // connected, hello not read yet
+    int met = 1;
+    while (met < o_.nnodes) {
+      if (interrupted) {
+        close(fd);
+        throw std::runtime_error(std::string("brigade launch: interrupted (") + strsignal(interrupted) +
+                                 ") while waiting for the other nodes");
+      }
+      if (Clock::now() > deadline) {
+        std::string missing;
+        for (int k = 1; k < o_.nnodes; ++k)
+          if (!nodes_[size_t(k)]) missing += (missing.empty() ? "" : ", ") + std::to_string(k);
+        close(fd);
+        throw std::runtime_error("brigade launch: node(s) " + missing + " never connected to " + o_.master_addr + ":" +
+                                 std::to_string(o_.master_port) + " within " +
+                                 std::to_string(meeting_time(o_).count() / 1000) +
+                                 " s (were they started, with this --master-addr, --master-port and --nnodes?)");
+      }
+      while (auto link = accept_node(fd, node_silence(o_))) unnamed.push_back(std::move(link));
+      // The nodes that already joined hear our heartbeats while they wait for the rest.
+      for (int k = 1; k < o_.nnodes; ++k) {
+        NodeLink* node = nodes_[size_t(k)].get();
+        if (node == nullptr) continue;
+        node->receive();
+        if (!node->lost()) continue;
+        close(fd);
+        throw std::runtime_error("brigade launch: lost node " + std::to_string(k) + "'s launcher (" +
+                                 node->why_lost() + ") while waiting for the other nodes");
+      }
+      for (auto& link : unnamed) {
+        if (!link) continue;
+        for (const std::string& line : link->receive()) {
+          auto w = words(line);
+          // hello <node rank> <nnodes> <nprocs>
+          const bool valid =
+              w.size() == 4 && w[0] == "hello" && to_int(w[2]) == o_.nnodes && to_int(w[3]) == o_.nprocs;
+          const int k = w.size() == 4 ? to_int(w[1]) : -1;
+          if (!valid || k <= 0 || k >= o_.nnodes || nodes_[size_t(k)]) {
+            link->send("refused this job has --nnodes " + std::to_string(o_.nnodes) + " and -n " +
+                       std::to_string(o_.nprocs) + " on every node, and node " + std::to_string(k) +
+                       (k > 0 && k < o_.nnodes ? " already joined" : " is not one of its nodes"));
+            say("refused a launcher from " + link->peer() + ": '" + line + "'");
+          } else {
+            nodes_[size_t(k)] = std::move(link);
+            ++met;
+          }
+          break;
+        }
+        if (link && link->lost()) link.reset();
+      }
+      ::poll(nullptr, 0, 20);
+    }
+    close(fd);
+  }
+
+  void broadcast(const std::string& line) {
+    for (auto& node : nodes_)
+      if (node) node->send(line);
+  }
+
+  // One run of the job on every node; returns its first failure (empty `what`: success).
+  Failure run_once(int restart) {
+    Rendezvous rendezvous;
+    const int store_port = o_.store == "tcp" ? free_port() : 0;
+    prepare(rendezvous, o_, store_port);
+    broadcast("start " + std::to_string(restart) + " " + std::to_string(store_port));
+    std::unique_ptr<RankGroup> ranks = start_ranks(o_, restart, rendezvous);
+    Failure failure;
+    std::map<int, bool> finished;  // node -> its ranks are all gone
+    auto fail = [&](Failure f) {
+      if (!failure.what.empty()) return;
+      failure = std::move(f);
+      ranks->stop(failure.what + (o_.nnodes > 1 ? "; stopping the ranks of every node" : "; stopping the ranks"));
+      broadcast("stop " + failure.what);
+    };
+    for (;;) {
+      const bool mine_done = ranks->poll(50);
+      if (!ranks->failure().empty()) fail({ranks->failure_code(), ranks->failure(), true});
+      if (interrupted)
+        fail({128 + interrupted,
+              std::string(o_.nnodes > 1 ? "node 0 was interrupted (" : "interrupted (") + strsignal(interrupted) + ")",
+              false});
+      for (int k = 1; k < o_.nnodes; ++k) {
+        NodeLink* node = nodes_[size_t(k)].get();
+        if (node == nullptr) continue;
+        // Every link is read on every turn, finished or not: that also keeps its heartbeats going.
+        for (const std::string& line : node->receive()) {
+          auto w = words(line);
+          if (w.size() >= 3 && w[0] == "failed")  // failed <code> <restartable> <what>
+            fail({std::max(1, to_int(w[1])), rest_after(line, 3), w[2] == "1"});
+          else if (w.size() == 2 && w[0] == "finished")
+            finished[k] = true;
+        }
+        if (!finished[k] && node->lost()) {
+          fail({1, "lost node " + std::to_string(k) + "'s launcher (" + node->why_lost() + ")", false});
+          finished[k] = true;
+          nodes_[size_t(k)].reset();
+        }
+      }
+      int done = 0;
+      for (auto& [k, f] : finished) done += f ? 1 : 0;
+      // Waiting for every node matters only before a restart (all ranks of the last run must be gone
+      // first); a job that is over need not wait on a node it cannot reach.
+      const bool ends = !failure.what.empty() && (!failure.restartable || restart >= o_.max_restarts);
+      if (mine_done && (done == o_.nnodes - 1 || ends)) return failure;
+    }
+  }
+
+  const LaunchOptions& o_;
+  std::vector<std::unique_ptr<NodeLink>> nodes_;  // [k]: node k's link (null for node 0 and lost nodes)
+};
+
+// ---- every other node: does what node 0 says ----
+
+class Follower {
+ public:
+  explicit Follower(const LaunchOptions& o) : o_(o) {}
+
+  int run() {
+    link_ = connect_to_node0(o_.master_addr, o_.master_port, meeting_time(o_), node_silence(o_));
+    link_->send("hello " + std::to_string(o_.node_rank) + " " + std::to_string(o_.nnodes) + " " +
+                std::to_string(o_.nprocs));
+    int my_failure_code = 0;
+    for (;;) {
+      // Node 0 says start (again) or that the job is over.
+      std::vector<std::string> w = next_order();
+      if (interrupted) return 128 + interrupted;
+      if (w.empty()) {
+        say("lost node 0's launcher (" + link_->why_lost() + ")");
+        return my_failure_code != 0 ? my_failure_code : 1;
+      }
+      if (w[0] == "exit") return std::max(0, to_int(w[1]));
+      if (w[0] == "refused") throw std::runtime_error("brigade launch: node 0 refused this node: " + join_from(w, 1));
+      const int restart = to_int(w[1]);
+      Rendezvous rendezvous;
+      prepare(rendezvous, o_, to_int(w[2]));
+      std::unique_ptr<RankGroup> ranks = start_ranks(o_, restart, rendezvous);
+      bool reported = false;
+      int ended_with = -1;       // node 0's "exit <code>" while our ranks still ran
+      bool told_to_stop = false;  // node 0 said stop before any rank here failed
+      bool failed_first = false;  // a rank here failed before node 0 said stop
+      for (;;) {
+        const bool done = ranks->poll(50);
+        if (!ranks->failure().empty() && !reported) {
+          my_failure_code = ranks->failure_code();
+          failed_first = !told_to_stop;
+          link_->send("failed " + std::to_string(ranks->failure_code()) + " 1 " + ranks->failure());
+          reported = true;
+        }
+        if (interrupted && !reported) {
+          my_failure_code = 128 + interrupted;
+          ranks->stop(std::string("interrupted (") + strsignal(interrupted) + "); stopping the ranks");
+          link_->send("failed " + std::to_string(my_failure_code) + " 0 node " + std::to_string(o_.node_rank) +
+                      " was interrupted");
+          reported = true;
+        }
+        for (const std::string& line : link_->receive()) {
+          auto w = words(line);
+          if (!w.empty() && w[0] == "stop") {
+            told_to_stop = told_to_stop || !reported;
+            ranks->stop(rest_after(line, 1) + "; stopping this node's ranks");
+          }
+          if (w.size() == 2 && w[0] == "exit") {  // the job is over; our ranks are being stopped anyway
+            ended_with = std::max(0, to_int(w[1]));
+            ranks->stop("node 0 ended the job; stopping this node's ranks");
+          }
+        }
+        if (link_->lost() && !ranks->stopping() && ended_with < 0)
+          ranks->stop("lost node 0's launcher (" + link_->why_lost() + "); stopping this node's ranks");
+        if (done) break;
+      }
+      if (ended_with >= 0) return ended_with;
+      if (link_->lost()) return my_failure_code != 0 ? my_failure_code : 1;
+      link_->send("finished " + std::to_string(ranks->failure_code()));
+      // No restart can follow a failure that started here once they are used up: node 0 ends the
+      // job without waiting for this node, and so may this node without waiting for node 0's word
+      // (which a broken network would hold up until the silence limit).
+      if (failed_first && restart >= o_.max_restarts) return my_failure_code;
+    }
+  }
+
+ private:
+  static std::string join_from(const std::vector<std::string>& w, size_t from) {
+    std::string s;
+    for (size_t i = from; i < w.size(); ++i) s += (s.empty() ? "" : " ") + w[i];
+    return s;
+  }
+
+  // The next "start <restart> <port>", "exit <code>" or "refused ..." from node 0; empty when the
+  // link is lost (node 0's silence limit bounds the wait) or this launcher is interrupted.
+  std::vector<std::string> next_order() {
+    while (!link_->lost() && !interrupted) {
+      for (const std::string& line : link_->receive()) {
+        auto w = words(line);
+        if ((w.size() == 3 && w[0] == "start") || (w.size() == 2 && w[0] == "exit") ||
+            (!w.empty() && w[0] == "refused"))
+          return w;
+      }
+      ::poll(nullptr, 0, 20);
+    }
+    return {};
+  }
+
+  const LaunchOptions& o_;
+  std::unique_ptr<NodeLink> link_;
+};
 
 }  // namespace
 
-int run_ranks(const LaunchOptions& o) {
-  Rendezvous rendezvous;
-  prepare(rendezvous, o.store);
-
-  struct sigaction action{}, old_int{}, old_term{};
-  action.sa_handler = on_signal;
-  sigemptyset(&action.sa_mask);
-  interrupted = 0;
-  sigaction(SIGINT, &action, &old_int);
-  sigaction(SIGTERM, &action, &old_term);
-
-  std::vector<Rank> ranks(size_t(o.nprocs));
-  int result = 0;
-  bool stopping = false;  // the first failure (or an interrupt) happened: the rest are being stopped
-  Clock::time_point kill_at{};
-  try {
-    for (int r = 0; r < o.nprocs; ++r) start(ranks[size_t(r)], r, o, rendezvous);
-  } catch (...) {
-    signal_all(ranks, SIGKILL);
-    for (Rank& rank : ranks)
-      if (rank.running) waitpid(rank.pid, nullptr, 0);
-    sigaction(SIGINT, &old_int, nullptr);
-    sigaction(SIGTERM, &old_term, nullptr);
-    throw;
-  }
-
-  auto stop_others = [&](const std::string& why) {
-    stopping = true;
-    say(why);
-    signal_all(ranks, SIGTERM);
-    kill_at = Clock::now() + std::chrono::milliseconds(int64_t(o.grace_seconds * 1000));
-  };
-
-  int running = o.nprocs;
-  auto drain_until = Clock::time_point::max();
-  for (;;) {
-    relay(ranks, 50);
-    // Reap whoever finished.
-    for (size_t r = 0; r < ranks.size(); ++r) {
-      Rank& rank = ranks[r];
-      if (!rank.running || waitpid(rank.pid, &rank.status, WNOHANG) != rank.pid) continue;
-      rank.running = false;
-      --running;
-      bool failed = !WIFEXITED(rank.status) || WEXITSTATUS(rank.status) != 0;
-      if (failed && !stopping) {
-        result = exit_code(rank.status);
-        stop_others("rank " + std::to_string(r) + " " + describe(rank.status) + "; stopping the other ranks");
-      }
-    }
-    if (interrupted && !stopping) {
-      result = 128 + interrupted;
-      stop_others(std::string("interrupted (") + strsignal(interrupted) + "); stopping the ranks");
-    }
-    if (stopping && running > 0 && Clock::now() >= kill_at) {
-      say("grace period over; killing the remaining ranks");
-      signal_all(ranks, SIGKILL);
-      kill_at = Clock::time_point::max();
-    }
-    if (running == 0) {
-      // Everyone exited; their output may still sit in the pipes — unless something they started
-      // keeps a pipe open, so drain for a moment only.
-      if (drain_until == Clock::time_point::max()) drain_until = Clock::now() + std::chrono::seconds(2);
-      bool open = false;
-      for (Rank& rank : ranks) open = open || rank.out >= 0 || rank.err >= 0;
-      if (!open || Clock::now() >= drain_until) break;
-    }
-  }
-  for (Rank& rank : ranks) {
-    if (rank.out >= 0) close(rank.out);
-    if (rank.err >= 0) close(rank.err);
-  }
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGTERM, &old_term, nullptr);
-  return result;
+int run_job(const LaunchOptions& o) {
+  SignalGuard signals;
+  if (o.node_rank == 0) return Coordinator(o).run();
+  return Follower(o).run();
 }
 
 }  // namespace brigade::launch

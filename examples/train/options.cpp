@@ -108,8 +108,10 @@ const std::vector<Flag>& flags() {
       text_flag("--svg", "PATH", "timeline of the last step, simulated vs measured; 'none': off", &TrainOptions::svg),
       int_flag("--log-every", "steps between progress lines", &TrainOptions::log_every, 1),
       int_flag("--eval", "held-out sequences for the final accuracy", &TrainOptions::eval_examples, 1),
-      text_flag("--save", "PATH", "write a checkpoint here at the end", &TrainOptions::save),
+      text_flag("--save", "PATH", "write a checkpoint here at the end; or into a directory: see below",
+                &TrainOptions::save),
       int_flag("--save-every", "also checkpoint every N steps (needs --save; 0: off)", &TrainOptions::save_every, 0),
+      int_flag("--keep", "checkpoints a --save directory keeps, the newest", &TrainOptions::keep, 1),
       text_flag("--resume", "PATH", "continue from a checkpoint of the same configuration", &TrainOptions::resume),
   };
   return table;
@@ -154,6 +156,14 @@ std::string train_usage() {
     os << "  " << std::left << std::setw(20) << left << f.help << " [" << f.get(defaults) << "]\n";
   }
   os << "  " << std::left << std::setw(20) << "-h, --help" << "show this help\n";
+  os << "\n"
+        "checkpoint directories: when --save names a directory (one that exists, or a path ending in '/',\n"
+        "created if its parent exists), each save writes DIR/step-<8 digits>.safetensors, then deletes all\n"
+        "but the --keep newest. The same command started again resumes from the newest checkpoint that\n"
+        "loads: a damaged one is skipped with a warning, the temporary file of an interrupted save is never\n"
+        "used, and one of another configuration is an error, as with --resume. With none it starts at step\n"
+        "0; an explicit --resume wins. Under `brigade launch`, rank 0 picks the checkpoint and every rank\n"
+        "loads that file: DIR must be one shared directory, at the same path on every host.\n";
   return os.str();
 }
 

@@ -50,9 +50,13 @@ struct TrainOptions {
   // Reporting and checkpoints
   int64_t log_every = 100;
   int64_t eval_examples = 500;
-  std::string save;        // checkpoint written at the end (and every save_every steps)
+  // A file, written at the end (and every save_every steps); or a directory (one that exists, or a
+  // path ending in '/'), which gets one file per save and is resumed from automatically
+  // (checkpoint_dir.h).
+  std::string save;
   int64_t save_every = 0;  // 0: only at the end
-  std::string resume;      // checkpoint to continue from
+  int64_t keep = 2;        // checkpoints a --save directory keeps (the newest)
+  std::string resume;      // checkpoint to continue from (wins over a --save directory's)
 
   static constexpr double min_lr_ratio = 0.1;
 };

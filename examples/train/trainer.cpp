@@ -18,6 +18,7 @@
 #include <set>
 
 #include "autograd/tape.h"
+#include "checkpoint_dir.h"
 #include "core/error.h"
 #include "core/factory.h"
 #include "core/parallel.h"
@@ -178,6 +179,7 @@ Trainer::Trainer(const TrainOptions& options, const pipeline::PipelineGroups* gr
   schedule_.total_steps = options_.steps;
   schedule_.warmup_steps = std::min(options_.warmup, options_.steps);
   if (!options_.resume.empty()) resume(options_.resume);
+  else if (is_checkpoint_dir(options_.save)) resume_newest(options_.save);
 }
 
 Trainer::~Trainer() = default;
@@ -319,33 +321,68 @@ void Trainer::save(const std::string& path) {
 }
 
 void Trainer::resume(const std::string& path) {
-  nn::Checkpoint ckpt = nn::load_checkpoint(path);
+  restore(nn::load_checkpoint(path), "--resume " + path);
+  resumed_from_ = path;
+}
+
+void Trainer::resume_newest(const std::string& dir) {
+  // One rank chooses: ranks that looked on their own could see different files (a save landing
+  // between two listings, a file one host reads and another does not) and resume different steps.
+  NewestCheckpoint newest;
+  if (is_leader()) newest = load_newest_checkpoint(dir);
+  resume_warnings_ = newest.warnings;
+  const int64_t step = leaders_value(newest.step);
+  if (step < 0) return;
+  const std::string path = checkpoint_path(dir, step);
+  if (newest.step < 0) {
+    try {
+      newest.checkpoint = nn::load_checkpoint(path);
+    } catch (const Error& e) {
+      const int rank = groups_->replica * groups_->pipeline->size() + groups_->pipeline->rank();
+      fail("--save ", dir, ": rank ", rank, " cannot load ", path, ", the checkpoint rank 0 chose to resume from (",
+           e.what(), "); the directory must be visible at the same path on every host (a shared directory)");
+    }
+  }
+  restore(newest.checkpoint, "--save " + dir + ": resuming " + path);
+  resumed_from_ = path;
+}
+
+int64_t Trainer::leaders_value(int64_t value) {
+  if (groups_ == nullptr) return value;
+  // Down the leader's pipeline, then from replica 0 to the others (as choose_partition does).
+  Tensor t = from_vector(std::vector<double>{double(value)}, {1}, DType::i64, groups_->pipeline->device());
+  groups_->pipeline->broadcast(t, 0);
+  if (groups_->replicas) groups_->replicas->broadcast(t, 0);
+  return int64_t(t.to_vector()[0]);
+}
+
+void Trainer::restore(const nn::Checkpoint& ckpt, const std::string& context) {
   auto meta = [&](const std::string& key) -> const std::string& {
     auto it = ckpt.metadata.find(key);
-    BRIGADE_CHECK(it != ckpt.metadata.end(), "--resume ", path, ": not a `brigade train` checkpoint (no '", key,
+    BRIGADE_CHECK(it != ckpt.metadata.end(), context, ": not a `brigade train` checkpoint (no '", key,
                   "' in its metadata)");
     return it->second;
   };
-  BRIGADE_CHECK(meta("format") == kFormat, "--resume ", path, ": unknown checkpoint format '", meta("format"),
+  BRIGADE_CHECK(meta("format") == kFormat, context, ": unknown checkpoint format '", meta("format"),
                 "' (expected ", kFormat, ")");
   for (const Setting& s : settings_of(options_, compute_dtype())) {
     // Checkpoints from before a setting existed lack its key; only the must-match ones are required.
     if (!s.must_match && !ckpt.metadata.count(s.key())) continue;
     const std::string& saved = meta(s.key());
     if (saved == s.value) continue;
-    BRIGADE_CHECK(!s.must_match, "--resume ", path, ": the checkpoint was trained with ", s.flag, " ", saved,
+    BRIGADE_CHECK(!s.must_match, context, ": the checkpoint was trained with ", s.flag, " ", saved,
                   " but this run has ", s.flag, " ", s.value, " (model, task and data settings must match)");
     resume_notes_.push_back(std::string(s.flag) + ": " + saved + " in the checkpoint, now " + s.value);
   }
   auto number = [&](const std::string& key, auto value) {
     const std::string& text = meta(key);
     auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    BRIGADE_CHECK(ec == std::errc() && end == text.data() + text.size(), "--resume ", path, ": bad '", key,
+    BRIGADE_CHECK(ec == std::errc() && end == text.data() + text.size(), context, ": bad '", key,
                   "' in its metadata: '", text, "'");
     return value;
   };
   const int64_t step = number("step", int64_t(0));
-  BRIGADE_CHECK(step >= 0 && step <= options_.steps, "--resume ", path, ": the checkpoint is at step ", step,
+  BRIGADE_CHECK(step >= 0 && step <= options_.steps, context, ": the checkpoint is at step ", step,
                 ", past --steps ", options_.steps);
   const double first_loss = number("first_loss", 0.0);
   model_->load_state_dict(ckpt.model);
@@ -436,6 +473,7 @@ void print_header(Trainer& trainer, std::ostream& out) {
 // Fails before training rather than after it when the checkpoint could never be written.
 void check_save_path(const std::string& path) {
   if (path.empty()) return;
+  if (is_checkpoint_dir(path)) return make_checkpoint_dir(path);
   std::filesystem::path dir = std::filesystem::path(path).parent_path();
   if (dir.empty()) dir = ".";
   BRIGADE_CHECK(std::filesystem::is_directory(dir), "--save ", path, ": the directory ", dir.string(),
@@ -446,15 +484,38 @@ void report_timeline(Trainer& trainer, const TrainOptions& options, std::ostream
 
 namespace {
 
+// Where the run continues from, and why there.
+void print_resume(const Trainer& trainer, std::ostream& out) {
+  const TrainOptions& o = trainer.options();
+  const bool save_dir = is_checkpoint_dir(o.save);
+  if (save_dir && !o.resume.empty()) out << "--resume given: the checkpoints in " << o.save << " are not used\n";
+  for (const std::string& warning : trainer.resume_warnings()) out << "warning: " << warning << "\n";
+  if (!trainer.resumed_from().empty()) {
+    out << "resumed from " << trainer.resumed_from() << " at step " << trainer.step() << "\n";
+    for (const std::string& note : trainer.resume_notes()) out << "note: " << note << "\n";
+  } else if (save_dir) {
+    out << "no checkpoint to resume in " << o.save << "; starting at step 0\n";
+  }
+}
+
+// Every rank calls it (the leader gathers the state); the leader writes and, in a --save directory,
+// deletes the checkpoints beyond --keep once the new one is complete.
+void save_checkpoint(Trainer& trainer, std::ostream& out) {
+  const TrainOptions& o = trainer.options();
+  const bool save_dir = is_checkpoint_dir(o.save);
+  const std::string path = save_dir ? checkpoint_path(o.save, trainer.step()) : o.save;
+  trainer.save(path);
+  if (save_dir && trainer.is_leader()) prune_checkpoints(o.save, trainer.step(), o.keep);
+  out << "saved " << path << " at step " << trainer.step() << "\n";
+  out.flush();  // a launcher's log (or a test) watching for checkpoints sees it now, not steps later
+}
+
 // The loop every rank runs; only the leader's `out` is a real stream.
 TrainSummary train_rank(const TrainOptions& options, const pipeline::PipelineGroups* groups, std::ostream& out) {
   const auto run_start = Clock::now();
   Trainer trainer(options, groups);
   print_header(trainer, out);
-  if (!options.resume.empty()) {
-    out << "resumed from " << options.resume << " at step " << trainer.step() << "\n";
-    for (const std::string& note : trainer.resume_notes()) out << "note: " << note << "\n";
-  }
+  print_resume(trainer, out);
   out.flush();
 
   // One batch's loss is noisy; progress lines show the mean since the previous line, and the final
@@ -492,18 +553,12 @@ TrainSummary train_rank(const TrainOptions& options, const pipeline::PipelineGro
       window_steps = 0;
       window_start = Clock::now();
     }
-    if (options.save_every > 0 && step % options.save_every == 0 && step < options.steps) {
-      trainer.save(options.save);
-      out << "saved " << options.save << " at step " << step << "\n";
-    }
+    if (options.save_every > 0 && step % options.save_every == 0 && step < options.steps) save_checkpoint(trainer, out);
   }
   const double train_seconds = seconds_since(train_start);
   const int64_t steps_run = trainer.step() - start_step;
   if (trainer.pipelined() && steps_run > 0) report_timeline(trainer, options, out);
-  if (!options.save.empty()) {
-    trainer.save(options.save);
-    out << "saved " << options.save << " at step " << trainer.step() << "\n";
-  }
+  if (!options.save.empty()) save_checkpoint(trainer, out);
 
   TrainSummary summary;
   summary.steps = trainer.step();

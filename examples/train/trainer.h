@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "evaluate.h"
+#include "nn/checkpoint.h"
 #include "nn/gpt.h"
 #include "optim/adamw.h"
 #include "pipeline/partition.h"
@@ -31,8 +32,10 @@ namespace brigade::train {
 // can resume it.
 class Trainer {
  public:
-  // Builds the model and the optimizer; with options.resume, restores that checkpoint. Throws
-  // brigade::Error when the checkpoint can't be read or belongs to a different configuration.
+  // Builds the model and the optimizer; with options.resume, restores that checkpoint, and else with
+  // a --save directory, its newest checkpoint that loads (checkpoint_dir.h; in a pipeline, world
+  // rank 0 picks it and every rank loads that file). Throws brigade::Error when the checkpoint can't
+  // be read or belongs to a different configuration.
   explicit Trainer(const TrainOptions& options, const pipeline::PipelineGroups* groups = nullptr);
   ~Trainer();
 
@@ -61,6 +64,10 @@ class Trainer {
   // Settings that differ from the resumed checkpoint's (allowed, but the run is no longer identical
   // to the original one), as "--lr: 0.003 in the checkpoint, now 0.001".
   const std::vector<std::string>& resume_notes() const { return resume_notes_; }
+  // The checkpoint this run continues ("" when it started at step 0), and, from a --save directory,
+  // the damaged checkpoints passed over on the way to it (world rank 0 only).
+  const std::string& resumed_from() const { return resumed_from_; }
+  const std::vector<std::string>& resume_warnings() const { return resume_warnings_; }
 
   const TrainOptions& options() const { return options_; }
   const SortTask& task() const { return task_; }
@@ -68,7 +75,11 @@ class Trainer {
   optim::AdamW& optimizer() { return *optimizer_; }
 
  private:
-  void resume(const std::string& path);
+  void resume(const std::string& path);         // --resume PATH
+  void resume_newest(const std::string& dir);   // --save DIR/
+  // Checks that `ckpt` belongs to this configuration and loads it; errors start with `context`.
+  void restore(const nn::Checkpoint& ckpt, const std::string& context);
+  int64_t leaders_value(int64_t value);  // world rank 0's `value`, on every rank
   pipeline::Partition choose_partition(int64_t stages);  // by options_.partition
   DType compute_dtype() const;                            // what --precision resolved to
   bool owns(const Tensor& parameter) const;  // held by this rank's stages
@@ -86,6 +97,8 @@ class Trainer {
   int64_t step_ = 0;
   double first_loss_;
   std::vector<std::string> resume_notes_;
+  std::string resumed_from_;
+  std::vector<std::string> resume_warnings_;
 };
 
 struct TrainSummary {

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -156,6 +157,23 @@ int main(int argc, char** argv) {
   try {
     if (scenario == "env") {  // no communicator: just where this rank is
       std::cout << comm::read_launch_env().str() << std::endl;
+      return 0;
+    }
+    if (scenario == "address") {  // which address this rank would advertise (comm/address.h)
+      comm::AdvertisedAddress a =
+          comm::choose_address(comm::read_launch_env(), [](const char* name) { return std::getenv(name); });
+      std::cout << "advertises " << a.address << " on " << a.interface << " (" << a.why << ")" << std::endl;
+      return 0;
+    }
+    if (scenario == "fail-once") {  // rank 1 fails on the job's first run only (brigade launch --max-restarts)
+      const char* restart = std::getenv("BRIGADE_RESTART_COUNT");
+      const std::string run = restart != nullptr ? restart : "none";
+      if (comm::read_launch_env().rank == 1 && run == "0") {
+        std::cerr << "failing on the first run" << std::endl;
+        return 7;
+      }
+      if (run == "0") std::this_thread::sleep_for(std::chrono::minutes(1));  // stopped by the launcher
+      std::cout << "run " << run << " ok" << std::endl;
       return 0;
     }
     if (scenario == "fail") {  // rank 1 fails at once; the others would run for a minute

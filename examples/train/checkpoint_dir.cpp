@@ -1,0 +1,105 @@
+#include "checkpoint_dir.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <system_error>
+
+#include "core/error.h"
+
+namespace brigade::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string checkpoint_name(int64_t step) {
+  char name[48];
+  std::snprintf(name, sizeof name, "step-%08lld.safetensors", static_cast<long long>(step));
+  return name;
+}
+
+// The step of a checkpoint's file name; nothing for any other name. Exact: the name must be what
+// checkpoint_name() writes for that step, so "step-7.safetensors" or a ".tmp" file never count.
+std::optional<int64_t> step_of(const std::string& name) {
+  const std::string prefix = "step-", suffix = ".safetensors";
+  if (name.size() <= prefix.size() + suffix.size() || name.rfind(prefix, 0) != 0 ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return std::nullopt;
+  const char* begin = name.data() + prefix.size();
+  const char* end = name.data() + name.size() - suffix.size();
+  int64_t step = 0;
+  auto [stop, ec] = std::from_chars(begin, end, step);
+  if (ec != std::errc() || stop != end || step < 0 || checkpoint_name(step) != name) return std::nullopt;
+  return step;
+}
+
+}  // namespace
+
+bool is_checkpoint_dir(const std::string& save) {
+  return !save.empty() && (save.back() == '/' || fs::is_directory(save));
+}
+
+void make_checkpoint_dir(const std::string& dir) {
+  std::error_code ec;
+  if (fs::is_directory(dir, ec)) return;
+  fs::path self = fs::path(dir);
+  if (self.filename().empty()) self = self.parent_path();  // "runs/" names "runs"
+  BRIGADE_CHECK(!fs::exists(self, ec), "--save ", dir, ": ", self.string(), " exists but is not a directory");
+  fs::path parent = self.parent_path();
+  if (parent.empty()) parent = ".";
+  BRIGADE_CHECK(fs::is_directory(parent, ec), "--save ", dir, ": cannot create the checkpoint directory: its parent ",
+                parent.string(), " does not exist");
+  std::error_code made;
+  fs::create_directory(self, made);
+  // Every process of a launched run gets here; another may have created it a moment ago.
+  BRIGADE_CHECK(fs::is_directory(self, ec), "--save ", dir, ": cannot create the checkpoint directory: ",
+                made.message());
+}
+
+std::string checkpoint_path(const std::string& dir, int64_t step) {
+  return (fs::path(dir) / checkpoint_name(step)).string();
+}
+
+std::vector<int64_t> checkpoint_steps(const std::string& dir) {
+  std::vector<int64_t> steps;
+  std::error_code ec;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+    if (!entry.is_regular_file(ec)) continue;
+    if (std::optional<int64_t> step = step_of(entry.path().filename().string())) steps.push_back(*step);
+  }
+  std::sort(steps.begin(), steps.end(), std::greater<>());
+  return steps;
+}
+
+NewestCheckpoint load_newest_checkpoint(const std::string& dir) {
+  NewestCheckpoint newest;
+  for (int64_t step : checkpoint_steps(dir)) {
+    const std::string path = checkpoint_path(dir, step);
+    try {
+      newest.checkpoint = nn::load_checkpoint(path);
+    } catch (const Error& e) {
+      newest.warnings.push_back("skipping " + path + ", which cannot be loaded: " + e.what());
+      continue;
+    }
+    newest.step = step;
+    break;
+  }
+  return newest;
+}
+
+void prune_checkpoints(const std::string& dir, int64_t step, int64_t keep) {
+  int64_t kept = 0;
+  for (int64_t s : checkpoint_steps(dir)) {
+    if (s > step || kept++ < keep) continue;
+    const std::string path = checkpoint_path(dir, s);
+    std::error_code ec;
+    fs::remove(path, ec);
+    BRIGADE_CHECK(!ec, "--save ", dir, ": cannot delete the old checkpoint ", path, ": ", ec.message());
+  }
+}
+
+}  // namespace brigade::train
