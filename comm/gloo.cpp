@@ -84,7 +84,9 @@ void meet_everyone(Store& store, const std::string& prefix, int rank, int size, 
 // connect, pair after pair, and cannot be interrupted; so its timeout is a fifth of what is left,
 // and the call runs on a thread of its own that is abandoned if it still has not returned when the
 // deadline (plus a moment) passes — it then ends by itself when gloo gives up. The thread owns
-// everything it touches, so abandoning it leaves nothing dangling.
+// everything it touches, so abandoning it leaves nothing dangling. (If the process exits with the
+// error meanwhile, the thread may still be inside gloo while static destructors run: the price of
+// a bound on a call that offers none, paid only when a peer is already lost.)
 void connect_full_mesh(const std::shared_ptr<gloo::rendezvous::Context>& context,
                        const std::shared_ptr<StoreAdapter>& adapter,
                        const std::shared_ptr<gloo::transport::Device>& device, const Deadline& deadline) {

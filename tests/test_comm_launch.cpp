@@ -4,8 +4,10 @@
 
 #include <unistd.h>
 
+#include <filesystem>
 #include <thread>
 
+#include "comm/background.h"
 #include "comm/run_command.h"
 #include "launch/options.h"
 #include "launch/output.h"
@@ -75,7 +77,8 @@ TEST_CASE("launch: flags for several machines and restarts", "[comm][launch]") {
   REQUIRE_THROWS_WITH(parse({"--master-port", "70000", "-n", "1", "p"}),
                       Contains("--master-port: expected an integer from 1 to 65535, got '70000'"));
   REQUIRE_THROWS_WITH(parse({"--max-restarts", "-1", "-n", "1", "p"}), Contains("--max-restarts: expected an integer"));
-  REQUIRE_THROWS_WITH(parse({"--node-timeout", "0", "-n", "1", "p"}), Contains("--node-timeout: must be positive"));
+  REQUIRE_THROWS_WITH(parse({"--node-timeout", "1.5", "-n", "1", "p"}),
+                      Contains("--node-timeout: must be at least 2 seconds"));
 }
 
 TEST_CASE("launch: output lines are prefixed whatever the chunking", "[comm][launch]") {
@@ -130,11 +133,13 @@ struct TwoNodes {
   test::CommandResult node0, node1;
 };
 
+std::string two_nodes_launch(int port, const std::string& flags) {
+  return "env BRIGADE_GLOO_HOST=127.0.0.1 " + kLaunch + " --nnodes 2 --master-addr 127.0.0.1 --master-port " +
+         std::to_string(port) + " " + flags;
+}
+
 TwoNodes run_two_nodes(const std::string& flags, const std::string& scenario) {
-  static int port = 21000 + int(getpid() % 20000);
-  port += 1;
-  const std::string common = "BRIGADE_GLOO_HOST=127.0.0.1 " + kLaunch +
-                             " --nnodes 2 --master-addr 127.0.0.1 --master-port " + std::to_string(port) + " " + flags;
+  const std::string common = two_nodes_launch(test::free_port(), flags);
   TwoNodes out;
   std::thread other([&] {
     out.node1 = test::run_command(common + " --node-rank 1 -- " + kWorker + " " + scenario);
@@ -192,7 +197,7 @@ TEST_CASE("launch: --max-restarts restarts every node's ranks after a failure, t
 
 TEST_CASE("launch: a node whose launcher never comes, or vanishes, ends the job in bounded time", "[comm][launch]") {
   // Node 1 is never started: node 0 gives up at the connect timeout, naming it.
-  const int port = 23000 + int(getpid() % 20000);
+  const int port = test::free_port();
   test::CommandResult r = test::run_command(kLaunch + " --nnodes 2 --node-rank 0 --master-addr 127.0.0.1 --master-port " +
                                             std::to_string(port) + " --connect-timeout 1 -n 1 -- " + kWorker + " env");
   INFO(r.output);
@@ -206,4 +211,30 @@ TEST_CASE("launch: a node whose launcher never comes, or vanishes, ends the job 
   REQUIRE(r.status == 1);
   REQUIRE_THAT(r.output, Contains("could not reach node 0's launcher at 127.0.0.1:" + std::to_string(port)));
   REQUIRE(r.seconds < 10);
+}
+
+TEST_CASE("launch: a node whose launcher goes silent is lost after --node-timeout, and the job ends", "[comm][launch]") {
+  // Node 1's launcher is frozen (SIGSTOP: its socket stays open, it just says nothing — like a host
+  // that hangs or a network that drops everything); node 0 hears no heartbeat for 2 s.
+  const int port = test::free_port();
+  const std::string dir = "/tmp/brigade-test-silent-" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  test::Background node1(two_nodes_launch(port, "-n 1 --grace 1 --node-timeout 2") + " --node-rank 1 -- " + kWorker +
+                             " wait",
+                         dir + "/node1.log");
+  test::Background node0(two_nodes_launch(port, "-n 1 --grace 1 --node-timeout 2") + " --node-rank 0 -- " + kWorker +
+                             " wait",
+                         dir + "/node0.log");
+  REQUIRE(node1.wait_for_output("[rank 1] waiting", 30));
+  const std::vector<int> node1_ranks = test::children_of(node1.pid());
+  REQUIRE(kill(node1.pid(), SIGSTOP) == 0);
+  const auto frozen = std::chrono::steady_clock::now();
+  const int status = node0.wait(30);
+  INFO(node0.output());
+  REQUIRE(status == 1);
+  REQUIRE_THAT(node0.output(), Contains("lost node 1's launcher (nothing heard for 2 s"));
+  REQUIRE(std::chrono::duration<double>(node0.ended() - frozen).count() < 2 + 1 + 3);
+  for (int pid : node1_ranks) kill(pid, SIGKILL);  // its ranks live in process groups of their own
+  kill(node1.pid(), SIGKILL);
+  std::filesystem::remove_all(dir);
 }

@@ -631,8 +631,9 @@ TEST_CASE("checkpoint directory: one file per save, only the --keep newest kept,
 
 TEST_CASE("checkpoint directory: a killed run started again resumes from its newest checkpoint, bit for bit",
           "[train]") {
-  // A run of 400 steps takes about a second; the kill lands a few steps after the second save.
-  const int64_t steps = 400, every = 20;
+  // A run of 1200 steps takes about 3 s; the kill lands a few steps after the second save, with
+  // seconds to spare on a busy machine (the killed run must not finish first).
+  const int64_t steps = 1200, every = 20;
   TempDir reference("killed_reference"), dir("killed");
   auto cli = [](const std::vector<std::string>& args) { return with({BRIGADE_CLI, "train"}, args); };
 

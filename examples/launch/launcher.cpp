@@ -11,8 +11,8 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -171,11 +171,12 @@ std::string rest_after(const std::string& line, size_t words_to_skip) {
 
 // ---- node 0: decides when the job starts, stops, restarts and ends ----
 
-// A failure that ends a run of the job; `restartable` is false for interrupts and lost nodes.
-struct Failure {
-  int code = 0;
-  std::string what;
-  bool restartable = true;
+// How one run of the job ended, on every node.
+struct Outcome {
+  bool failed = false;
+  int code = 0;             // the first failure's exit code (never 0 once failed)
+  std::string what;         // "rank 1 exited with status 7"
+  bool restartable = true;  // false once an interrupt or a lost node is among the failures
 };
 
 class Coordinator {
@@ -185,80 +186,78 @@ class Coordinator {
   int run() {
     if (o_.nnodes > 1) meet_the_nodes();
     for (int restart = 0;; ++restart) {
-      Failure failure = run_once(restart);
-      if (failure.what.empty()) {
+      const Outcome outcome = run_once(restart);
+      if (!outcome.failed) {
         broadcast("exit 0");
         return 0;
       }
-      if (!failure.restartable || restart >= o_.max_restarts) {
-        if (o_.max_restarts > 0 && failure.restartable)
+      if (!outcome.restartable || restart >= o_.max_restarts) {
+        if (o_.max_restarts > 0 && outcome.restartable)
           say("no restarts left (--max-restarts " + std::to_string(o_.max_restarts) + ")");
-        broadcast("exit " + std::to_string(failure.code));
-        return failure.code;
+        broadcast("exit " + std::to_string(outcome.code));
+        return outcome.code;
       }
       say("restarting the job (restart " + std::to_string(restart + 1) + " of " + std::to_string(o_.max_restarts) +
-          ") after: " + failure.what);
+          ") after: " + outcome.what);
     }
   }
 
  private:
+  enum class Node { running, finished, lost };
+
   // Waits until every other node's launcher said hello, up to the connect timeout.
   void meet_the_nodes() {
     const int fd = listen_for_nodes(o_.master_port);
+    struct CloseOnExit {
+      int fd;
+      ~CloseOnExit() { close(fd); }
+    } closer{fd};
     const auto deadline = Clock::now() + meeting_time(o_);
     std::vector<std::unique_ptr<NodeLink>> unnamed;  // connected, hello not read yet
-    int met = 1;
-    while (met < o_.nnodes) {
-      if (interrupted) {
-        close(fd);
+    for (int met = 1; met < o_.nnodes; ::poll(nullptr, 0, 20)) {
+      if (interrupted)
         throw std::runtime_error(std::string("brigade launch: interrupted (") + strsignal(interrupted) +
                                  ") while waiting for the other nodes");
-      }
       if (Clock::now() > deadline) {
         std::string missing;
         for (int k = 1; k < o_.nnodes; ++k)
           if (!nodes_[size_t(k)]) missing += (missing.empty() ? "" : ", ") + std::to_string(k);
-        close(fd);
         throw std::runtime_error("brigade launch: node(s) " + missing + " never connected to " + o_.master_addr + ":" +
                                  std::to_string(o_.master_port) + " within " +
                                  std::to_string(meeting_time(o_).count() / 1000) +
                                  " s (were they started, with this --master-addr, --master-port and --nnodes?)");
       }
       while (auto link = accept_node(fd, node_silence(o_))) unnamed.push_back(std::move(link));
-      // The nodes that already joined hear our heartbeats while they wait for the rest.
+      // A node that joined and then vanished cannot be waited for.
       for (int k = 1; k < o_.nnodes; ++k) {
         NodeLink* node = nodes_[size_t(k)].get();
         if (node == nullptr) continue;
-        node->receive();
-        if (!node->lost()) continue;
-        close(fd);
-        throw std::runtime_error("brigade launch: lost node " + std::to_string(k) + "'s launcher (" +
-                                 node->why_lost() + ") while waiting for the other nodes");
+        node->next_line();  // nothing is expected yet; this notices a lost link
+        if (node->lost())
+          throw std::runtime_error("brigade launch: lost node " + std::to_string(k) + "'s launcher (" +
+                                   node->why_lost() + ") while waiting for the other nodes");
       }
       for (auto& link : unnamed) {
         if (!link) continue;
-        for (const std::string& line : link->receive()) {
-          auto w = words(line);
+        if (std::optional<std::string> line = link->next_line()) {
+          auto w = words(*line);
           // hello <node rank> <nnodes> <nprocs>
           const bool valid =
               w.size() == 4 && w[0] == "hello" && to_int(w[2]) == o_.nnodes && to_int(w[3]) == o_.nprocs;
           const int k = w.size() == 4 ? to_int(w[1]) : -1;
-          if (!valid || k <= 0 || k >= o_.nnodes || nodes_[size_t(k)]) {
-            link->send("refused this job has --nnodes " + std::to_string(o_.nnodes) + " and -n " +
-                       std::to_string(o_.nprocs) + " on every node, and node " + std::to_string(k) +
-                       (k > 0 && k < o_.nnodes ? " already joined" : " is not one of its nodes"));
-            say("refused a launcher from " + link->peer() + ": '" + line + "'");
-          } else {
+          if (valid && k > 0 && k < o_.nnodes && !nodes_[size_t(k)]) {
             nodes_[size_t(k)] = std::move(link);
             ++met;
+            continue;
           }
-          break;
+          link->send("refused: this job has --nnodes " + std::to_string(o_.nnodes) + " and -n " +
+                     std::to_string(o_.nprocs) + " on every node, and node " + std::to_string(k) +
+                     (k > 0 && k < o_.nnodes ? " already joined" : " is not one of its nodes"));
+          say("refused a launcher from " + link->peer() + ": '" + *line + "'");
         }
-        if (link && link->lost()) link.reset();
+        if (link->lost()) link.reset();
       }
-      ::poll(nullptr, 0, 20);
     }
-    close(fd);
   }
 
   void broadcast(const std::string& line) {
@@ -266,51 +265,61 @@ class Coordinator {
       if (node) node->send(line);
   }
 
-  // One run of the job on every node; returns its first failure (empty `what`: success).
-  Failure run_once(int restart) {
+  // One run of the job on every node.
+  Outcome run_once(int restart) {
     Rendezvous rendezvous;
     const int store_port = o_.store == "tcp" ? free_port() : 0;
     prepare(rendezvous, o_, store_port);
     broadcast("start " + std::to_string(restart) + " " + std::to_string(store_port));
     std::unique_ptr<RankGroup> ranks = start_ranks(o_, restart, rendezvous);
-    Failure failure;
-    std::map<int, bool> finished;  // node -> its ranks are all gone
-    auto fail = [&](Failure f) {
-      if (!failure.what.empty()) return;
-      failure = std::move(f);
-      ranks->stop(failure.what + (o_.nnodes > 1 ? "; stopping the ranks of every node" : "; stopping the ranks"));
-      broadcast("stop " + failure.what);
+    Outcome outcome;
+    std::vector<Node> state(size_t(o_.nnodes), Node::running);  // [0] unused: node 0's ranks are `ranks`
+    auto fail = [&](int code, const std::string& what, bool restartable) {
+      // Later failures are usually consequences of the first; but one that forbids a restart
+      // (an interrupt, a lost node) forbids it whenever it comes.
+      if (outcome.failed && outcome.restartable && !restartable) say(what + ": the job cannot be restarted");
+      outcome.restartable = outcome.restartable && restartable;
+      if (outcome.failed) return;
+      outcome.failed = true;
+      outcome.code = code > 0 ? code : 1;
+      outcome.what = what;
+      ranks->stop(what + (o_.nnodes > 1 ? "; stopping the ranks of every node" : "; stopping the ranks"));
+      broadcast("stop " + what);
     };
     for (;;) {
       const bool mine_done = ranks->poll(50);
-      if (!ranks->failure().empty()) fail({ranks->failure_code(), ranks->failure(), true});
+      if (!ranks->failure().empty()) fail(ranks->failure_code(), ranks->failure(), true);
       if (interrupted)
-        fail({128 + interrupted,
-              std::string(o_.nnodes > 1 ? "node 0 was interrupted (" : "interrupted (") + strsignal(interrupted) + ")",
-              false});
+        fail(128 + interrupted,
+             std::string(o_.nnodes > 1 ? "node 0 was interrupted (" : "interrupted (") + strsignal(interrupted) + ")",
+             false);
+      bool all_done = mine_done;
       for (int k = 1; k < o_.nnodes; ++k) {
         NodeLink* node = nodes_[size_t(k)].get();
-        if (node == nullptr) continue;
-        // Every link is read on every turn, finished or not: that also keeps its heartbeats going.
-        for (const std::string& line : node->receive()) {
-          auto w = words(line);
-          if (w.size() >= 3 && w[0] == "failed")  // failed <code> <restartable> <what>
-            fail({std::max(1, to_int(w[1])), rest_after(line, 3), w[2] == "1"});
-          else if (w.size() == 2 && w[0] == "finished")
-            finished[k] = true;
+        if (node == nullptr) continue;  // lost in an earlier run: no restart reaches here then
+        // Every link is read on every turn, finished or not, so a late loss is noticed too.
+        while (std::optional<std::string> line = node->next_line()) {
+          auto w = words(*line);
+          if (w.size() >= 3 && w[0] == "failed") {  // failed <code> <restartable> <what>
+            std::string what = rest_after(*line, 3);
+            fail(to_int(w[1]), what.empty() ? "a rank of node " + std::to_string(k) + " failed" : what, w[2] == "1");
+          } else if (w.size() == 2 && w[0] == "finished") {  // finished <code>: its ranks are all gone
+            state[size_t(k)] = Node::finished;
+            if (to_int(w[1]) != 0)
+              fail(to_int(w[1]), "node " + std::to_string(k) + "'s ranks failed (status " + w[1] + ")", true);
+          }
         }
-        if (!finished[k] && node->lost()) {
-          fail({1, "lost node " + std::to_string(k) + "'s launcher (" + node->why_lost() + ")", false});
-          finished[k] = true;
+        if (state[size_t(k)] == Node::running && node->lost()) {
+          state[size_t(k)] = Node::lost;
+          fail(1, "lost node " + std::to_string(k) + "'s launcher (" + node->why_lost() + ")", false);
           nodes_[size_t(k)].reset();
         }
+        all_done = all_done && state[size_t(k)] != Node::running;
       }
-      int done = 0;
-      for (auto& [k, f] : finished) done += f ? 1 : 0;
       // Waiting for every node matters only before a restart (all ranks of the last run must be gone
       // first); a job that is over need not wait on a node it cannot reach.
-      const bool ends = !failure.what.empty() && (!failure.restartable || restart >= o_.max_restarts);
-      if (mine_done && (done == o_.nnodes - 1 || ends)) return failure;
+      const bool over = outcome.failed && (!outcome.restartable || restart >= o_.max_restarts);
+      if (all_done || (mine_done && over)) return outcome;
     }
   }
 
@@ -325,88 +334,101 @@ class Follower {
   explicit Follower(const LaunchOptions& o) : o_(o) {}
 
   int run() {
-    link_ = connect_to_node0(o_.master_addr, o_.master_port, meeting_time(o_), node_silence(o_));
+    link_ = connect_to_node0(o_.master_addr, o_.master_port, meeting_time(o_), node_silence(o_),
+                             [] { return interrupted != 0; });
     link_->send("hello " + std::to_string(o_.node_rank) + " " + std::to_string(o_.nnodes) + " " +
                 std::to_string(o_.nprocs));
-    int my_failure_code = 0;
     for (;;) {
-      // Node 0 says start (again) or that the job is over.
-      std::vector<std::string> w = next_order();
+      // Node 0 says start (again), or that the job is over.
+      std::vector<std::string> order = next_order();
       if (interrupted) return 128 + interrupted;
-      if (w.empty()) {
+      if (order.empty()) {
         say("lost node 0's launcher (" + link_->why_lost() + ")");
-        return my_failure_code != 0 ? my_failure_code : 1;
+        return 1;
       }
-      if (w[0] == "exit") return std::max(0, to_int(w[1]));
-      if (w[0] == "refused") throw std::runtime_error("brigade launch: node 0 refused this node: " + join_from(w, 1));
-      const int restart = to_int(w[1]);
-      Rendezvous rendezvous;
-      prepare(rendezvous, o_, to_int(w[2]));
-      std::unique_ptr<RankGroup> ranks = start_ranks(o_, restart, rendezvous);
-      bool reported = false;
-      int ended_with = -1;       // node 0's "exit <code>" while our ranks still ran
-      bool told_to_stop = false;  // node 0 said stop before any rank here failed
-      bool failed_first = false;  // a rank here failed before node 0 said stop
-      for (;;) {
-        const bool done = ranks->poll(50);
-        if (!ranks->failure().empty() && !reported) {
-          my_failure_code = ranks->failure_code();
-          failed_first = !told_to_stop;
-          link_->send("failed " + std::to_string(ranks->failure_code()) + " 1 " + ranks->failure());
-          reported = true;
-        }
-        if (interrupted && !reported) {
-          my_failure_code = 128 + interrupted;
-          ranks->stop(std::string("interrupted (") + strsignal(interrupted) + "); stopping the ranks");
-          link_->send("failed " + std::to_string(my_failure_code) + " 0 node " + std::to_string(o_.node_rank) +
-                      " was interrupted");
-          reported = true;
-        }
-        for (const std::string& line : link_->receive()) {
-          auto w = words(line);
-          if (!w.empty() && w[0] == "stop") {
-            told_to_stop = told_to_stop || !reported;
-            ranks->stop(rest_after(line, 1) + "; stopping this node's ranks");
-          }
-          if (w.size() == 2 && w[0] == "exit") {  // the job is over; our ranks are being stopped anyway
-            ended_with = std::max(0, to_int(w[1]));
-            ranks->stop("node 0 ended the job; stopping this node's ranks");
-          }
-        }
-        if (link_->lost() && !ranks->stopping() && ended_with < 0)
-          ranks->stop("lost node 0's launcher (" + link_->why_lost() + "); stopping this node's ranks");
-        if (done) break;
-      }
-      if (ended_with >= 0) return ended_with;
-      if (link_->lost()) return my_failure_code != 0 ? my_failure_code : 1;
-      link_->send("finished " + std::to_string(ranks->failure_code()));
-      // No restart can follow a failure that started here once they are used up: node 0 ends the
-      // job without waiting for this node, and so may this node without waiting for node 0's word
-      // (which a broken network would hold up until the silence limit).
-      if (failed_first && restart >= o_.max_restarts) return my_failure_code;
+      if (order[0] == "exit") return exit_code(order[1]);
+      if (order[0] == "refused:") throw std::runtime_error("brigade launch: node 0 " + join(order));
+      if (std::optional<int> code = run_once(to_int(order[1]), to_int(order[2]))) return *code;
     }
   }
 
  private:
-  static std::string join_from(const std::vector<std::string>& w, size_t from) {
-    std::string s;
-    for (size_t i = from; i < w.size(); ++i) s += (s.empty() ? "" : " ") + w[i];
-    return s;
+  // One run of this node's ranks; returns the launcher's exit code when it should exit now, or
+  // nothing to wait for node 0's next order.
+  std::optional<int> run_once(int restart, int store_port) {
+    Rendezvous rendezvous;
+    prepare(rendezvous, o_, store_port);
+    std::unique_ptr<RankGroup> ranks = start_ranks(o_, restart, rendezvous);
+    // Which came first decides what happens after: a failure here (reported to node 0), or node 0's
+    // order to stop (a failure elsewhere).
+    enum class First { nothing, failed_here, stopped_by_node0 } first = First::nothing;
+    int my_code = 0;
+    std::optional<int> job_over;  // node 0's "exit <code>" while our ranks still ran
+    for (bool done = false; !done;) {
+      done = ranks->poll(50);
+      if (!ranks->failure().empty() && my_code == 0) {
+        my_code = ranks->failure_code();
+        if (first == First::nothing) first = First::failed_here;
+        link_->send("failed " + std::to_string(my_code) + " 1 " + ranks->failure());
+      }
+      if (interrupted && my_code == 0) {
+        my_code = 128 + interrupted;
+        if (first == First::nothing) first = First::failed_here;
+        ranks->stop(std::string("interrupted (") + strsignal(interrupted) + "); stopping the ranks");
+        link_->send("failed " + std::to_string(my_code) + " 0 node " + std::to_string(o_.node_rank) +
+                    " was interrupted");
+      }
+      while (std::optional<std::string> line = link_->next_line()) {
+        auto w = words(*line);
+        if (!w.empty() && w[0] == "stop") {
+          if (first == First::nothing) first = First::stopped_by_node0;
+          ranks->stop(rest_after(*line, 1) + "; stopping this node's ranks");
+        } else if (w.size() == 2 && w[0] == "exit") {  // the job is over; our ranks are being stopped anyway
+          job_over = exit_code(w[1]);
+          ranks->stop("node 0 ended the job; stopping this node's ranks");
+        }
+      }
+      if (link_->lost() && !ranks->stopping())
+        ranks->stop("lost node 0's launcher (" + link_->why_lost() + "); stopping this node's ranks");
+    }
+    if (job_over) return job_over;
+    if (interrupted) return 128 + interrupted;
+    if (link_->lost()) return my_code != 0 ? my_code : 1;
+    link_->send("finished " + std::to_string(my_code));
+    // No restart can follow a failure that started here once they are used up: node 0 ends the job
+    // without waiting for this node, and so may this node without waiting for node 0's word (which a
+    // broken network would hold up until the silence limit).
+    if (first == First::failed_here && restart >= o_.max_restarts) return my_code;
+    return std::nullopt;
   }
 
-  // The next "start <restart> <port>", "exit <code>" or "refused ..." from node 0; empty when the
-  // link is lost (node 0's silence limit bounds the wait) or this launcher is interrupted.
+  // The next "start <restart> <port>", "exit <code>" or "refused: ..." from node 0; empty when the
+  // link is lost (node 0's silence limit bounds the wait) or this launcher is interrupted. Other
+  // lines (a "stop" for a run that is already over here) are passed over.
   std::vector<std::string> next_order() {
-    while (!link_->lost() && !interrupted) {
-      for (const std::string& line : link_->receive()) {
-        auto w = words(line);
+    while (!interrupted) {
+      while (std::optional<std::string> line = link_->next_line()) {
+        auto w = words(*line);
         if ((w.size() == 3 && w[0] == "start") || (w.size() == 2 && w[0] == "exit") ||
-            (!w.empty() && w[0] == "refused"))
+            (!w.empty() && w[0] == "refused:"))
           return w;
       }
+      if (link_->lost()) break;
       ::poll(nullptr, 0, 20);
     }
     return {};
+  }
+
+  // An exit code node 0 sent; a malformed one is a failure, never 0.
+  static int exit_code(const std::string& text) {
+    const int code = to_int(text);
+    return code >= 0 ? code : 1;
+  }
+
+  static std::string join(const std::vector<std::string>& w) {
+    std::string s;
+    for (const std::string& word : w) s += (s.empty() ? "" : " ") + word;
+    return s;
   }
 
   const LaunchOptions& o_;

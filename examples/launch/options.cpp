@@ -97,7 +97,8 @@ LaunchOptions parse_launch_args(const std::vector<std::string>& args, bool* help
       o.master_addr = take_value(args, i);
     } else if (a == "--node-timeout") {
       o.node_timeout_seconds = parse_seconds(a, take_value(args, i));
-      if (o.node_timeout_seconds <= 0) throw UsageError("--node-timeout: must be positive");
+      // Heartbeats come every second: a limit under two of them would lose healthy links.
+      if (o.node_timeout_seconds < 2) throw UsageError("--node-timeout: must be at least 2 seconds");
     } else if (a == "--store") {
       o.store = take_value(args, i);
       if (o.store != "file" && o.store != "tcp")

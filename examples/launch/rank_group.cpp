@@ -59,19 +59,29 @@ void start(RankGroup::Rank& rank, const std::vector<std::string>& command, const
 RankGroup::RankGroup(const std::vector<std::string>& command, const std::vector<std::vector<std::string>>& envs,
                      const std::vector<int>& ranks, double grace_seconds)
     : grace_seconds_(grace_seconds) {
-  for (size_t i = 0; i < envs.size(); ++i) {
-    ranks_.push_back(std::make_unique<Rank>());
-    ranks_.back()->number = ranks[i];
-    start(*ranks_.back(), command, envs[i]);  // on a throw the destructor kills those started
+  try {
+    for (size_t i = 0; i < envs.size(); ++i) {
+      ranks_.push_back(std::make_unique<Rank>());
+      ranks_.back()->number = ranks[i];
+      start(*ranks_.back(), command, envs[i]);
+    }
+  } catch (...) {
+    // A constructor that throws gets no destructor call: end the ranks already started here.
+    release();
+    throw;
   }
 }
 
-RankGroup::~RankGroup() {
+RankGroup::~RankGroup() { release(); }
+
+void RankGroup::release() {
   signal_all(SIGKILL);
   for (auto& rank : ranks_) {
     if (rank->running) waitpid(rank->pid, nullptr, 0);
+    rank->running = false;
     if (rank->out >= 0) close(rank->out);
     if (rank->err >= 0) close(rank->err);
+    rank->out = rank->err = -1;
   }
 }
 

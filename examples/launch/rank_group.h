@@ -45,6 +45,7 @@ class RankGroup {
   struct Rank;  // one process and its pipes (rank_group.cpp)
 
  private:
+  void release();  // kills what still runs, reaps it, closes the pipes
   void reap();
   void relay(int wait_ms);
   void signal_all(int sig);

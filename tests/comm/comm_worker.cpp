@@ -165,6 +165,11 @@ int main(int argc, char** argv) {
       std::cout << "advertises " << a.address << " on " << a.interface << " (" << a.why << ")" << std::endl;
       return 0;
     }
+    if (scenario == "wait") {  // no communicator: says so, then sleeps a minute (until stopped)
+      std::cout << "waiting" << std::endl;
+      std::this_thread::sleep_for(std::chrono::minutes(1));
+      return 0;
+    }
     if (scenario == "fail-once") {  // rank 1 fails on the job's first run only (brigade launch --max-restarts)
       const char* restart = std::getenv("BRIGADE_RESTART_COUNT");
       const std::string run = restart != nullptr ? restart : "none";
