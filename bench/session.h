@@ -65,11 +65,6 @@ class Session {
 // "4096x4096", "16384x768x3072"
 std::string dims_text(std::initializer_list<int64_t> dims);
 
-// The groups, in the order the report lists them.
-void run_memory_benchmarks(Session& session);
-void run_gemm_benchmarks(Session& session);
-void run_conv_benchmarks(Session& session);
-
 }  // namespace brigade::bench
 
 #endif  // BRIGADE_HAVE_CUDA

@@ -1,5 +1,5 @@
 // Two small pieces of socket plumbing shared by the TCP store (comm/tcp_store.cpp), address choice
-// (comm/address.cpp) and the launchers' links (examples/launch/node_link.cpp). Header-only and plain
+// (comm/address.cpp) and the launchers' links (tools/launch/node_link.cpp). Header-only and plain
 // POSIX, so the launcher, which does not link libbrigade, can use it too.
 #pragma once
 

@@ -13,8 +13,8 @@
 #include <sstream>
 #include <tuple>
 
-#include "pipeline/grid.h"
-#include "pipeline/simulator.h"
+#include "pipeline/analysis/grid.h"
+#include "pipeline/analysis/simulator.h"
 
 namespace brigade::pipeline {
 

@@ -12,7 +12,7 @@
 // check_exchanges() proves a schedule safe under that model — rendezvous semantics: a message moves
 // only while its sender is blocked in the exchange holding the SEND and its receiver in the
 // exchange holding the matching RECV; an exchange ends when all its messages moved. It fails with a
-// ScheduleError and the marked rank x step grid (pipeline/grid.h) when some ranks would wait for
+// ScheduleError and the marked rank x step grid (pipeline/analysis/grid.h) when some ranks would wait for
 // each other forever.
 #pragma once
 
@@ -33,7 +33,7 @@ struct ExchangeStep {
 // The steps of one rank's list, in order, covering every action exactly once.
 std::vector<ExchangeStep> exchange_steps(const std::vector<Action>& actions);
 
-// Throws ScheduleError (pipeline/simulator.h) when the schedule's exchanges can deadlock under
+// Throws ScheduleError (pipeline/analysis/simulator.h) when the schedule's exchanges can deadlock under
 // rendezvous semantics, or when a RECV would be matched with a SEND of a different micro-batch or
 // chunk. Assumes the schedule already passed simulate().
 void check_exchanges(const Schedule& schedule);

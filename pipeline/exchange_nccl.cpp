@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "pipeline/exchange.h"
-#include "pipeline/grid.h"
-#include "pipeline/simulator.h"
+#include "pipeline/analysis/grid.h"
+#include "pipeline/analysis/simulator.h"
 
 namespace brigade::pipeline {
 

@@ -10,7 +10,7 @@
 #include "core/stream.h"
 #include "kernels/ops.h"
 #include "pipeline/exchange.h"
-#include "pipeline/simulator.h"
+#include "pipeline/analysis/simulator.h"
 
 namespace brigade::pipeline {
 

@@ -14,11 +14,11 @@
 #pragma once
 
 #include "pipeline/action.h"
-#include "pipeline/grid.h"
+#include "pipeline/analysis/grid.h"
 #include "pipeline/partition.h"
 #include "pipeline/schedule.h"
-#include "pipeline/simulator.h"
-#include "pipeline/timeline.h"
+#include "pipeline/analysis/simulator.h"
+#include "pipeline/analysis/timeline.h"
 #include "pipeline/exchange.h"
 #include "pipeline/trace.h"
 #include "pipeline/stage.h"

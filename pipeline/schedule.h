@@ -1,7 +1,7 @@
 // Schedules as data: for every rank, the ordered list of actions it runs for one training step.
 //
 // A Schedule is just P lists of Actions (pipeline/action.h). Nothing about it is executable: the
-// simulator (pipeline/simulator.h) dry-runs it with per-action costs, checks every dependency and
+// simulator (pipeline/analysis/simulator.h) dry-runs it with per-action costs, checks every dependency and
 // measures the bubble; a runtime would walk the same lists with real tensors. Keeping the two apart
 // is what makes a schedule testable without GPUs, threads or timing.
 //

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "pipeline/schedule.h"
-#include "pipeline/simulator.h"
+#include "pipeline/analysis/simulator.h"
 
 namespace brigade::pipeline {
 

@@ -194,10 +194,10 @@ stage_racecheck() {
 stage_train() {
   {
     echo "\$ brigade train   (the main job: on a GPU, 4 pipeline stages on streams, bf16 compute)"
-    "$build_dir/examples/brigade" train --trace none --svg none
+    "$build_dir/tools/brigade" train --trace none --svg none
     echo "exit $?"
     echo "\$ brigade train --stages 0   (one device)"
-    "$build_dir/examples/brigade" train --stages 0 --trace none --svg none
+    "$build_dir/tools/brigade" train --stages 0 --trace none --svg none
     echo "exit $?"
   } >"$OUT/train.log" 2>&1
   note "train: $(grep -E '^(exit|held-out|bubble)' "$OUT/train.log" | tr '\n' ' ')"
@@ -218,13 +218,13 @@ stage_launch() {
 }
 
 stage_bench() {
-  "$build_dir/examples/brigade" bench kernels --json "$OUT/bench-kernels.json" >"$OUT/bench.log" 2>&1
+  "$build_dir/tools/brigade" bench kernels --json "$OUT/bench-kernels.json" >"$OUT/bench.log" 2>&1
   local kernels=$?
-  "$build_dir/examples/brigade" bench pipeline --json "$OUT/bench-pipeline.json" >>"$OUT/bench.log" 2>&1
+  "$build_dir/tools/brigade" bench pipeline --json "$OUT/bench-pipeline.json" >>"$OUT/bench.log" 2>&1
   local pipeline=$?
   # Data parallelism over NCCL (2 replicas x 2 stages = 4 ranks, several per GPU: NCCL >= 2.30.3):
   # how much step time starting the all-reduces during the backward saves.
-  "$build_dir/examples/brigade" bench pipeline --transport nccl --replicas 2 --stages 2 --microbatches 8 \
+  "$build_dir/tools/brigade" bench pipeline --transport nccl --replicas 2 --stages 2 --microbatches 8 \
     --schedules 1f1b,interleaved --json "$OUT/bench-pipeline-dp.json" >>"$OUT/bench.log" 2>&1
   note "bench: kernels exit $kernels, pipeline exit $pipeline, data-parallel over NCCL exit $? ($(nccl_line))"
 }

@@ -35,7 +35,7 @@ root = os.path.abspath(sys.argv[1])
 names = {os.path.relpath(t["cmd"][0], root) for t in json.load(sys.stdin) if "gpu" in t["suite"] or
          any(s.endswith(":gpu") for s in t["suite"])}
 print(" ".join(sorted(n for n in names if not n.startswith(".."))))' "$emu_dir")
-  if [[ -n "$gpu_programs" ]] && ninja -C "$emu_dir" $gpu_programs examples/brigade; then
+  if [[ -n "$gpu_programs" ]] && ninja -C "$emu_dir" $gpu_programs tools/brigade; then
     meson test -C "$emu_dir" --suite gpu --no-rebuild --print-errorlogs || status=1
   else
     status=1

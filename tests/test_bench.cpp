@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "bench/environment.h"
-#include "bench/kernels_command.h"
+#include "bench_kernels/command.h"
 #include "bench/report.h"
 #include "bench/stats.h"
 #include "core/device.h"

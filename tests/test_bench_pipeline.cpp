@@ -1,4 +1,4 @@
-// `brigade bench pipeline` (examples/bench_pipeline/): the trace arithmetic on hand-made timelines,
+// `brigade bench pipeline` (tools/bench_pipeline/): the trace arithmetic on hand-made timelines,
 // the flags, and the command itself run with --quick on the CPU, its table and JSON checked against
 // what the schedules' theory says. No timing assertions: only that times are positive.
 #include <catch2/catch.hpp>

@@ -13,7 +13,7 @@
 #include "core/error.h"
 #include "pipeline/exchange.h"
 #include "pipeline/schedule.h"
-#include "pipeline/simulator.h"
+#include "pipeline/analysis/simulator.h"
 #include "test_util.h"
 
 using namespace brigade;

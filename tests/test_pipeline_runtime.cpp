@@ -20,7 +20,7 @@
 #include "pipeline/executor.h"
 #include "pipeline/gpt_stages.h"
 #include "pipeline/runtime.h"
-#include "pipeline/simulator.h"
+#include "pipeline/analysis/simulator.h"
 #include "test_util.h"
 #include "skip_model.h"
 

@@ -14,11 +14,11 @@
 #include <tuple>
 
 #include "core/error.h"
-#include "examples/simulate/command.h"
-#include "pipeline/grid.h"
+#include "tools/simulate/command.h"
+#include "pipeline/analysis/grid.h"
 #include "pipeline/schedule.h"
-#include "pipeline/simulator.h"
-#include "pipeline/timeline.h"
+#include "pipeline/analysis/simulator.h"
+#include "pipeline/analysis/timeline.h"
 #include "test_util.h"
 
 using namespace brigade;

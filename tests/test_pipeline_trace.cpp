@@ -15,8 +15,8 @@
 
 #include "core/error.h"
 #include "pipeline/schedule.h"
-#include "pipeline/simulator.h"
-#include "pipeline/timeline.h"
+#include "pipeline/analysis/simulator.h"
+#include "pipeline/analysis/timeline.h"
 #include "pipeline/trace.h"
 #include "test_util.h"
 

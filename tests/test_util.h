@@ -119,7 +119,7 @@ inline std::string error_of(const std::function<void()>& f) {
   return "(no error)";
 }
 
-// The line of step `step` in a pipeline rank x step grid (pipeline/grid.h) printed inside an error
+// The line of step `step` in a pipeline rank x step grid (pipeline/analysis/grid.h) printed inside an error
 // message, e.g. "   5  !sendA2>1  !sendG0>0".
 inline std::string grid_line(const std::string& message, int step) {
   std::istringstream lines(message);

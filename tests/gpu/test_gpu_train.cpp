@@ -21,7 +21,7 @@
 #include "pipeline/gpt_stages.h"
 #include "pipeline/runtime.h"
 #include "pipeline/trace.h"
-#include "train/command.h"  // examples/train/
+#include "train/command.h"  // tools/train/
 
 using namespace brigade;
 using namespace brigade::pipeline;

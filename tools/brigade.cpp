@@ -1,15 +1,15 @@
 // The `brigade` command: one binary, one subcommand per job.
 //
-//   brigade train ...     train the default GPT on a generated task (examples/train/)
-//   brigade simulate ...  dry-run a pipeline schedule: bubble, memory, timeline (examples/simulate/)
+//   brigade train ...     train the default GPT on a generated task (tools/train/)
+//   brigade simulate ...  dry-run a pipeline schedule: bubble, memory, timeline (tools/simulate/)
 //   brigade bench ...     benchmarks: kernels against this GPU's ceilings (bench/), communication (bench_comm/),
 //                         pipeline schedules run for real (bench_pipeline/)
-//   brigade launch ...    start N ranks of a program on this machine or several (examples/launch/)
+//   brigade launch ...    start N ranks of a program on this machine or several (tools/launch/)
 #include <iostream>
 #include <string>
 #include <vector>
 
-#include "bench/kernels_command.h"
+#include "bench_kernels/command.h"
 #include "bench_comm/bench_comm.h"
 #include "bench_pipeline/command.h"
 #include "launch/command.h"

@@ -1,7 +1,7 @@
 // Memory-bound kernels: everything in a training step except the GEMMs. Each reads and writes its
 // tensors about once, so the fair yardstick is bytes moved per second against the copy bandwidth;
 // "bytes" below is the minimum traffic the op needs (each input read once, each output written once).
-#include "bench/session.h"
+#include "bench_kernels/benchmarks.h"
 #include "core/factory.h"
 #include "core/rng.h"
 #include "kernels/ops.h"

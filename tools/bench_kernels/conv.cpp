@@ -1,6 +1,6 @@
 // Convolutions: the hand-written direct kernel against cuDNN, forward and both backward passes, on
 // ResNet-style layers. (In a build without cuDNN only the direct kernel is measured, with no baseline.)
-#include "bench/session.h"
+#include "bench_kernels/benchmarks.h"
 #include "core/rng.h"
 #include "kernels/ops.h"
 #if BRIGADE_HAVE_CUDNN

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "examples/cli/flags.h"
+#include "tools/cli/flags.h"
 
 namespace brigade::simulate_cli {
 
@@ -27,7 +27,7 @@ struct SimulateOptions {
   int chunks_or_default() const { return chunks > 0 ? chunks : schedule == "interleaved" ? 2 : 1; }
 };
 
-// A bad command line (examples/cli/flags.h): the message names the flag; the command prints it
+// A bad command line (tools/cli/flags.h): the message names the flag; the command prints it
 // and the usage, and exits with status 2.
 using UsageError = cli::UsageError;
 

@@ -1,4 +1,4 @@
-#include "bench/kernels_command.h"
+#include "bench_kernels/command.h"
 
 #include <fstream>
 
@@ -10,7 +10,7 @@
 #define BRIGADE_BENCH_GPU (BRIGADE_HAVE_CUDA && !BRIGADE_CUDA_EMULATOR)
 
 #if BRIGADE_BENCH_GPU
-#include "bench/session.h"
+#include "bench_kernels/benchmarks.h"
 #endif
 
 namespace brigade::bench {

@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "pipeline/simulator.h"
+#include "pipeline/analysis/simulator.h"
 #include "pipeline/trace.h"
 
 namespace brigade::bench_pipeline {

@@ -1,4 +1,4 @@
-#include "pipeline/simulator.h"
+#include "pipeline/analysis/simulator.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include <sstream>
 #include <tuple>
 
-#include "pipeline/grid.h"
+#include "pipeline/analysis/grid.h"
 
 namespace brigade::pipeline {
 

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "pipeline/schedule.h"
-#include "pipeline/simulator.h"
+#include "pipeline/analysis/simulator.h"
 
 namespace brigade::pipeline::svg {
 

@@ -6,10 +6,10 @@
 #include <sstream>
 
 #include "options.h"
-#include "pipeline/grid.h"
+#include "pipeline/analysis/grid.h"
 #include "pipeline/schedule.h"
-#include "pipeline/simulator.h"
-#include "pipeline/timeline.h"
+#include "pipeline/analysis/simulator.h"
+#include "pipeline/analysis/timeline.h"
 
 namespace brigade::simulate_cli {
 

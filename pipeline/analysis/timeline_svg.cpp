@@ -6,8 +6,8 @@
 #include <sstream>
 
 #include "pipeline/atomic_file.h"
-#include "pipeline/timeline.h"
-#include "pipeline/timeline_svg_panel.h"
+#include "pipeline/analysis/timeline.h"
+#include "pipeline/analysis/timeline_svg_panel.h"
 
 namespace brigade::pipeline {
 

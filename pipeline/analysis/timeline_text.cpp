@@ -4,7 +4,7 @@
 #include <iomanip>
 #include <sstream>
 
-#include "pipeline/timeline.h"
+#include "pipeline/analysis/timeline.h"
 
 namespace brigade::pipeline {
 

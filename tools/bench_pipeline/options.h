@@ -1,5 +1,5 @@
 // Settings of `brigade bench pipeline` and the parser of its command line. Every flag lives in one
-// table (options.cpp) that both parses and prints --help (examples/cli/flags.h).
+// table (options.cpp) that both parses and prints --help (tools/cli/flags.h).
 //
 // The model's size has no single good default: what keeps a CPU run under a minute on two cores is
 // far too small to say anything about a GPU. So the size flags default to 0, "pick for the device",
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "examples/cli/flags.h"
+#include "tools/cli/flags.h"
 
 namespace brigade::bench_pipeline {
 

@@ -3,7 +3,7 @@
 #include <sstream>
 
 #include "pipeline/atomic_file.h"
-#include "pipeline/timeline_svg_panel.h"
+#include "pipeline/analysis/timeline_svg_panel.h"
 #include "pipeline/trace.h"
 
 namespace brigade::pipeline {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "examples/cli/flags.h"
+#include "tools/cli/flags.h"
 
 namespace brigade::train {
 
@@ -61,7 +61,7 @@ struct TrainOptions {
   static constexpr double min_lr_ratio = 0.1;
 };
 
-// A bad command line (examples/cli/flags.h): the message names the flag; the command prints it
+// A bad command line (tools/cli/flags.h): the message names the flag; the command prints it
 // and the usage, and exits with status 2.
 using UsageError = cli::UsageError;
 

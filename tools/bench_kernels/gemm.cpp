@@ -3,7 +3,7 @@
 // matters), and the GPT-2-small MLP shape a training step actually runs.
 #include <algorithm>
 
-#include "bench/session.h"
+#include "bench_kernels/benchmarks.h"
 #include "core/rng.h"
 #include "kernels/ops.h"
 

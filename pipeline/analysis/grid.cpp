@@ -1,4 +1,4 @@
-#include "pipeline/grid.h"
+#include "pipeline/analysis/grid.h"
 
 #include <algorithm>
 #include <sstream>

@@ -11,7 +11,7 @@
 #include "bench_pipeline/steps.h"
 #include "core/error.h"
 #include "core/parallel.h"
-#include "pipeline/simulator.h"
+#include "pipeline/analysis/simulator.h"
 #include "pipeline/trace.h"
 
 namespace brigade::bench_pipeline {

@@ -27,7 +27,7 @@
 #include "pipeline/gpt_stages.h"
 #include "comm/comm.h"
 #include "core/stream.h"
-#include "pipeline/simulator.h"
+#include "pipeline/analysis/simulator.h"
 #include "pipeline/trace.h"
 #include "progress.h"
 
