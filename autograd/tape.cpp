@@ -70,7 +70,7 @@ bool record(const char* name, const std::vector<Tensor>& inputs, const std::vect
     node.output_devices.push_back(out.device());
   }
   node.backward = std::move(backward);
-  t_active_tape->record(std::move(node));
+  t_active_tape->append(std::move(node));
   return true;
 }
 

@@ -69,7 +69,21 @@ class Tape {
   bool empty() const { return nodes_.empty(); }
   const std::vector<Node>& nodes() const { return nodes_; }
 
-  void record(Node node) { nodes_.push_back(std::move(node)); }
+  void append(Node node) { nodes_.push_back(std::move(node)); }  // what record() (below) adds
+
+  // Runs `forward` with this tape active on this thread and returns its result: the one way to
+  // record a step.
+  //
+  //   Tensor loss = tape.record([&] {
+  //     Tensor err = model(x) - y;
+  //     return mean(err * err);
+  //   });
+  //   tape.backward(loss);
+  //
+  // (The same as a TapeGuard around the forward, which the pipeline, holding a tape per micro-batch,
+  // uses directly.)
+  template <class Forward>
+  auto record(Forward&& forward) -> decltype(forward());
 
  private:
   enum class Phase { all, input, weight };
@@ -93,6 +107,12 @@ class TapeGuard {
  private:
   Tape* previous_;
 };
+
+template <class Forward>
+auto Tape::record(Forward&& forward) -> decltype(forward()) {
+  TapeGuard guard(*this);
+  return forward();
+}
 
 // Disables recording on this thread for the guard's lifetime (guards nest).
 class NoGradGuard {

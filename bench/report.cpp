@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/json.h"
 
 namespace brigade::bench {
 
@@ -53,37 +54,7 @@ std::string format_number(double value, int digits) {
   return buffer;
 }
 
-std::string json_string(const std::string& text) {
-  std::string out = "\"";
-  for (unsigned char ch : text) {
-    switch (ch) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (ch < 0x20) {
-          char escaped[8];
-          std::snprintf(escaped, sizeof(escaped), "\\u%04x", ch);
-          out += escaped;
-        } else {
-          out += char(ch);
-        }
-    }
-  }
-  return out + "\"";
-}
-
 namespace {
-
-// JSON has no NaN or infinity: a number that isn't finite is written as null.
-std::string json_number(double value) {
-  if (!std::isfinite(value)) return "null";
-  char buffer[64];
-  std::snprintf(buffer, sizeof(buffer), "%.6g", value);
-  return buffer;
-}
 
 std::string percent_text(const Measurement& m) {
   if (!m.error.empty()) return "FAILED: " + m.error;

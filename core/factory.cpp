@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "kernels/ops.h"  // fill_ (core and kernels are one library; safetensors.cpp does the same)
+#include "kernels/ops.h"  // fill_ for any device: core uses two kernels, by design (docs/tensor.md)
 
 namespace brigade {
 
@@ -44,18 +44,29 @@ Tensor arange(double start, double end, double step, DType dtype, Device device)
 
 Tensor arange(int64_t end, DType dtype, Device device) { return arange(0.0, double(end), 1.0, dtype, device); }
 
-Tensor tensor(std::initializer_list<double> values, DType dtype, Device device) {
-  return from_vector(std::vector<double>(values), {int64_t(values.size())}, dtype, device);
+Shape Literal::shape() const {
+  if (!is_list_) return {};
+  Shape inner = items_.empty() ? Shape{} : items_.front().shape();
+  for (size_t i = 1; i < items_.size(); ++i) {
+    const Shape other = items_[i].shape();
+    BRIGADE_CHECK(other == inner, "tensor: ragged literal: element ", i, " has shape ", shape_str(other),
+                  " where element 0 has ", shape_str(inner), " (every list at one depth must have one shape)");
+  }
+  Shape shape = {int64_t(items_.size())};
+  shape.insert(shape.end(), inner.begin(), inner.end());
+  return shape;
 }
 
-Tensor tensor(std::initializer_list<std::initializer_list<double>> rows, DType dtype, Device device) {
-  std::vector<double> values;
-  size_t cols = rows.size() ? rows.begin()->size() : 0;
-  for (auto& row : rows) {
-    BRIGADE_CHECK(row.size() == cols, "tensor: ragged rows (", row.size(), " values where ", cols, " were expected)");
-    values.insert(values.end(), row.begin(), row.end());
-  }
-  return from_vector(values, {int64_t(rows.size()), int64_t(cols)}, dtype, device);
+void Literal::flatten(std::vector<double>& out) const {
+  if (!is_list_) out.push_back(value_);
+  for (const Literal& item : items_) item.flatten(out);
+}
+
+Tensor tensor(const Literal& values, DType dtype, Device device) {
+  const Shape shape = values.shape();
+  std::vector<double> flat;
+  values.flatten(flat);
+  return from_vector(flat, shape, dtype, device);
 }
 
 }  // namespace brigade

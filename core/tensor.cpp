@@ -1,3 +1,7 @@
+// Tensor's bookkeeping: identity, shape and stride queries, printing. Its view and copy methods
+// (view, reshape, permute, transpose, slice, narrow, select, expand, squeeze, unsqueeze, contiguous,
+// clone, to) are defined in autograd/functions/views.cpp: each records itself on the tape, so a
+// gradient flows through it, and core/ sits below autograd/.
 #include "core/tensor.h"
 
 #include <atomic>

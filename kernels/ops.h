@@ -12,7 +12,7 @@
 // The differentiable API users call (brigade::matmul, brigade::layer_norm, ...) lives in
 // autograd/functions.h: each function there runs these ops forward and records how to run them
 // backward. The *_backward ops below exist so that every backward pass is a kernel with a CPU
-// reference (and, later, a CUDA twin) rather than a chain of small ops.
+// reference and a CUDA twin rather than a chain of small ops.
 #pragma once
 
 #include <optional>
@@ -195,8 +195,14 @@ Tensor avg_pool2d_backward(const Tensor& grad_y, const Shape& x_shape, Pool2dPar
 
 // ---- optimizer update (kernels/adamw.cpp) ----
 // One AdamW step on a list of parameters in place (one call updates many tensors, as the fused CUDA
-// kernel will). step is 1-based. m and v are f32 or f64 (the same dtype for both), shaped like each
+// kernel does). step is 1-based. m and v are f32 or f64 (the same dtype for both), shaped like each
 // parameter; f64 parameters keep f64 state.
+//
+// The hyperparameters are declared once, here, and optim::AdamWOptions is this same struct: what a
+// user sets on the optimizer is exactly what the kernel receives. They live at the kernel level
+// because optim/ builds on kernels/, never the reverse. The defaults are PyTorch's. `step` drives the
+// bias correction; the optimizer fills it in per parameter (each counts its own updates), so in
+// AdamWOptions it stays at 1.
 struct AdamWParams {
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 1e-2;
   int64_t step = 1;
@@ -216,7 +222,8 @@ void check_no_self_overlap(const char* op, const Tensor& dst);
 // Whether a and b share storage and their byte ranges intersect (conservative: may say yes for
 // interleaved views that never touch the same element). In-place ops clone such a source first.
 bool may_overlap(const Tensor& a, const Tensor& b);
-// Throws unless the tensor is on the CPU (the only backend before CUDA lands) — one place to change.
+// Throws unless the tensor is on the CPU: BRIGADE_DISPATCH calls it before a CPU kernel, so a device
+// this build has no kernels for (a GPU tensor without CUDA) is an error naming the op, not a crash.
 void check_cpu_backend(const char* op, const Tensor& x);
 
 }  // namespace brigade::ops

@@ -4,6 +4,7 @@
 
 #include "autograd/functions.h"
 #include "autograd/tape.h"
+#include "core/format.h"
 #include "kernels/ops.h"
 
 namespace brigade::nn {
@@ -23,15 +24,6 @@ void collect(const Module& m, const std::string& prefix, bool recurse, Get get, 
 std::string quoted_list(const std::vector<std::string>& names) {
   std::string out;
   for (const std::string& n : names) out += (out.empty() ? "'" : ", '") + n + "'";
-  return out;
-}
-
-std::string with_commas(int64_t n) {
-  std::string digits = std::to_string(n), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
   return out;
 }
 

@@ -12,6 +12,8 @@ AdamW::AdamW(std::vector<NamedTensor> params, AdamWOptions options)
 
 AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions options)
     : Optimizer("AdamW", std::move(groups), options.lr), options_(options) {
+  BRIGADE_CHECK(options.step == 1, "AdamW: options.step is ", options.step,
+                "; leave it at 1 (the optimizer counts each parameter's steps itself, and its state_dict keeps them)");
   check_non_negative("eps", options.eps);
   check_non_negative("weight_decay", options.weight_decay);
   BRIGADE_CHECK(options.beta1 >= 0 && options.beta1 < 1 && options.beta2 >= 0 && options.beta2 < 1,
@@ -39,12 +41,10 @@ void AdamW::update(const std::vector<Slot*>& active) {
     b.exp_avg_sq.push_back(slot->buffers.at("exp_avg_sq"));
   }
   for (const auto& [key, b] : batches) {
-    const ops::AdamWParams hyper{.lr = lr(),
-                                 .beta1 = options_.beta1,
-                                 .beta2 = options_.beta2,
-                                 .eps = options_.eps,
-                                 .weight_decay = std::get<1>(key),
-                                 .step = std::get<0>(key)};
+    ops::AdamWParams hyper = options_;
+    hyper.lr = lr();  // options_.lr was only the start: set_lr() (a schedule) moves it
+    hyper.weight_decay = std::get<1>(key);
+    hyper.step = std::get<0>(key);
     ops::adamw_step_(b.params, b.grads, b.exp_avg, b.exp_avg_sq, hyper);
   }
 }

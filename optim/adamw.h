@@ -7,17 +7,16 @@
 // correction — a parameter that skipped steps (no gradient) is corrected for the updates it received.
 #pragma once
 
+#include "kernels/ops.h"
 #include "optim/optimizer.h"
 
 namespace brigade::optim {
 
-struct AdamWOptions {
-  double lr = 1e-3;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double eps = 1e-8;
-  double weight_decay = 1e-2;
-};
+// lr, beta1, beta2, eps, weight_decay: the kernel's own hyperparameter struct (see ops::AdamWParams
+// for why it is one struct), so that nothing is copied field by field on the way to the kernel.
+// `lr` is the starting learning rate (set_lr changes it later) and `step` must stay 1: the optimizer
+// counts each parameter's steps itself.
+using AdamWOptions = ops::AdamWParams;
 
 class AdamW : public Optimizer {
  public:

@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <iomanip>
 #include <limits>
 #include <sstream>
 
 #include "core/error.h"
+#include "core/format.h"
 
 namespace brigade::pipeline {
 
@@ -138,34 +138,10 @@ Layers stage_layers(const Layers& layers, const Partition& partition, int64_t st
 
 namespace {
 
-std::string with_commas(int64_t v) {
-  std::string digits = std::to_string(v);
-  std::string out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
-
-std::string bytes_text(double bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (bytes >= 1024 && u < 4) {
-    bytes /= 1024;
-    ++u;
-  }
-  std::ostringstream os;
-  os << std::fixed << std::setprecision(u == 0 ? 0 : 1) << bytes << " " << units[u];
-  return os.str();
-}
-
 // Whole numbers (layer and parameter counts) with thousands separators, others to 4 digits.
 std::string cost_text(double v) {
   if (v == std::floor(v) && std::abs(v) < 1e15) return with_commas(int64_t(v));
-  std::ostringstream os;
-  os << std::setprecision(4) << v;
-  return os.str();
+  return format_significant(v, 4);
 }
 
 // "GPTEmbedding, TransformerBlock x3, GPTHead"
@@ -207,14 +183,14 @@ std::string describe_partition(const Partition& partition, const Layers& layers,
     }
     std::ostringstream cost;
     cost << cost_text(partition.cost(s));
-    if (total > 0) cost << " (" << std::fixed << std::setprecision(1) << 100.0 * partition.cost(s) / total << "%)";
+    if (total > 0) cost << " (" << format_fixed(100.0 * partition.cost(s) / total, 1) << "%)";
     std::string range = partition.size(s) == 0 ? "-"
                         : partition.size(s) == 1
                             ? std::to_string(partition.begin(s))
                             : std::to_string(partition.begin(s)) + "-" + std::to_string(partition.end(s) - 1);
     rows.push_back({std::to_string(s), std::to_string(s % ranks), range,
                     layer_names(layers, partition.begin(s), partition.end(s)), with_commas(params), cost.str(),
-                    bytes_text(bytes)});
+                    format_bytes(bytes)});
   }
 
   std::vector<size_t> width(7, 0);

@@ -11,8 +11,9 @@
 #include <sstream>
 #include <tuple>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
-#include "pipeline/atomic_file.h"
+#include "core/json.h"
 
 namespace brigade::pipeline {
 
@@ -66,29 +67,6 @@ double earliest_start(const Trace& trace) {
   return trace.events.empty() ? 0 : first;
 }
 
-// A JSON string literal: quotes, backslashes and control characters escaped; other bytes (UTF-8)
-// pass through unchanged.
-std::string quoted(const std::string& text) {
-  std::string out = "\"";
-  for (char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char code[8];
-          std::snprintf(code, sizeof code, "\\u%04x", unsigned(static_cast<unsigned char>(c)));
-          out += code;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
-
 // Microseconds with nanosecond resolution: plain decimal, valid JSON for any finite value.
 std::string microseconds(double seconds) {
   char text[64];
@@ -108,10 +86,10 @@ std::string chrome_trace_json(const Trace& trace, const Schedule& schedule) {
   std::ostringstream os;
   os << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
   os << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"tid\":0,\"args\":{\"name\":"
-     << quoted("brigade pipeline: " + schedule.name) << "}}";
+     << json_string("brigade pipeline: " + schedule.name) << "}}";
   for (int r = 0; r < trace.ranks; ++r) {
     os << ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":" << r << ",\"args\":{\"name\":"
-       << quoted("rank " + std::to_string(r)) << "}}"
+       << json_string("rank " + std::to_string(r)) << "}}"
        << ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":0,\"tid\":" << r << ",\"args\":{\"sort_index\":" << r
        << "}}";
   }
@@ -125,7 +103,7 @@ std::string chrome_trace_json(const Trace& trace, const Schedule& schedule) {
   for (size_t k : order) {
     const TraceEvent& e = trace.events[k];
     const Action& a = e.action;
-    os << ",\n{\"name\":" << quoted(short_name(a, e.rank, layout)) << ",\"cat\":\""
+    os << ",\n{\"name\":" << json_string(short_name(a, e.rank, layout)) << ",\"cat\":\""
        << (is_compute(a.kind) ? "compute" : "comm") << "\",\"ph\":\"X\",\"pid\":0,\"tid\":" << e.rank
        << ",\"ts\":" << microseconds(e.start - origin) << ",\"dur\":" << microseconds(e.end - e.start)
        << ",\"args\":{\"kind\":\"" << kind_name(a.kind) << "\",\"micro-batch\":" << a.microbatch

@@ -16,6 +16,7 @@
 #include "bench_pipeline/analysis.h"
 #include "bench_pipeline/command.h"
 #include "bench_pipeline/options.h"
+#include "core/json.h"
 
 using namespace brigade;
 using namespace brigade::bench_pipeline;
@@ -25,132 +26,6 @@ using pipeline::Trace;
 using Catch::Contains;
 
 namespace {
-
-// ---- a minimal JSON reader: enough to check that a file is valid and to look numbers up ----
-
-struct Json {
-  enum Type { null, boolean, number, string, array, object } type = null;
-  double num = 0;
-  std::string str;
-  std::vector<Json> items;
-  std::map<std::string, Json> fields;
-
-  const Json& operator[](const std::string& key) const {
-    INFO("JSON key '" << key << "'");
-    REQUIRE(type == object);
-    REQUIRE(fields.count(key));
-    return fields.at(key);
-  }
-  const Json& operator[](size_t i) const {
-    REQUIRE(type == array);
-    REQUIRE(i < items.size());
-    return items[i];
-  }
-  double as_number() const {
-    REQUIRE(type == number);
-    return num;
-  }
-};
-
-class JsonReader {
- public:
-  explicit JsonReader(const std::string& text) : s_(text) {}
-
-  // Throws std::runtime_error naming the offset at the first thing that is not JSON.
-  Json document() {
-    Json v = value();
-    space();
-    if (i_ != s_.size()) fail("text after the document");
-    return v;
-  }
-
- private:
-  [[noreturn]] void fail(const std::string& why) {
-    throw std::runtime_error("invalid JSON at offset " + std::to_string(i_) + ": " + why);
-  }
-  void space() {
-    while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
-  }
-  bool take(char c) {
-    space();
-    if (i_ >= s_.size() || s_[i_] != c) return false;
-    ++i_;
-    return true;
-  }
-  void expect(char c) {
-    if (!take(c)) fail(std::string("expected '") + c + "'");
-  }
-  bool word(const std::string& w) {
-    if (s_.compare(i_, w.size(), w) != 0) return false;
-    i_ += w.size();
-    return true;
-  }
-  std::string text() {
-    expect('"');
-    std::string out;
-    while (i_ < s_.size() && s_[i_] != '"') {
-      if (static_cast<unsigned char>(s_[i_]) < 0x20) fail("control character in a string");
-      if (s_[i_] == '\\') {
-        ++i_;
-        if (i_ >= s_.size()) break;
-        const char e = s_[i_];
-        if (e == 'u') i_ += 4;  // kept as is: the tests never read escaped code points
-        else if (std::string("\"\\/bfnrt").find(e) == std::string::npos) fail("bad escape");
-        out += e == 'n' ? '\n' : e == 't' ? '\t' : e;
-        ++i_;
-      } else {
-        out += s_[i_++];
-      }
-    }
-    if (i_ >= s_.size()) fail("unterminated string");
-    ++i_;
-    return out;
-  }
-  Json value() {
-    space();
-    Json v;
-    if (i_ >= s_.size()) fail("unexpected end");
-    const char c = s_[i_];
-    if (c == '{') {
-      v.type = Json::object;
-      ++i_;
-      if (take('}')) return v;
-      do {
-        space();
-        const std::string key = text();
-        expect(':');
-        if (v.fields.count(key)) fail("duplicate key '" + key + "'");
-        v.fields[key] = value();
-      } while (take(','));
-      expect('}');
-    } else if (c == '[') {
-      v.type = Json::array;
-      ++i_;
-      if (take(']')) return v;
-      do v.items.push_back(value());
-      while (take(','));
-      expect(']');
-    } else if (c == '"') {
-      v.type = Json::string;
-      v.str = text();
-    } else if (word("null")) {
-      v.type = Json::null;
-    } else if (word("true") || word("false")) {
-      v.type = Json::boolean;
-    } else {
-      const char* start = s_.c_str() + i_;
-      char* end = nullptr;
-      v.num = std::strtod(start, &end);
-      if (end == start) fail("expected a value");
-      i_ += size_t(end - start);
-      v.type = Json::number;
-    }
-    return v;
-  }
-
-  const std::string& s_;
-  size_t i_ = 0;
-};
 
 std::string read_file(const std::filesystem::path& path) {
   std::ifstream in(path);
@@ -319,7 +194,7 @@ TEST_CASE("bench pipeline: --quick on the CPU, every schedule against theory", "
   for (const auto& entry : std::filesystem::directory_iterator(dir.path)) files_in_dir += entry.is_regular_file();
   CHECK(files_in_dir == 1);
   Json doc;
-  REQUIRE_NOTHROW(doc = JsonReader(text).document());
+  REQUIRE_NOTHROW(doc = parse_json(text));
 
   const int P = int(doc["stages"].as_number());
   const int M = int(doc["microbatches"].as_number());
@@ -327,13 +202,13 @@ TEST_CASE("bench pipeline: --quick on the CPU, every schedule against theory", "
   REQUIRE(P == 4);  // the quick run keeps the default pipeline shape
   REQUIRE(M == 8);
   REQUIRE(V == 2);
-  CHECK(doc["device"]["type"].str == "cpu");
-  CHECK(doc["model"]["precision"].str == "f32");
+  CHECK(doc["device"]["type"].string == "cpu");
+  CHECK(doc["model"]["precision"].string == "f32");
   CHECK_THAT(r.out, Contains("parameters, f32\n"));
-  CHECK(!doc["device"]["name"].str.empty());
+  CHECK(!doc["device"]["name"].string.empty());
   CHECK(doc["device"]["cpu_threads"].as_number() >= 1);
-  CHECK(!doc["date"].str.empty());
-  CHECK(!doc["git_commit"].str.empty());
+  CHECK(!doc["date"].string.empty());
+  CHECK(!doc["git_commit"].string.empty());
 
   const Json& base = doc["unpipelined"];
   REQUIRE(base["step_seconds"].items.size() == 3);
@@ -354,8 +229,8 @@ TEST_CASE("bench pipeline: --quick on the CPU, every schedule against theory", "
     const Json& s = schedules[i];
     const std::string& name = names[i];
     INFO("schedule " << name);
-    REQUIRE(s["name"].str == name);
-    REQUIRE(s["skipped"].type == Json::null);
+    REQUIRE(s["name"].string == name);
+    REQUIRE(s["skipped"].kind == Json::Kind::null);
     REQUIRE(s["step_seconds"].items.size() == 3);
     for (const Json& t : s["step_seconds"].items) CHECK(t.as_number() > 0);
     REQUIRE(s["bubbles"].items.size() == 3);
@@ -413,7 +288,7 @@ TEST_CASE("bench pipeline: --quick on the CPU, every schedule against theory", "
   CHECK(one_f_one_b["unit_costs"]["bubble"].as_number() == (P - 1.0) / (M + P - 1));
 
   // The Chrome trace is JSON too.
-  REQUIRE_NOTHROW(JsonReader(read_file(traces / "1f1b.trace.json")).document());
+  REQUIRE_NOTHROW(parse_json(read_file(traces / "1f1b.trace.json")));
 }
 
 TEST_CASE("bench pipeline: interleaved is skipped, with a note, when M is not a multiple of P", "[bench][pipeline]") {
@@ -425,9 +300,9 @@ TEST_CASE("bench pipeline: interleaved is skipped, with a note, when M is not a 
   REQUIRE(r.status == 0);
   CHECK_THAT(r.out, Contains("interleaved: skipped") && Contains("M=4, P=3"));
   CHECK_THAT(r.out, Contains("\ngpipe "));
-  const Json doc = JsonReader(read_file(json_path)).document();
-  CHECK_THAT(doc["schedules"][0]["skipped"].str, Contains("multiple of P"));
-  CHECK(doc["schedules"][1]["skipped"].type == Json::null);
+  const Json doc = parse_json(read_file(json_path));
+  CHECK_THAT(doc["schedules"][0]["skipped"].string, Contains("multiple of P"));
+  CHECK(doc["schedules"][1]["skipped"].kind == Json::Kind::null);
   CHECK(doc["schedules"][1]["unit_costs"]["bubble"].as_number() == Approx(2.0 / 6).margin(1e-12));
 }
 
@@ -442,7 +317,7 @@ TEST_CASE("bench pipeline: --replicas times data parallelism, reductions overlap
   INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
   REQUIRE(r.status == 0);
   CHECK_THAT(r.out, Contains("data parallelism: 2 replicas x P=2 over local"));
-  const Json doc = JsonReader(read_file(json_path)).document();
+  const Json doc = parse_json(read_file(json_path));
   CHECK(doc["replicas"].as_number() == 2);
   const Json& dp = doc["schedules"][0]["data_parallel"];
   // 4 ranks, each with one bucket for its chunk (25 MiB holds it) and one for its copy of the tied
@@ -456,6 +331,6 @@ TEST_CASE("bench pipeline: --replicas times data parallelism, reductions overlap
   const Run plain = run({"--quick", "--device", "cpu", "--stages", "2", "--microbatches", "2", "--schedules", "1f1b",
                          "--steps", "1", "--warmup", "0", "--json", json_path.string()});
   REQUIRE(plain.status == 0);
-  CHECK(JsonReader(read_file(json_path)).document()["schedules"][0]["data_parallel"].type == Json::null);
+  CHECK(parse_json(read_file(json_path))["schedules"][0]["data_parallel"].kind == Json::Kind::null);
   CHECK_THAT(plain.out, !Contains("data parallelism:"));
 }

@@ -353,3 +353,21 @@ TEST_CASE("an exception inside parallel_for reaches the caller", "[core][paralle
   parallel_for(1000, 1, [&](int64_t b, int64_t e) { total += e - b; });
   REQUIRE(total == 1000);
 }
+
+TEST_CASE("tensor literals of any rank", "[core][factory]") {
+  // A column: once ambiguous between a list of numbers and a list of rows.
+  Tensor column = tensor({{1.5}, {-2.0}, {0.5}});
+  REQUIRE(column.shape() == Shape{3, 1});
+  REQUIRE(column.to_vector() == std::vector<double>{1.5, -2.0, 0.5});
+  Tensor cube = tensor({{{1, 2}}, {{3, 4}}}, DType::i64);
+  REQUIRE(cube.shape() == Shape{2, 1, 2});
+  REQUIRE(cube.dtype() == DType::i64);
+  REQUIRE(cube.to_vector() == std::vector<double>{1, 2, 3, 4});
+  REQUIRE(tensor({1, 2, 3}).shape() == Shape{3});
+  REQUIRE(tensor({{1, 2}, {3, 4}}).to_vector() == std::vector<double>{1, 2, 3, 4});
+  REQUIRE(tensor(2.5).shape() == Shape{});
+  REQUIRE(tensor(2.5).to_vector() == std::vector<double>{2.5});
+  REQUIRE(tensor({}).shape() == Shape{0});
+  REQUIRE_THROWS_WITH(tensor({{1, 2}, {3}}), Catch::Contains("ragged literal: element 1 has shape [1] where element 0 has [2]"));
+  REQUIRE_THROWS_WITH(tensor({{{1}}, {2}}), Catch::Contains("ragged literal"));
+}

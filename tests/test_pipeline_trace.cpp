@@ -1,7 +1,7 @@
 // Traces of a pipeline step: makespan, busy time and bubble of a hand-timed trace (computed by hand);
 // the simulator's own timeline read back as a trace gives back the simulator's bubble; the Chrome
-// trace JSON parsed by a small strict parser written here; the measured-against-simulated SVG; and
-// atomic saves.
+// trace JSON parsed by the library's strict reader (core/json.h); the measured-against-simulated
+// SVG; and atomic saves.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/json.h"
 #include "pipeline/schedule.h"
 #include "pipeline/analysis/simulator.h"
 #include "pipeline/analysis/timeline.h"
@@ -33,168 +34,6 @@ size_t count(const std::string& text, const std::string& part) {
   for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
   return n;
 }
-
-// ---- A minimal, strict JSON reader (RFC 8259): enough to prove the output is valid and read it back.
-
-struct Json {
-  enum class Kind { null, boolean, number, string, array, object } kind = Kind::null;
-  bool boolean = false;
-  double number = 0;
-  std::string string;
-  std::vector<Json> items;                            // array
-  std::vector<std::pair<std::string, Json>> members;  // object, in order
-
-  const Json& operator[](const std::string& key) const {
-    for (const auto& [k, v] : members) {
-      if (k == key) return v;
-    }
-    throw std::runtime_error("no member '" + key + "'");
-  }
-  bool has(const std::string& key) const {
-    return std::any_of(members.begin(), members.end(), [&](const auto& m) { return m.first == key; });
-  }
-};
-
-class JsonReader {
- public:
-  explicit JsonReader(const std::string& text) : t_(text) {}
-
-  Json document() {
-    Json v = value();
-    space();
-    if (i_ != t_.size()) bad("text after the value");
-    return v;
-  }
-
- private:
-  [[noreturn]] void bad(const std::string& why) const {
-    throw std::runtime_error("invalid JSON at byte " + std::to_string(i_) + ": " + why);
-  }
-  void space() {
-    while (i_ < t_.size() && (t_[i_] == ' ' || t_[i_] == '\n' || t_[i_] == '\r' || t_[i_] == '\t')) ++i_;
-  }
-  void expect(char c) {
-    space();
-    if (i_ >= t_.size() || t_[i_] != c) bad(std::string("expected '") + c + "'");
-    ++i_;
-  }
-  bool next_is(char c) {
-    space();
-    return i_ < t_.size() && t_[i_] == c;
-  }
-
-  Json value() {
-    space();
-    if (i_ >= t_.size()) bad("unexpected end");
-    Json v;
-    const char c = t_[i_];
-    if (c == '{') {
-      v.kind = Json::Kind::object;
-      ++i_;
-      for (bool first = true; !(first && next_is('}')); first = false) {
-        if (!first) expect(',');
-        space();
-        std::string key = string();
-        expect(':');
-        v.members.emplace_back(std::move(key), value());
-        if (next_is('}')) break;
-      }
-      expect('}');
-    } else if (c == '[') {
-      v.kind = Json::Kind::array;
-      ++i_;
-      for (bool first = true; !(first && next_is(']')); first = false) {
-        if (!first) expect(',');
-        v.items.push_back(value());
-        if (next_is(']')) break;
-      }
-      expect(']');
-    } else if (c == '"') {
-      v.kind = Json::Kind::string;
-      v.string = string();
-    } else if (t_.compare(i_, 4, "true") == 0 || t_.compare(i_, 5, "false") == 0) {
-      v.kind = Json::Kind::boolean;
-      v.boolean = c == 't';
-      i_ += v.boolean ? 4 : 5;
-    } else if (t_.compare(i_, 4, "null") == 0) {
-      i_ += 4;
-    } else {
-      v.kind = Json::Kind::number;
-      v.number = number();
-    }
-    return v;
-  }
-
-  // Every string must be quoted, with no raw control characters and only the standard escapes.
-  std::string string() {
-    if (i_ >= t_.size() || t_[i_] != '"') bad("expected a string");
-    ++i_;
-    std::string out;
-    while (true) {
-      if (i_ >= t_.size()) bad("unterminated string");
-      const char c = t_[i_++];
-      if (c == '"') return out;
-      if (static_cast<unsigned char>(c) < 0x20) bad("raw control character in a string");
-      if (c != '\\') {
-        out += c;
-        continue;
-      }
-      if (i_ >= t_.size()) bad("unterminated escape");
-      const char e = t_[i_++];
-      switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': {
-          if (i_ + 4 > t_.size()) bad("short \\u escape");
-          const std::string hex = t_.substr(i_, 4);
-          if (hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos) bad("bad \\u escape");
-          const unsigned code = unsigned(std::stoul(hex, nullptr, 16));
-          if (code >= 0x80) bad("this reader only decodes ASCII \\u escapes");
-          out += char(code);
-          i_ += 4;
-          break;
-        }
-        default: bad(std::string("unknown escape \\") + e);
-      }
-    }
-  }
-
-  double number() {
-    const size_t start = i_;
-    auto digits = [&] {
-      const size_t from = i_;
-      while (i_ < t_.size() && t_[i_] >= '0' && t_[i_] <= '9') ++i_;
-      if (i_ == from) bad("expected a digit");
-    };
-    if (i_ < t_.size() && t_[i_] == '-') ++i_;
-    if (i_ < t_.size() && t_[i_] == '0') {
-      ++i_;  // no leading zeros
-    } else {
-      digits();
-    }
-    if (i_ < t_.size() && t_[i_] == '.') {
-      ++i_;
-      digits();
-    }
-    if (i_ < t_.size() && (t_[i_] == 'e' || t_[i_] == 'E')) {
-      ++i_;
-      if (i_ < t_.size() && (t_[i_] == '+' || t_[i_] == '-')) ++i_;
-      digits();
-    }
-    return std::stod(t_.substr(start, i_ - start));
-  }
-
-  const std::string& t_;
-  size_t i_ = 0;
-};
-
-Json parse_json(const std::string& text) { return JsonReader(text).document(); }
 
 // ---- Traces.
 

@@ -2,7 +2,7 @@
 //
 //   brigade train ...     train the default GPT on a generated task (tools/train/)
 //   brigade simulate ...  dry-run a pipeline schedule: bubble, memory, timeline (tools/simulate/)
-//   brigade bench ...     benchmarks: kernels against this GPU's ceilings (bench/), communication (bench_comm/),
+//   brigade bench ...     benchmarks: kernels against this GPU's ceilings (bench_kernels/), communication (bench_comm/),
 //                         pipeline schedules run for real (bench_pipeline/)
 //   brigade launch ...    start N ranks of a program on this machine or several (tools/launch/)
 #include <iostream>
@@ -21,7 +21,7 @@ namespace {
 struct Subcommand {
   const char* name;
   const char* summary;
-  int (*run)(const std::vector<std::string>& args);  // null: not implemented yet
+  int (*run)(const std::vector<std::string>& args);
 };
 
 int run_train(const std::vector<std::string>& args) { return brigade::train::train_command(args, std::cout, std::cerr); }
@@ -86,10 +86,6 @@ int main(int argc, char** argv) {
   }
   for (const Subcommand& c : kSubcommands) {
     if (command != c.name) continue;
-    if (!c.run) {
-      std::cerr << "brigade " << command << ": not implemented yet (coming in a later release)\n";
-      return 2;
-    }
     return c.run(std::vector<std::string>(args.begin() + 1, args.end()));
   }
   std::cerr << "brigade: unknown command '" << command << "'\n\n";

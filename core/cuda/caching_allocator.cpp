@@ -2,23 +2,18 @@
 #include "core/cuda/caching_allocator.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <limits>
 
 #include "core/device.h"
 #include "core/error.h"
+#include "core/format.h"
 
 namespace brigade::cuda {
 
+// Out-of-memory messages compare sizes that differ by little, hence two decimals; and a handful of
+// bytes is spelled out.
 std::string format_bytes(size_t bytes) {
-  const char* units[] = {"KiB", "MiB", "GiB", "TiB"};
-  if (bytes < 1024) return std::to_string(bytes) + " bytes";
-  double value = double(bytes) / 1024;
-  int unit = 0;
-  while (value >= 1024 && unit < 3) value /= 1024, ++unit;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f %s", value, units[unit]);
-  return buf;
+  return bytes < 1024 ? std::to_string(bytes) + " bytes" : brigade::format_bytes(double(bytes), 2);
 }
 
 size_t CachingAllocator::round_size(size_t bytes) {

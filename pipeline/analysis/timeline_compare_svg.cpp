@@ -2,7 +2,7 @@
 // code as timeline_svg(), so any difference between them is in the timings, not in the drawing.
 #include <sstream>
 
-#include "pipeline/atomic_file.h"
+#include "core/atomic_file.h"
 #include "pipeline/analysis/timeline_svg_panel.h"
 #include "pipeline/trace.h"
 

@@ -2,10 +2,10 @@
 // beyond the generic sans-serif, so any browser or image viewer shows it. Drawn from the pieces in
 // timeline_svg_panel.h, which the measured-against-simulated picture (trace.h) stacks differently.
 #include <cmath>
-#include <iomanip>
 #include <sstream>
 
-#include "pipeline/atomic_file.h"
+#include "core/atomic_file.h"
+#include "core/format.h"
 #include "pipeline/analysis/timeline.h"
 #include "pipeline/analysis/timeline_svg_panel.h"
 
@@ -20,20 +20,11 @@ constexpr double kRowHeight = 28;
 constexpr double kRowGap = 6;
 constexpr int kSwatchesPerLine = 20;
 
-std::string fmt(double v) {
-  std::ostringstream os;
-  os << std::fixed << std::setprecision(1) << v;
-  return os.str();
-}
+// Coordinates to a tenth of a unit: finer than any screen shows, and short files.
+std::string fmt(double v) { return format_fixed(v, 1); }
 
 // Text baselines sit on whole units (every top in the layout is one), printed without decimals.
 std::string whole(double v) { return std::to_string(std::lround(v)); }
-
-std::string number(double v) {
-  std::ostringstream os;
-  os << std::setprecision(4) << v;
-  return os.str();
-}
 
 // Spread micro-batch hues by the golden angle, so neighbours (which sit next to each other in the
 // picture) always get clearly different colours, however many there are.
@@ -110,10 +101,8 @@ void begin_document(std::ostream& os, double height) {
 }
 
 std::string bubble_subtitle(const SimulationResult& result, const std::string& unit) {
-  std::ostringstream os;
-  os << "bubble fraction " << std::fixed << std::setprecision(4) << result.bubble_fraction << std::defaultfloat
-     << ", makespan " << number(result.makespan) << unit << " (hatched: idle)";
-  return os.str();
+  return "bubble fraction " + format_fixed(result.bubble_fraction, 4) + ", makespan " +
+         format_significant(result.makespan, 4) + unit + " (hatched: idle)";
 }
 
 void draw_panel(std::ostream& os, const Schedule& schedule, const SimulationResult& result, const std::string& title,
@@ -150,7 +139,8 @@ void draw_panel(std::ostream& os, const Schedule& schedule, const SimulationResu
       os << "<rect x=\"" << fmt(x) << "\" y=\"" << fmt(y) << "\" width=\"" << fmt(w) << "\" height=\""
          << fmt(kRowHeight) << "\" fill=\"" << fill(a.microbatch, a.kind)
          << "\" stroke=\"white\" stroke-width=\"0.75\"><title>" << escape(describe(a, r, schedule.layout))
-         << " on rank " << r << ": " << number(t.start) << " to " << number(t.end) << "</title></rect>\n";
+         << " on rank " << r << ": " << format_significant(t.start, 4) << " to " << format_significant(t.end, 4)
+         << "</title></rect>\n";
       if (w >= 7.0 * double(label.size())) {
         os << "<text x=\"" << fmt(x + w / 2) << "\" y=\"" << fmt(y + kRowHeight / 2 + 4)
            << "\" text-anchor=\"middle\" fill=\"" << (lightness(a.kind) > 52 ? "black" : "white") << "\">" << label
@@ -167,7 +157,7 @@ void draw_panel(std::ostream& os, const Schedule& schedule, const SimulationResu
     const double x = kLeft + k * step * scale;
     os << "<line x1=\"" << fmt(x) << "\" y1=\"" << fmt(plot_bottom) << "\" x2=\"" << fmt(x) << "\" y2=\""
        << fmt(plot_bottom + 5) << "\" stroke=\"black\"/><text x=\"" << fmt(x) << "\" y=\"" << fmt(plot_bottom + 18)
-       << "\" text-anchor=\"middle\">" << number(k * step) << "</text>\n";
+       << "\" text-anchor=\"middle\">" << format_significant(k * step, 4) << "</text>\n";
   }
   os << "<text x=\"" << fmt(kLeft + kPlotWidth / 2) << "\" y=\"" << fmt(plot_bottom + 34)
      << "\" text-anchor=\"middle\">time</text>\n";

@@ -1,9 +1,9 @@
 // The terminal chart of a simulated schedule (see timeline.h).
 #include <algorithm>
 #include <cmath>
-#include <iomanip>
 #include <sstream>
 
+#include "core/format.h"
 #include "pipeline/analysis/timeline.h"
 
 namespace brigade::pipeline {
@@ -24,12 +24,6 @@ char kind_letter(ActionKind k) {
     case ActionKind::backward_weight: return 'W';
     default: return '?';
   }
-}
-
-std::string number(double v) {
-  std::ostringstream os;
-  os << std::setprecision(4) << v;
-  return os.str();
 }
 
 }  // namespace
@@ -59,7 +53,7 @@ std::string timeline_text(const Schedule& schedule, const SimulationResult& resu
   std::string labels(size_t(columns) + 12, ' ');
   for (int c = 0; c < columns; c += 10) {
     ticks[size_t(c)] = '|';
-    const std::string text = number(c * unit);
+    const std::string text = format_significant(c * unit, 4);
     labels.replace(size_t(c), text.size(), text);
   }
   labels.erase(labels.find_last_not_of(' ') + 1);
@@ -90,7 +84,7 @@ std::string timeline_text(const Schedule& schedule, const SimulationResult& resu
     if (show_chunks) line("", chunks);
   }
 
-  os << "one character = " << number(unit) << " time unit" << (unit == 1 ? "" : "s")
+  os << "one character = " << format_significant(unit, 4) << " time unit" << (unit == 1 ? "" : "s")
      << "; F forward, B backward, I input gradient, W weight gradient, . idle;\n"
      << "below each rank: the micro-batch (0-9, a-z, A-Z)" << (show_chunks ? ", then the chunk" : "") << "\n";
   return os.str();

@@ -9,6 +9,7 @@
 
 #include "brigade.h"
 #include "comm/comm.h"
+#include "core/format.h"
 #include "core/stream.h"
 
 namespace brigade::bench_comm {
@@ -24,19 +25,13 @@ struct Settings {
   double seconds_per_row = 0.2;  // repeats are chosen to take about this long
 };
 
-std::string size_str(int64_t bytes) {
-  char text[32];
-  if (bytes >= (1 << 20)) std::snprintf(text, sizeof text, "%lld MiB", (long long)(bytes >> 20));
-  else std::snprintf(text, sizeof text, "%lld KiB", (long long)(bytes >> 10));
-  return text;
-}
-
 // A latency row has no meaningful bandwidth: `with_bandwidth` leaves that column empty.
 void print_row(std::ostream& out, const std::string& backend, const std::string& what, int64_t bytes,
                double seconds_per_message, bool with_bandwidth = true) {
   char line[160];
-  std::snprintf(line, sizeof line, "%-8s %-22s %9s %12.1f us", backend.c_str(), what.c_str(), size_str(bytes).c_str(),
-                seconds_per_message * 1e6);
+  // Sizes are 4 KiB times powers of 4: whole units, so no decimals.
+  std::snprintf(line, sizeof line, "%-8s %-22s %9s %12.1f us", backend.c_str(), what.c_str(),
+                format_bytes(double(bytes), 0).c_str(), seconds_per_message * 1e6);
   out << line;
   if (with_bandwidth) {
     std::snprintf(line, sizeof line, " %10.2f GB/s", double(bytes) / seconds_per_message / 1e9);

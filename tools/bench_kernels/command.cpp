@@ -1,8 +1,7 @@
 #include "bench_kernels/command.h"
 
-#include <fstream>
-
 #include "bench/report.h"
+#include "core/atomic_file.h"
 #include "core/device.h"
 #include "core/error.h"
 
@@ -121,13 +120,9 @@ int kernels_command(const std::vector<std::string>& args, std::ostream& out, std
     const Report report = run_all(options->quick, err);
     out << "\n" << report_text(report);
     if (!options->json_path.empty()) {
-      std::ofstream file(options->json_path);
-      file << report_json(report);
-      file.close();
-      if (!file) {
-        err << "brigade bench kernels: could not write " << options->json_path << "\n";
-        return 1;
-      }
+      // A reader (or a committed results file being replaced) never sees half a report; a failure
+      // throws and is reported below.
+      write_file_atomically(options->json_path, report_json(report), "--json");
       out << "\nwrote " << options->json_path << "\n";
     }
     if (const size_t failed = count_failures(report)) {

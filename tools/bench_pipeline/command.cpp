@@ -6,7 +6,7 @@
 #include "bench_pipeline/benchmark.h"
 #include "bench_pipeline/options.h"
 #include "bench_pipeline/report.h"
-#include "pipeline/atomic_file.h"
+#include "core/atomic_file.h"
 
 namespace brigade::bench_pipeline {
 
@@ -28,7 +28,7 @@ int bench_pipeline_command(const std::vector<std::string>& args, std::ostream& o
     out << "\n" << result_text(result);
     if (!parsed.options.json.empty()) {
       // A reader (or a results file being replaced) never sees half a report.
-      pipeline::write_file_atomically(parsed.options.json, result_json(result), "--json");
+      write_file_atomically(parsed.options.json, result_json(result), "--json");
       out << "\nwrote " << parsed.options.json << "\n";
     }
     if (!parsed.options.trace_dir.empty()) {

@@ -1,12 +1,14 @@
 #include "bench_pipeline/report.h"
 
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <iomanip>
 #include <limits>
 #include <sstream>
 #include <type_traits>
+
+#include "core/format.h"
+#include "core/json.h"
 
 namespace brigade::bench_pipeline {
 
@@ -15,7 +17,6 @@ namespace {
 using bench::Column;
 using bench::format_number;
 using bench::format_table;
-using bench::json_string;
 
 // What the columns mean: printed under the tables and kept in the JSON, so a number never travels
 // without its definition.
@@ -30,35 +31,22 @@ const std::pair<const char*, const char*> kDefinitions[] = {
                "pipeline"},
 };
 
-std::string fixed(double v, int decimals) {
-  if (!std::isfinite(v)) return "-";
-  char text[64];
-  std::snprintf(text, sizeof text, "%.*f", decimals, v);
-  return text;
-}
+// A measurement that did not happen (NaN) shows as "-".
+std::string fixed(double v, int decimals) { return std::isfinite(v) ? format_fixed(v, decimals) : "-"; }
 
 std::string percent(double share) { return std::isfinite(share) ? fixed(100 * share, 1) + "%" : "-"; }
 
 std::string milliseconds(double seconds) { return std::isfinite(seconds) ? fixed(seconds * 1e3, 2) : "-"; }
 
-// 1234567 -> "1,234,567" (whole numbers; NaN and infinities as "-").
-std::string with_commas(double v) {
-  const std::string digits = fixed(v, 0);
-  const size_t sign = !digits.empty() && digits[0] == '-' ? 1 : 0;
-  std::string out = digits.substr(0, sign);
-  for (size_t i = sign; i < digits.size(); ++i) {
-    if (i > sign && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
+// Rounded to a whole number with thousands separators; NaN and infinities as "-".
+std::string rounded_with_commas(double v) { return std::isfinite(v) ? with_commas(std::llround(v)) : "-"; }
 
 std::string header(const BenchResult& r) {
   const BenchOptions& o = r.options;
   std::ostringstream os;
   os << "brigade bench pipeline" << (o.quick ? " (quick)" : "") << "\n"
      << "  model    GPT, " << o.layers << " blocks (" << o.layers + 2 << " pipeline layers), C=" << o.embd << ", "
-     << o.heads << " heads, T=" << o.seq << ", vocab " << o.vocab << ", " << with_commas(double(r.parameters))
+     << o.heads << " heads, T=" << o.seq << ", vocab " << o.vocab << ", " << with_commas(r.parameters)
      << " parameters, " << (o.precision == "bf16" ? "bf16 compute with f32 weights" : "f32") << "\n"
      << "  batch    " << o.batch << " sequences = " << o.microbatches << " micro-batches of " << o.batch / o.microbatches
      << " (" << r.tokens_per_step << " tokens per step)\n"
@@ -78,7 +66,7 @@ std::string header(const BenchResult& r) {
   }
   os << "\n";
   os << "unpipelined (one device, the micro-batches one after another): " << milliseconds(r.unpipelined_step.median)
-     << " ms per step, " << with_commas(r.unpipelined_tokens_per_second) << " tokens/s\n\n";
+     << " ms per step, " << rounded_with_commas(r.unpipelined_tokens_per_second) << " tokens/s\n\n";
   return os.str();
 }
 
@@ -90,9 +78,9 @@ std::string main_table(const BenchResult& r) {
       notes += s.name + ": skipped, " + s.skipped + "\n";
       continue;
     }
-    rows.push_back({s.name, milliseconds(s.step.median), with_commas(s.tokens_per_second), fixed(s.speedup, 2) + "x",
-                    fixed(s.bubble, 4), fixed(s.predicted_bubble, 4), fixed(s.unit_bubble, 4),
-                    percent(s.exposed_comm), percent(s.hidden_comm)});
+    rows.push_back({s.name, milliseconds(s.step.median), rounded_with_commas(s.tokens_per_second),
+                    fixed(s.speedup, 2) + "x", fixed(s.bubble, 4), fixed(s.predicted_bubble, 4),
+                    fixed(s.unit_bubble, 4), percent(s.exposed_comm), percent(s.hidden_comm)});
   }
   return format_table({{"schedule"}, {"step ms", true}, {"tokens/s", true}, {"speed-up", true}, {"bubble", true},
                        {"predicted", true}, {"unit-cost", true}, {"exposed comm", true}, {"hidden", true}},
@@ -135,27 +123,20 @@ std::string ranks_table(const BenchResult& r) {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-std::string number(double v) {
-  if (!std::isfinite(v)) return "null";
-  char text[64];
-  const auto [end, ec] = std::to_chars(text, text + sizeof text, v);  // shortest round-trip form
-  return ec == std::errc() ? std::string(text, end) : "null";
-}
-
 template <class T>
 std::string array(const std::vector<T>& values) {
   std::string out = "[";
   for (size_t i = 0; i < values.size(); ++i) {
     if (i) out += ", ";
     if constexpr (std::is_same_v<T, std::string>) out += json_string(values[i]);
-    else out += number(double(values[i]));
+    else out += json_number(double(values[i]));
   }
   return out + "]";
 }
 
 std::string summary(const bench::Summary& s) {
-  return "{\"median\": " + number(s.median) + ", \"min\": " + number(s.min) + ", \"max\": " + number(s.max) +
-         ", \"mean\": " + number(s.mean) + "}";
+  return "{\"median\": " + json_number(s.median) + ", \"min\": " + json_number(s.min) +
+         ", \"max\": " + json_number(s.max) + ", \"mean\": " + json_number(s.mean) + "}";
 }
 
 void schedule_json(std::ostream& os, const ScheduleResult& s) {
@@ -168,32 +149,33 @@ void schedule_json(std::ostream& os, const ScheduleResult& s) {
   const ActionCosts& c = s.costs;
   os << ", \"skipped\": null,\n"
      << "     \"step_seconds\": " << array(s.step_seconds) << ", \"step\": " << summary(s.step) << ",\n"
-     << "     \"tokens_per_second\": " << number(s.tokens_per_second) << ", \"speedup\": " << number(s.speedup)
-     << ", \"loss\": " << number(s.loss) << ",\n"
-     << "     \"bubbles\": " << array(s.bubbles) << ", \"bubble\": " << number(s.bubble)
-     << ", \"makespan_seconds\": " << number(s.makespan) << ",\n"
-     << "     \"mean_cost_seconds\": {\"F\": " << number(c.forwards ? c.forward : kNaN)
-     << ", \"B\": " << number(c.backwards ? c.backward : kNaN) << ", \"I\": "
-     << number(c.backward_inputs ? c.backward_input : kNaN) << ", \"W\": "
-     << number(c.backward_weights ? c.backward_weight : kNaN) << "},\n"
+     << "     \"tokens_per_second\": " << json_number(s.tokens_per_second)
+     << ", \"speedup\": " << json_number(s.speedup) << ", \"loss\": " << json_number(s.loss) << ",\n"
+     << "     \"bubbles\": " << array(s.bubbles) << ", \"bubble\": " << json_number(s.bubble)
+     << ", \"makespan_seconds\": " << json_number(s.makespan) << ",\n"
+     << "     \"mean_cost_seconds\": {\"F\": " << json_number(c.forwards ? c.forward : kNaN)
+     << ", \"B\": " << json_number(c.backwards ? c.backward : kNaN) << ", \"I\": "
+     << json_number(c.backward_inputs ? c.backward_input : kNaN) << ", \"W\": "
+     << json_number(c.backward_weights ? c.backward_weight : kNaN) << "},\n"
      << "     \"action_counts\": {\"F\": " << c.forwards << ", \"B\": " << c.backwards << ", \"I\": " << c.backward_inputs
      << ", \"W\": " << c.backward_weights << "},\n"
-     << "     \"predicted\": {\"bubble\": " << number(s.predicted_bubble)
-     << ", \"makespan_seconds\": " << number(s.predicted_makespan) << "},\n"
-     << "     \"unit_costs\": {\"bubble\": " << number(s.unit_bubble) << ", \"makespan\": " << number(s.unit_makespan)
-     << ", \"busy_per_rank\": " << array(s.unit_busy) << "},\n"
-     << "     \"exposed_comm\": " << number(s.exposed_comm) << ", \"hidden_comm\": " << number(s.hidden_comm) << ",\n"
+     << "     \"predicted\": {\"bubble\": " << json_number(s.predicted_bubble)
+     << ", \"makespan_seconds\": " << json_number(s.predicted_makespan) << "},\n"
+     << "     \"unit_costs\": {\"bubble\": " << json_number(s.unit_bubble)
+     << ", \"makespan\": " << json_number(s.unit_makespan) << ", \"busy_per_rank\": " << array(s.unit_busy) << "},\n"
+     << "     \"exposed_comm\": " << json_number(s.exposed_comm)
+     << ", \"hidden_comm\": " << json_number(s.hidden_comm) << ",\n"
      << "     \"per_rank\": [";
   for (size_t q = 0; q < s.ranks_detail.size(); ++q) {
     const RankResult& d = s.ranks_detail[q];
-    os << (q ? ", " : "") << "{\"rank\": " << q << ", \"compute\": " << number(d.compute)
-       << ", \"exposed_comm\": " << number(d.exchange) << ", \"hidden\": " << number(d.hidden)
+    os << (q ? ", " : "") << "{\"rank\": " << q << ", \"compute\": " << json_number(d.compute)
+       << ", \"exposed_comm\": " << json_number(d.exchange) << ", \"hidden\": " << json_number(d.hidden)
        << ", \"peak_stashed\": " << d.peak_stashed << "}";
   }
   os << "],\n     \"data_parallel\": ";
   if (std::isfinite(s.dp_saved))
     os << "{\"at_end\": " << summary(s.dp_at_end) << ", \"overlapped\": " << summary(s.dp_overlapped)
-       << ", \"saved\": " << number(s.dp_saved) << ", \"reductions\": " << s.dp_reductions
+       << ", \"saved\": " << json_number(s.dp_saved) << ", \"reductions\": " << s.dp_reductions
        << ", \"started_during_step\": " << s.dp_started_early << "}";
   else
     os << "null";
@@ -239,7 +221,7 @@ std::string result_json(const BenchResult& r) {
      << "  \"device\": {\"type\": " << json_string(o.device) << ", \"name\": " << json_string(r.device_name)
      << ", \"cpu_threads\": " << r.cpu_threads << ", \"kernel_threads\": " << r.kernel_threads
      << ", \"compute_capability\": " << json_string(e.compute_capability) << ", \"memory_gib\": "
-     << number(e.memory_gib) << ", \"driver_version\": " << json_string(e.driver_version)
+     << json_number(e.memory_gib) << ", \"driver_version\": " << json_string(e.driver_version)
      << ", \"cuda_runtime_version\": " << json_string(e.runtime_version) << "},\n"
      << "  \"quick\": " << (o.quick ? "true" : "false") << ",\n"
      << "  \"model\": {\"layers\": " << o.layers << ", \"embd\": " << o.embd << ", \"heads\": " << o.heads
@@ -257,8 +239,8 @@ std::string result_json(const BenchResult& r) {
   }
   os << "},\n"
      << "  \"unpipelined\": {\"step_seconds\": " << array(r.unpipelined_seconds) << ", \"step\": "
-     << summary(r.unpipelined_step) << ", \"tokens_per_second\": " << number(r.unpipelined_tokens_per_second)
-     << ", \"loss\": " << number(r.unpipelined_loss) << "},\n"
+     << summary(r.unpipelined_step) << ", \"tokens_per_second\": " << json_number(r.unpipelined_tokens_per_second)
+     << ", \"loss\": " << json_number(r.unpipelined_loss) << "},\n"
      << "  \"schedules\": [\n";
   for (size_t i = 0; i < r.schedules.size(); ++i) {
     if (i) os << ",\n";

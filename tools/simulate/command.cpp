@@ -1,10 +1,10 @@
 #include "command.h"
 
 #include <exception>
-#include <iomanip>
 #include <ostream>
 #include <sstream>
 
+#include "core/format.h"
 #include "options.h"
 #include "pipeline/analysis/grid.h"
 #include "pipeline/schedule.h"
@@ -17,11 +17,7 @@ namespace {
 
 using namespace brigade::pipeline;
 
-std::string fixed4(double v) {
-  std::ostringstream os;
-  os << std::fixed << std::setprecision(4) << v;
-  return os.str();
-}
+std::string fixed4(double v) { return format_fixed(v, 4); }
 
 std::string list(const std::vector<int>& values) {
   std::string out;
@@ -48,18 +44,6 @@ std::string textbook(const SimulateOptions& o, int P, int M, int V) {
     return "(P-1)/(3M+P-1) = " + fixed4((P - 1.0) / (3 * M + P - 1)) + " with F = I = W and M >= P";
   }
   return "";
-}
-
-std::string bytes_text(double bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  int u = 0;
-  while (bytes >= 1024 && u < 5) {
-    bytes /= 1024;
-    ++u;
-  }
-  std::ostringstream os;
-  os << std::fixed << std::setprecision(u == 0 ? 0 : 1) << bytes << " " << units[u];
-  return os.str();
 }
 
 int run(const SimulateOptions& o, std::ostream& out, std::ostream& err) {
@@ -98,7 +82,7 @@ int run(const SimulateOptions& o, std::ostream& out, std::ostream& err) {
   if (V > 1) out << "peak stashed activations per rank: " << list(r.peak_activations_per_rank) << "\n";
   out << "messages: " << r.messages() << " (" << r.activation_messages << " activations, " << r.gradient_messages
       << " gradients)";
-  if (o.activation_bytes > 0) out << ", " << bytes_text(double(r.bytes));
+  if (o.activation_bytes > 0) out << ", " << format_bytes(double(r.bytes));
   out << "\n\n" << timeline_text(schedule, r, o.width);
   if (o.grid) out << "\n" << action_grid(schedule);
   if (!o.svg.empty()) {

@@ -4,9 +4,9 @@
 //   runs/sort/step-00000500.safetensors
 //
 // Only names of exactly this form are checkpoints. The temporary file of a save that was killed
-// half-way (core/safetensors.h writes "<name>.tmp.<pid>.<n>" and renames it when complete) never
-// matches, so it is neither resumed from nor deleted. This file knows names and files; whether a
-// checkpoint fits the run is the trainer's business.
+// half-way (save_safetensors writes through core/atomic_file.h: "<name>.tmp.<pid>.<n>", renamed
+// when complete) never matches, so it is neither resumed from nor deleted. This file knows names and
+// files; whether a checkpoint fits the run is the trainer's business.
 #pragma once
 
 #include <cstdint>

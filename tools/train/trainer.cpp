@@ -21,6 +21,7 @@
 #include "checkpoint_dir.h"
 #include "core/error.h"
 #include "core/factory.h"
+#include "core/format.h"
 #include "core/parallel.h"
 #include "nn/checkpoint.h"
 #include "optim/clip_grad.h"
@@ -247,11 +248,7 @@ double Trainer::train_step() {
   } else {
     SortTask::Batch batch = task_.batch(options_.seed, Split::train, uint64_t(step_ * B), B);
     Tape tape;
-    Tensor loss;
-    {
-      TapeGuard recording(tape);
-      loss = model_->loss(batch.inputs.to(device), batch.targets.to(device));
-    }
+    Tensor loss = tape.record([&] { return model_->loss(batch.inputs.to(device), batch.targets.to(device)); });
     tape.backward(loss);
     value = loss.item();
   }
@@ -415,15 +412,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-std::string with_commas(int64_t n) {
-  std::string digits = std::to_string(n), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
 
 // "3 1 4 1 | 1 1 3 4": one example as text, for the header.
 std::string show_example(const SortTask& task, uint64_t seed) {
