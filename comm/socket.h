@@ -1,4 +1,4 @@
-// Two small pieces of socket plumbing shared by the TCP store (comm/tcp_store.cpp), address choice
+// Small pieces of socket plumbing shared by the TCP store (comm/tcp_store.cpp), address choice
 // (comm/address.cpp) and the launchers' links (tools/launch/node_link.cpp). Header-only and plain
 // POSIX, so the launcher, which does not link libbrigade, can use it too.
 #pragma once
@@ -71,6 +71,18 @@ inline int listen_on_any(int port, int backlog, bool nonblocking = false) {
     return -1;
   }
   return fd;
+}
+
+// A TCP port nobody listens on right now, on any interface (the kernel's pick), or -1. Another
+// process could take it before the caller binds it; that race is rare and fails loudly there.
+inline int free_port() {
+  const int fd = listen_on_any(0, 1);
+  if (fd < 0) return -1;
+  sockaddr_in addr{};
+  socklen_t len = sizeof addr;
+  const int port = getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0 ? ntohs(addr.sin_port) : -1;
+  close(fd);
+  return port;
 }
 
 // "10.0.0.2", "::1": an IPv4 or IPv6 socket address as text; empty for other families.

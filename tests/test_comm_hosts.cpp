@@ -114,22 +114,6 @@ std::string launch_on(const std::string& ns, int node, const std::string& flags,
          " --master-addr 10.77.0.1 --master-port 29400 -n 2 " + flags + " -- " + program;
 }
 
-void require_same_checkpoint(const std::string& got_path, const std::string& want_path) {
-  nn::Checkpoint got = nn::load_checkpoint(got_path), want = nn::load_checkpoint(want_path);
-  REQUIRE(got.metadata.at("step") == want.metadata.at("step"));
-  REQUIRE(got.model.size() == want.model.size());
-  for (const auto& [name, t] : want.model) {
-    INFO("model tensor " << name);
-    REQUIRE(got.model.count(name) == 1);
-    test::require_equal(got.model.at(name), t);
-  }
-  REQUIRE(got.optimizer.size() == want.optimizer.size());
-  for (const auto& [name, t] : want.optimizer) {
-    INFO("optimizer tensor " << name);
-    test::require_equal(got.optimizer.at(name), t);
-  }
-}
-
 // Trains `steps` across the two hosts and on threads here; both checkpoints must be equal.
 void require_hosts_equal_threads(const TwoHosts& hosts, int steps) {
   const std::string dir = fresh_dir();
@@ -144,7 +128,7 @@ void require_hosts_equal_threads(const TwoHosts& hosts, int steps) {
   test::CommandResult threads = test::run_command(train(steps, "--save " + dir + "/threads.safetensors"));
   INFO(threads.output);
   REQUIRE(threads.status == 0);
-  require_same_checkpoint(dir + "/hosts.safetensors", dir + "/threads.safetensors");
+  test::require_same_checkpoint(dir + "/hosts.safetensors", dir + "/threads.safetensors");
   std::filesystem::remove_all(dir);
 }
 
@@ -287,7 +271,7 @@ TEST_CASE("hosts: with --max-restarts both hosts restart after a rank dies, and 
   test::CommandResult threads = test::run_command(train(150, "--save " + dir + "/threads.safetensors"));
   INFO(threads.output);
   REQUIRE(threads.status == 0);
-  require_same_checkpoint(dir + "/ck/step-00000150.safetensors", dir + "/threads.safetensors");
+  test::require_same_checkpoint(dir + "/ck/step-00000150.safetensors", dir + "/threads.safetensors");
   std::filesystem::remove_all(dir);
 }
 

@@ -538,22 +538,6 @@ int64_t resumed_step(const std::string& output, const std::string& dir) {
 }
 
 // Two checkpoint files hold the same step and the same model and optimizer tensors, bit for bit.
-void require_same_checkpoint(const std::string& got_path, const std::string& expected_path) {
-  INFO(got_path << " vs " << expected_path);
-  nn::Checkpoint got = nn::load_checkpoint(got_path), expected = nn::load_checkpoint(expected_path);
-  REQUIRE(got.metadata.at("step") == expected.metadata.at("step"));
-  auto require_same = [](const std::map<std::string, Tensor>& a, const std::map<std::string, Tensor>& b) {
-    REQUIRE(a.size() == b.size());
-    for (auto& [name, tensor] : b) {
-      INFO(name);
-      REQUIRE(a.count(name) == 1);
-      test::require_equal(a.at(name), tensor);
-    }
-  };
-  require_same(got.model, expected.model);
-  require_same(got.optimizer, expected.optimizer);
-}
-
 std::string command_line(const std::vector<std::string>& args) {
   std::string line;
   for (const std::string& a : args) line += (line.empty() ? "" : " ") + a;
@@ -661,7 +645,7 @@ TEST_CASE("checkpoint directory: a killed run started again resumes from its new
 
   char last[40];
   std::snprintf(last, sizeof last, "step-%08lld.safetensors", static_cast<long long>(steps));
-  require_same_checkpoint(dir.file(last), reference.file(last));
+  test::require_same_checkpoint(dir.file(last), reference.file(last));
 }
 
 TEST_CASE("checkpoint directory: a damaged newest checkpoint is skipped with a warning, the previous one used",
@@ -680,7 +664,7 @@ TEST_CASE("checkpoint directory: a damaged newest checkpoint is skipped with a w
   REQUIRE_THAT(text, Catch::Contains("warning: skipping " + newest + ", which cannot be loaded: "));
   REQUIRE(resumed_step(text, dir.path) == 15);
   // Steps 16..20 again, landing on what the first run had written.
-  require_same_checkpoint(newest, saved);
+  test::require_same_checkpoint(newest, saved);
   fs::remove(saved);
 
   // A configuration that does not match the directory's checkpoints is refused, not trained anew
@@ -745,7 +729,7 @@ TEST_CASE("checkpoint directory: a 2-process pipeline restarted resumes every ra
                                               " at step 10"));
   // Had the ranks resumed different steps, the stages would hold weights of different steps (or
   // not finish): the final checkpoint would differ from the uninterrupted run's.
-  require_same_checkpoint(final_path, saved);
+  test::require_same_checkpoint(final_path, saved);
   fs::remove(saved);
 }
 #endif

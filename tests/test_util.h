@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -104,6 +105,23 @@ inline void require_equal(const Tensor& got, const Tensor& expected) {
   } else {
     REQUIRE(got.to_vector() == expected.to_vector());
   }
+}
+
+// Two checkpoint files hold the same step and, bit for bit, the same model and optimizer tensors.
+inline void require_same_checkpoint(const std::string& got_path, const std::string& expected_path) {
+  INFO(got_path << " vs " << expected_path);
+  nn::Checkpoint got = nn::load_checkpoint(got_path), expected = nn::load_checkpoint(expected_path);
+  REQUIRE(got.metadata.at("step") == expected.metadata.at("step"));
+  auto require_same = [](const std::map<std::string, Tensor>& a, const std::map<std::string, Tensor>& b) {
+    REQUIRE(a.size() == b.size());
+    for (auto& [name, tensor] : b) {
+      INFO(name);
+      REQUIRE(a.count(name) == 1);
+      test::require_equal(a.at(name), tensor);
+    }
+  };
+  require_same(got.model, expected.model);
+  require_same(got.optimizer, expected.optimizer);
 }
 
 // Row-major flat index helpers for writing f64 references as plain loops.

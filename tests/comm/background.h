@@ -2,9 +2,7 @@
 // while a job runs (freeze a rank, cut a link) and then time how it ends.
 #pragma once
 
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +15,8 @@
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "comm/socket.h"
 
 namespace test {
 
@@ -88,19 +88,7 @@ class Background {
 };
 
 // A TCP port nobody listens on right now (the kernel's choice, so parallel tests do not collide).
-inline int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  socklen_t len = sizeof addr;
-  int port = -1;
-  if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
-    port = ntohs(addr.sin_port);
-  if (fd >= 0) close(fd);
-  return port;
-}
+using brigade::comm::free_port;
 
 // The processes whose parent is `parent`, oldest first (from /proc: no procps needed).
 inline std::vector<int> children_of(int parent) {

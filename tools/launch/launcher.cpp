@@ -1,9 +1,7 @@
 #include "launch/launcher.h"
 
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/socket.h"
 #include "launch/node_link.h"
 #include "launch/rank_group.h"
 
@@ -67,23 +66,11 @@ struct Rendezvous {
   }
 };
 
-// A port nobody listens on right now, on any interface (rank 0's TCP store listens on all). Another
-// process could take it before rank 0 binds it; that race is rare and fails loudly (rank 0 reports
-// the port is taken).
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) system_error("socket");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  socklen_t len = sizeof addr;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    close(fd);
-    system_error("finding a free port");
-  }
-  close(fd);
-  return ntohs(addr.sin_port);
+// Rank 0's store listens on every interface, so the port must be free on all of them.
+int free_store_port() {
+  const int port = comm::free_port();
+  if (port < 0) system_error("finding a free port");
+  return port;
 }
 
 // Fresh for every start of the job: a restarted job meets in an empty store.
@@ -268,7 +255,7 @@ class Coordinator {
   // One run of the job on every node.
   Outcome run_once(int restart) {
     Rendezvous rendezvous;
-    const int store_port = o_.store == "tcp" ? free_port() : 0;
+    const int store_port = o_.store == "tcp" ? free_store_port() : 0;
     prepare(rendezvous, o_, store_port);
     broadcast("start " + std::to_string(restart) + " " + std::to_string(store_port));
     std::unique_ptr<RankGroup> ranks = start_ranks(o_, restart, rendezvous);
