@@ -331,7 +331,10 @@ class NcclCommunicator final : public Communicator {
       try {
         calls();
       } catch (...) {
-        ncclGroupEnd();  // close the group; the error that matters is the one thrown
+        // Close the group (the error that matters is the one thrown), and on a non-blocking
+        // communicator wait for NCCL's background job that the close may start: the caller may
+        // abort or destroy the communicator next, which must not race that job.
+        if (ncclGroupEnd() == ncclInProgress) poll_ready(comm, deadline);
         throw;
       }
       result = ncclGroupEnd();

@@ -21,10 +21,14 @@
 // transposed, or B row-major, the usual case). The layout is a template parameter, since it decides
 // ldmatrix vs ldmatrix.trans in the innermost loop.
 //
-// Edges: cp.async is given how many of its 16 bytes are real (0..16) and zero-fills the rest, so
-// partial tiles need no special code. That needs 16-byte aligned rows: kernels/cuda/matmul.cpp copies
-// operands that are not (tensor_core_can_read) into padded ones first.
+// Edges: only whole 16-byte chunks inside the matrix go through cp.async; a chunk that crosses the
+// edge is read element by element and stored to shared memory with its missing part zeroed. (PTX's
+// cp.async can zero-fill by itself, given a source size below 16, but compute-sanitizer's memcheck
+// counts all 16 bytes as read: on an H200 it reported a 16-byte read of a 2-byte tensor. The
+// emulator checks cp.async's whole window the same way.) Whole chunks need 16-byte aligned rows:
+// kernels/cuda/matmul.cpp copies operands that are not (tensor_core_can_read) into padded ones first.
 #include <climits>
+#include <cstring>
 #include <type_traits>
 
 #include "kernels/cuda/common.cuh"
@@ -49,13 +53,20 @@ __device__ __forceinline__ uint32_t shared_address(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-// Copies `bytes` (0..16) from global to shared memory in the background and zero-fills the rest of
-// the 16. `src` must be 16-byte aligned even when bytes < 16.
-__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, int bytes) {
+// Copies 16 bytes from global to shared memory in the background; both addresses 16-byte aligned.
+__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src) {
 #if BRIGADE_CUDA_EMULATOR
-  ::brigade::emu::cp_async_16(dst, src, bytes);
+  ::brigade::emu::cp_async_16(dst, src, 16);
 #else
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+#endif
+}
+// An ordinary 16-byte store to shared memory (st.shared.v4), for the chunks cp.async does not copy.
+__device__ __forceinline__ void store_shared_16(uint32_t dst, const uint32_t (&v)[4]) {
+#if BRIGADE_CUDA_EMULATOR
+  std::memcpy(::brigade::emu::shared_pointer(dst), v, 16);
+#else
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]));
 #endif
 }
 __device__ __forceinline__ void cp_async_commit() {
@@ -173,8 +184,9 @@ __host__ __device__ __forceinline__ int valid_elements(int outer, int inner, int
 }
 
 // Starts the background copy of one operand's slice (rows row0.., k k0..) into shared memory: 512
-// chunks, two per thread. Chunks past the matrix's edge read fewer bytes (or none) and are
-// zero-filled.
+// chunks, two per thread. A chunk that reaches past the matrix's edge is read element by element
+// (none of it, past the last row) and zero-filled; the __syncthreads that follows the
+// cp.async wait orders these plain stores for the readers as well.
 template <bool KContiguous, class In>
 __device__ __forceinline__ void load_slice(uint32_t slice, const In* base, int64_t ld, int rows, int k, int row0,
                                            int k0) {
@@ -184,8 +196,14 @@ __device__ __forceinline__ void load_slice(uint32_t slice, const In* base, int64
   for (int j = 0; j < 2; ++j) {
     const typename L::Chunk c = L::chunk(int(threadIdx.x) + j * kBlockThreads, row0, k0);
     const int valid = valid_elements(c.outer, c.inner, outer_size, inner_size);
-    const In* src = valid > 0 ? base + c.outer * ld + c.inner : base;  // any aligned address for 0 bytes
-    cp_async_16(slice + c.offset, src, valid * 2);
+    if (valid == 8) {
+      cp_async_16(slice + c.offset, base + c.outer * ld + c.inner);
+    } else {
+      uint32_t v[4] = {0, 0, 0, 0};
+      const uint16_t* src = reinterpret_cast<const uint16_t*>(base + c.outer * ld + c.inner);
+      for (int e = 0; e < valid; ++e) v[e / 2] |= uint32_t(src[e]) << (16 * (e % 2));
+      store_shared_16(slice + c.offset, v);
+    }
   }
 }
 

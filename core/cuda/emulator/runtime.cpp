@@ -213,6 +213,12 @@ std::string check_device_range(const std::string& what, const void* pointer, siz
   return "";
 }
 
+std::string check_global_range(const std::string& what, const void* pointer, size_t bytes) {
+  std::lock_guard<std::mutex> lock(memory().mutex);
+  if (find(pointer, bytes)) return "";
+  return what + ": " + std::to_string(bytes) + " bytes at " + std::to_string(reinterpret_cast<uintptr_t>(pointer)) +
+         " are not inside one allocation (past an allocation's end, freed memory, or host memory)";
+}
 
 }  // namespace brigade::emu
 

@@ -42,5 +42,8 @@ int stream_device(cudaStream_t stream);
 // pinned host memory, when `pinned_ok`); otherwise why not, starting with `what`.
 std::string check_device_range(const std::string& what, const void* pointer, size_t bytes, int device,
                                bool pinned_ok = false);
+// "" when [pointer, pointer + bytes) lies inside one live allocation (device or pinned, of any
+// device): what compute-sanitizer's memcheck asks of every global access a kernel makes.
+std::string check_global_range(const std::string& what, const void* pointer, size_t bytes);
 
 }  // namespace brigade::emu
