@@ -57,6 +57,16 @@ ncclResult_t poll_ready(ncclComm_t comm, const Deadline& deadline) {
   }
 }
 
+// What a call on a non-blocking communicator came to. Its return value alone does not say: NCCL
+// 2.28.9's ncclCommSplit returns ncclSuccess while the split still runs as a job of the parent (its
+// group end's ncclInProgress is passed over), and the parent's next call is then refused ("Attempt
+// to use communicator before the previous operation returned ncclSuccess", invalid argument) —
+// seen on an H200. So unless the call failed outright, ask ncclCommGetAsyncError until it settles.
+ncclResult_t outcome(ncclComm_t comm, ncclResult_t returned, const Deadline& deadline) {
+  if (returned != ncclSuccess && returned != ncclInProgress) return returned;
+  return poll_ready(comm, deadline);
+}
+
 // A call that may legitimately answer "queued, still in progress" on a non-blocking communicator.
 void check_queued(ncclResult_t result, const char* expr, const char* file, int line) {
   if (result != ncclInProgress) nccl_check(result, expr, file, line);
@@ -129,8 +139,7 @@ class NcclCommunicator final : public Communicator {
       if (*comm == nullptr) continue;
       // Finalize flushes NCCL's own pending work; if anything is stuck, abort instead.
       Deadline deadline = Deadline::after(timeout());
-      ncclResult_t result = drained ? ncclCommFinalize(*comm) : ncclInternalError;
-      if (result == ncclInProgress || result == ncclSuccess) result = poll_ready(*comm, deadline);
+      ncclResult_t result = drained ? outcome(*comm, ncclCommFinalize(*comm), deadline) : ncclInternalError;
       if (result == ncclSuccess) ncclCommDestroy(*comm);
       else ncclCommAbort(*comm);
       *comm = nullptr;
@@ -245,8 +254,8 @@ class NcclCommunicator final : public Communicator {
           abort_made();
           fail(w, ": the communicator was aborted");
         }
-        result = ncclCommSplit(parent, members.empty() ? NCCL_SPLIT_NOCOLOR : color, key, child, &config);
-        if (result == ncclInProgress) result = poll_ready(parent, deadline);
+        result = outcome(parent, ncclCommSplit(parent, members.empty() ? NCCL_SPLIT_NOCOLOR : color, key, child, &config),
+                         deadline);
         if (result == ncclSuccess && *child != nullptr) result = poll_ready(*child, deadline);
         if (result != ncclSuccess && result != ncclInProgress) error = nccl_error(parent, result);
       }
@@ -334,11 +343,10 @@ class NcclCommunicator final : public Communicator {
         // Close the group (the error that matters is the one thrown), and on a non-blocking
         // communicator wait for NCCL's background job that the close may start: the caller may
         // abort or destroy the communicator next, which must not race that job.
-        if (ncclGroupEnd() == ncclInProgress) poll_ready(comm, deadline);
+        outcome(comm, ncclGroupEnd(), deadline);
         throw;
       }
-      result = ncclGroupEnd();
-      if (result == ncclInProgress) result = poll_ready(comm, deadline);
+      result = outcome(comm, ncclGroupEnd(), deadline);
       // Read NCCL's words while the handle is surely alive: the watchdog may abort it once we let go.
       if (result != ncclSuccess && result != ncclInProgress) error = nccl_error(comm, result);
     }
@@ -534,7 +542,7 @@ std::atomic<int> communicators_created{0};
 
 // Waits until a freshly initialised communicator is ready; aborts it and throws otherwise.
 void settle(ncclComm_t comm, ncclResult_t result, const Deadline& deadline, const std::string& w) {
-  if (result == ncclInProgress) result = poll_ready(comm, deadline);
+  result = comm != nullptr ? outcome(comm, result, deadline) : (result == ncclSuccess ? ncclInternalError : result);
   if (result == ncclSuccess) return;
   std::string error = result == ncclInProgress ? "" : nccl_error(comm, result);
   if (comm != nullptr) ncclCommAbort(comm);
@@ -639,7 +647,7 @@ std::vector<std::unique_ptr<Communicator>> nccl_group(const std::vector<Device>&
       for (int r = 0; r < n; ++r) {
         ncclComm_t comm = comms[k][size_t(r)];
         comms[k][size_t(r)] = nullptr;  // settle() aborts it on failure
-        settle(comm, started[k][size_t(r)] == ncclSuccess ? ncclInProgress : started[k][size_t(r)], deadline,
+        settle(comm, started[k][size_t(r)], deadline,
                w + ", rank " + std::to_string(r) + (k == 1 ? " (its header communicator)" : ""));
         comms[k][size_t(r)] = comm;
       }

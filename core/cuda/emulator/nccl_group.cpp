@@ -89,6 +89,7 @@ std::string check(const Rank& rank, cudaStream_t stream, const CallArgs& args, n
   *code = ncclInvalidUsage;
   if (!rank.ready) return "the communicator is not initialised yet (poll ncclCommGetAsyncError until ncclSuccess)";
   *code = ncclInvalidArgument;
+  if (rank.jobs > 0) return kBusy;
   if (stream != nullptr && brigade::emu::stream_device(stream) != rank.device)
     return "the stream belongs to device " + std::to_string(brigade::emu::stream_device(stream)) +
            ", the communicator to device " + std::to_string(rank.device);

@@ -204,6 +204,11 @@ struct CallArgs {
 };
 std::string describe(const CallArgs& args);  // "ncclSend to rank 1 (count 8, f32)"
 
+// NCCL's words (ncclCommEnsureReady) for a call on a communicator whose init, split or finalize is
+// still under way: refused with ncclInvalidArgument.
+inline constexpr const char* kBusy =
+    "Attempt to use communicator before the previous operation returned ncclSuccess (poll ncclCommGetAsyncError)";
+
 // Checks what every operation needs (a ready communicator, a stream of its device, a modelled
 // type); then queues the call, now or at the outer ncclGroupEnd. A failed check inside a group
 // fails the whole group.

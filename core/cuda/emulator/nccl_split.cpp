@@ -9,9 +9,13 @@
 // The split is a job of the parent: the ranks tell each other their color and key through the
 // parent's mailboxes (not stream-ordered: NCCL's split does not wait for queued work either), then
 // the child initialises through its own rendezvous, a directory beside the parent's named after the
-// split and color. A blocking split waits for the job. A non-blocking one returns ncclInProgress;
-// ncclCommGetAsyncError on the parent says ncclInProgress until the job is done, and only then is
-// *newcomm written (NULL until then, and for NCCL_SPLIT_NOCOLOR).
+// split and color. A blocking split waits for the job. A non-blocking one returns ncclSuccess at
+// once, as NCCL 2.28.9 and 2.30.7 do (src/init.cc: ncclCommSplit's NCCLCHECK passes over its group
+// end's ncclInProgress; seen on an H200 too), although the job still runs: ncclCommGetAsyncError on
+// the parent says ncclInProgress until it is done, any other call on the parent meanwhile is refused
+// (ncclCommEnsureReady: "Attempt to use communicator before the previous operation returned
+// ncclSuccess", ncclInvalidArgument), and only then is *newcomm written (NULL until then, and for
+// NCCL_SPLIT_NOCOLOR).
 //
 // Not modelled: splitShare (sharing the parent's resources changes nothing here).
 #include <algorithm>
@@ -128,13 +132,14 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   {
     std::lock_guard<std::mutex> lock(parent->world->mutex);
     if (!parent->ready) return fail(ncclInvalidUsage, "ncclCommSplit on " + parent->name() + ": not initialised yet");
+    if (parent->jobs > 0) return fail(ncclInvalidArgument, "ncclCommSplit on " + parent->name() + ": " + kBusy);
     split = parent->splits_issued++;
     ++parent->jobs;
   }
   *newcomm = nullptr;
   if (!blocking) {
     launch_job(parent, [=] { split_job(parent, split, color, key, newcomm, blocking); });
-    return ncclInProgress;
+    return ncclSuccess;
   }
   const ncclResult_t result = split_job(parent, split, color, key, newcomm, blocking);
   std::lock_guard<std::mutex> lock(parent->world->mutex);
