@@ -1,5 +1,6 @@
 #include "bench/environment.h"
 
+#include <cctype>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
@@ -22,10 +23,15 @@ std::string nvidia_driver_version(const std::string& proc_text) {
   const std::string marker = "Kernel Module";
   const size_t at = proc_text.find(marker);
   if (at == std::string::npos) return "";
-  std::istringstream rest(proc_text.substr(at + marker.size()));
-  std::string version;
-  rest >> version;
-  return version;
+  // The first word that looks like a version: the open module's line has words in between
+  // ("... Open Kernel Module for x86_64  580.159.04  Release Build ...", seen on an H200).
+  std::istringstream rest(proc_text.substr(at + marker.size(), proc_text.find('\n', at) - at - marker.size()));
+  for (std::string word; rest >> word;) {
+    const bool version_like = std::isdigit(static_cast<unsigned char>(word[0])) && word.find('.') != std::string::npos &&
+                              word.find_first_not_of("0123456789.") == std::string::npos;
+    if (version_like) return word;
+  }
+  return "";
 }
 
 std::string utc_timestamp() {

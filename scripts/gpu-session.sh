@@ -184,9 +184,14 @@ stage_test() {
 # and one cudaMalloc per tensor make these slow, so each gets a command of its own. "~[oom]" skips the
 # test that asks for 16 TiB on purpose — memcheck reports the failed cudaMalloc as an error.
 stage_memcheck() {
-  local suite=$1 sanitizer
+  local suite=$1 sanitizer api_errors=()
   sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-  BRIGADE_REQUIRE_GPU=1 BRIGADE_TEST_EXACT_ALLOCATIONS=1 timeout 540 "$sanitizer" --tool memcheck --error-exitcode 1 \
+  # NCCL probes which of its kernels exist for this GPU (cudaFuncGetAttributes in
+  # ncclInitKernelsForDevice) and ignores cudaErrorNoKernelImageForDevice: two reports per
+  # communicator, none of them ours (seen with 2.28.9 on an H200). brigade checks every CUDA return
+  # code itself, so for the comm suite memcheck reports memory errors only.
+  [[ $suite == comm ]] && api_errors=(--report-api-errors no)
+  BRIGADE_REQUIRE_GPU=1 BRIGADE_TEST_EXACT_ALLOCATIONS=1 timeout 540 "$sanitizer" --tool memcheck "${api_errors[@]}" --error-exitcode 1 \
     "$build_dir/tests/test_gpu_$suite" "~[oom]" --abortx 10 >"$OUT/memcheck-$suite.log" 2>&1
   note "memcheck $suite: exit $? ($(grep -m1 -E 'ERROR SUMMARY' "$OUT/memcheck-$suite.log"))"
 }

@@ -162,6 +162,10 @@ TEST_CASE("environment strings") {
   CHECK(cuda_version_text(0) == "unknown");
   CHECK(nvidia_driver_version("NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.86.15  Wed Jan 8 2025\nGCC ...") ==
         "570.86.15");
+  // The open kernel module's wording, as an H200 machine's /proc/driver/nvidia/version has it.
+  CHECK(nvidia_driver_version("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  "
+                              "(dvs-builder@U22)  Thu 2025\nGCC version: gcc 12") == "580.159.04");
+  CHECK(nvidia_driver_version("NVRM version: NVIDIA UNIX Kernel Module for x86_64\nGCC version: 12.2") == "");
   CHECK(nvidia_driver_version("nothing here") == "");
   const std::string now = utc_timestamp();
   CHECK(now.size() == 20);
