@@ -3,8 +3,12 @@
 //   #include <brigade.h>
 //   using namespace brigade;
 //
-// Layers, bottom up: core (Tensor, DType, Device, RNG) · kernels (checked ops) · autograd (Tape,
-// differentiable functions, gradcheck) · nn (Module and layers) · optim (SGD, AdamW, schedules).
+// Layers, bottom up: core (Tensor, DType, Device, RNG) · autograd (Tape, differentiable functions,
+// gradcheck) · nn (Module and layers) · optim (SGD, AdamW, schedules) · pipeline.
+//
+// Not included: the raw kernels, brigade::ops (kernels/ops.h). They are not differentiable, and
+// ops::sum beside brigade::sum would let a gradient be cut without a word. Include "kernels/ops.h"
+// by name to write a backward of your own (examples/custom_op.cpp does).
 #pragma once
 
 #include "core/device.h"
@@ -17,7 +21,7 @@
 #include "core/shape.h"
 #include "core/stream.h"
 #include "core/tensor.h"
-#include "kernels/ops.h"
+#include "autograd/autocast.h"
 #include "autograd/functions.h"
 #include "autograd/gradcheck.h"
 #include "autograd/tape.h"

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "kernels/ops.h"
+#include "kernels/params.h"
 
 namespace brigade {
 
@@ -76,7 +76,7 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-6);
 // ---- lookup, loss, regularisation ----
 Tensor embedding(const Tensor& weight, const Tensor& indices);
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100,
-                     ops::Reduction reduction = ops::Reduction::mean);
+                     Reduction reduction = Reduction::mean);
 // Identity unless `training`; the mask comes from (seed, offset) so it is reproducible on any device.
 // Without an explicit seed the default generator supplies (seed, offset) and advances.
 Tensor dropout(const Tensor& x, double p, bool training = true);

@@ -3,6 +3,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autograd/autocast.h"
 #include "core/factory.h"
 #include "kernels/ops.h"
 
@@ -110,6 +111,7 @@ void Tape::clear() {
 void Tape::run(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads, Phase phase,
                const std::vector<Tensor>& phase_inputs) {
   NoGradGuard no_grad;  // backward computations are never themselves recorded
+  Autocast no_autocast(std::nullopt);  // backward functions use the dtypes the forward recorded
 
   if (phase == Phase::weight) {
     // The held-back work, in reverse recording order (so every tensor's gradient is complete before

@@ -542,7 +542,10 @@ std::atomic<int> communicators_created{0};
 
 // Waits until a freshly initialised communicator is ready; aborts it and throws otherwise.
 void settle(ncclComm_t comm, ncclResult_t result, const Deadline& deadline, const std::string& w) {
-  result = comm != nullptr ? outcome(comm, result, deadline) : (result == ncclSuccess ? ncclInternalError : result);
+  if (comm == nullptr)  // nothing to poll, or to abort
+    fail(w, ": ", result == ncclSuccess || result == ncclInProgress ? std::string("NCCL made no communicator")
+                                                                    : nccl_error(nullptr, result));
+  result = outcome(comm, result, deadline);
   if (result == ncclSuccess) return;
   std::string error = result == ncclInProgress ? "" : nccl_error(comm, result);
   if (comm != nullptr) ncclCommAbort(comm);

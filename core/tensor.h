@@ -89,7 +89,7 @@ class Tensor {
   // ---- copies (differentiable) ----
   Tensor contiguous() const;  // returns *this when already contiguous
   Tensor clone() const;
-  Tensor to(DType dtype) const;
+  Tensor to(DType dtype) const;  // to_dtype(*this, dtype): the one dtype conversion, differentiable
   Tensor to(Device device) const;
 
   // ---- values ----

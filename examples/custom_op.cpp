@@ -12,6 +12,7 @@
 // or in the tree: ninja -C build examples/custom_op && build/examples/custom_op
 // It exits 1 if the backward disagrees with finite differences.
 #include <brigade.h>
+#include "kernels/ops.h"  // the raw kernels, for the backward: not part of <brigade.h>
 
 #include <cmath>
 #include <cstdio>

@@ -37,7 +37,7 @@ struct ResidualMLP : nn::Module {
     down = register_module("down", std::make_shared<nn::Linear>(2 * dim, dim, true, init));
   }
   std::string name() const override { return "ResidualMLP"; }
-  Tensor forward(const Tensor& x) override { return x + down->forward(gelu(up->forward(x))); }
+  Tensor forward(const Tensor& x) override { return x + (*down)(gelu((*up)(x))); }
 };
 
 // The model as a list of layers. Every caller builds it from the same seed, so all copies start equal.

@@ -20,12 +20,7 @@
 #include <vector>
 
 #include "core/tensor.h"
-
-namespace brigade {
-// How a loss over many positions becomes one number. (In namespace brigade rather than ops so that a
-// call like cross_entropy(x, t, -100, Reduction::sum) doesn't also find ops::cross_entropy by ADL.)
-enum class Reduction { mean, sum };
-}  // namespace brigade
+#include "kernels/params.h"
 
 namespace brigade::ops {
 
@@ -197,16 +192,7 @@ Tensor avg_pool2d_backward(const Tensor& grad_y, const Shape& x_shape, Pool2dPar
 // One AdamW step on a list of parameters in place (one call updates many tensors, as the fused CUDA
 // kernel does). step is 1-based. m and v are f32 or f64 (the same dtype for both), shaped like each
 // parameter; f64 parameters keep f64 state.
-//
-// The hyperparameters are declared once, here, and optim::AdamWOptions is this same struct: what a
-// user sets on the optimizer is exactly what the kernel receives. They live at the kernel level
-// because optim/ builds on kernels/, never the reverse. The defaults are PyTorch's. `step` drives the
-// bias correction; the optimizer fills it in per parameter (each counts its own updates), so in
-// AdamWOptions it stays at 1.
-struct AdamWParams {
-  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 1e-2;
-  int64_t step = 1;
-};
+// The hyperparameters are AdamWParams (kernels/params.h), the struct optim::AdamWOptions also is.
 void adamw_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const std::vector<Tensor>& m,
                  const std::vector<Tensor>& v, const AdamWParams& p);
 

@@ -28,18 +28,18 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
 
   // One matmul makes q, k and v side by side: [B, T, 3C]. Viewing that as [B, T, 3, H, hd] and
   // moving dims gives [3, B, H, T, hd], so q, k, v are views with the heads as a batch dim.
-  Tensor heads = qkv->forward(x).view({B, T, 3, H, hd}).permute({2, 0, 3, 1, 4});
+  Tensor heads = (*qkv)(x).view({B, T, 3, H, hd}).permute({2, 0, 3, 1, 4});
   Tensor q = heads.select(0, 0), k = heads.select(0, 1), v = heads.select(0, 2);
 
   Tensor scores = matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(hd)));  // [B, H, T, T]
   // -inf (not just a large negative) makes masked weights exactly 0 after softmax in every dtype; each
   // row keeps its diagonal, so no row is all -inf.
   scores = masked_fill(scores, causal_mask(T, x.device()), -std::numeric_limits<double>::infinity());
-  Tensor weights = attn_drop->forward(softmax(scores, -1));
+  Tensor weights = (*attn_drop)(softmax(scores, -1));
 
   Tensor y = matmul(weights, v);                   // [B, H, T, hd]
   y = y.transpose(1, 2).reshape({B, T, n_embd});  // heads side by side again (reshape copies here)
-  return resid_drop->forward(proj->forward(y));
+  return (*resid_drop)((*proj)(y));
 }
 
 }  // namespace brigade::nn

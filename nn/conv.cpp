@@ -38,7 +38,7 @@ std::string Conv2d::details() const {
 Tensor Conv2d::forward(const Tensor& x) {
   BRIGADE_CHECK(x.dim() == 4 && x.size(1) == in_channels, "Conv2d: expected input [N, ", in_channels,
                 ", H, W], got ", shape_str(x.shape()));
-  return conv2d(x, compute(weight), compute(bias), stride, padding);
+  return conv2d(x, weight, bias, stride, padding);
 }
 
 MaxPool2d::MaxPool2d(int64_t k, int64_t s, int64_t pad) : kernel(k), stride(s == -1 ? k : s), padding(pad) {

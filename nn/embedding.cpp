@@ -15,6 +15,6 @@ std::string Embedding::details() const {
 
 // The rows are looked up in the weight's own dtype and then converted: B*T rows instead of the
 // whole table, and the backward scatters straight into the f32 gradient.
-Tensor Embedding::forward(const Tensor& ids) { return compute(embedding(weight, ids)); }
+Tensor Embedding::forward(const Tensor& ids) { return embedding(weight, ids); }
 
 }  // namespace brigade::nn

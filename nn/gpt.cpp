@@ -5,6 +5,7 @@
 #include "autograd/functions.h"
 #include "autograd/tape.h"
 #include "core/factory.h"
+#include "kernels/ops.h"
 
 namespace brigade::nn {
 
@@ -23,7 +24,7 @@ Tensor GPTEmbedding::forward(const Tensor& idx) {
   const int64_t T = idx.size(1);
   BRIGADE_CHECK(T <= block_size, "GPT: sequence length ", T, " exceeds block_size ", block_size);
   Tensor positions = arange(T, DType::i64, idx.device());
-  return drop->forward(wte->forward(idx) + wpe->forward(positions));  // [B, T, C] + [T, C] broadcasts
+  return (*drop)((*wte)(idx) + (*wpe)(positions));  // [B, T, C] + [T, C] broadcasts
 }
 
 // ---- GPTHead ----
@@ -38,7 +39,7 @@ GPTHead::GPTHead(int64_t n_embd, bool bias, Tensor tied_weight, const Init& init
 
 Tensor GPTHead::forward(const Tensor& h) {
   // No separate output matrix: scoring h against every token embedding is the tie.
-  return linear(ln_f->forward(h), compute(wte), Tensor());
+  return linear((*ln_f)(h), wte, Tensor());
 }
 
 // ---- GPT ----
@@ -77,13 +78,13 @@ std::vector<std::shared_ptr<Module>> GPT::layers() const {
   return out;
 }
 
-Tensor GPT::forward(const Tensor& idx) { return head->forward(blocks->forward(embed->forward(idx))); }
+Tensor GPT::forward(const Tensor& idx) { return (*head)((*blocks)((*embed)(idx))); }
 
 Tensor GPT::loss(const Tensor& idx, const Tensor& targets) {
   BRIGADE_CHECK(targets.defined() && targets.shape() == idx.shape(), "GPT::loss: targets shape ",
                 targets.defined() ? shape_str(targets.shape()) : std::string("(undefined)"),
                 " differs from idx shape ", shape_str(idx.shape()));
-  return language_model_loss(forward(idx), targets);
+  return language_model_loss((*this)(idx), targets);
 }
 
 Tensor language_model_loss(const Tensor& logits, const Tensor& targets) {
@@ -106,7 +107,7 @@ Tensor GPT::generate(const Tensor& idx, int64_t max_new_tokens) {
   for (int64_t i = 0; i < max_new_tokens; ++i) {
     const int64_t T = out.size(1);
     Tensor context = T > config_.block_size ? out.slice(1, T - config_.block_size, T) : out;
-    Tensor last = forward(context).select(1, -1);                // [B, vocab_size]
+    Tensor last = (*this)(context).select(1, -1);                // [B, vocab_size]
     Tensor next = argmax(last, -1, /*keepdim=*/true);             // [B, 1] i64
     out = concat({out, next}, 1);
   }

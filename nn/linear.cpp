@@ -23,7 +23,7 @@ Tensor Linear::forward(const Tensor& x) {
                 " does not end in in_features=", in_features);
   // One tape node (see autograd/functions/linear.cpp): W^T is read through its strides, no copy,
   // and the weight gradient stays separable from the input gradient.
-  return linear(x, compute(weight), compute(bias));
+  return linear(x, weight, bias);
 }
 
 }  // namespace brigade::nn

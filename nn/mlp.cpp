@@ -10,6 +10,6 @@ MLP::MLP(int64_t dim, int64_t hidden, bool bias, double dropout, const Init& ini
   drop = register_module("drop", std::make_shared<Dropout>(dropout));
 }
 
-Tensor MLP::forward(const Tensor& x) { return drop->forward(proj->forward(act->forward(fc->forward(x)))); }
+Tensor MLP::forward(const Tensor& x) { return (*drop)((*proj)((*act)((*fc)(x)))); }
 
 }  // namespace brigade::nn

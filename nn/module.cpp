@@ -2,6 +2,7 @@
 
 #include <unordered_set>
 
+#include "autograd/autocast.h"
 #include "autograd/functions.h"
 #include "autograd/tape.h"
 #include "core/format.h"
@@ -140,9 +141,10 @@ void Module::set_compute_dtype(DType dtype) {
   for (auto& [name, child] : children_) child->set_compute_dtype(dtype);
 }
 
-Tensor Module::compute(const Tensor& parameter) const {
-  if (!parameter.defined() || !compute_dtype_) return parameter;
-  return to_dtype(parameter, *compute_dtype_);
+Tensor Module::operator()(const Tensor& x) {
+  if (!compute_dtype_) return forward(x);  // an outer scope, if any, stays in force
+  Autocast scope(*compute_dtype_);
+  return forward(x);
 }
 
 void Module::zero_grad() {

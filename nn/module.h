@@ -50,7 +50,10 @@ class Module {
   // The one-tensor-in, one-tensor-out interface Sequential and the pipeline chain modules through.
   // Modules with other signatures keep the default, which throws "<name> does not take a single tensor".
   virtual Tensor forward(const Tensor& x);
-  Tensor operator()(const Tensor& x) { return forward(x); }
+  // Calls forward, under Autocast(compute_dtype()) when one is set. Call modules this way — a
+  // layer its children too, `(*fc)(x)`, as nn/'s layers, Sequential and the pipeline do — so a
+  // compute dtype set on any part of a model applies to that part.
+  Tensor operator()(const Tensor& x);
 
   // ---- registration (call from constructors) ----
   // Names are non-empty, dot-free and unique within this module. Returns the registered handle.
@@ -91,11 +94,12 @@ class Module {
   void to(Device device);
 
   // ---- mixed precision ----
-  // The dtype the module computes in (recursive). Parameters keep their own dtype — f32 master
-  // weights — and each forward uses them through a differentiable to_dtype, so activations are in
-  // `dtype` (bf16: half the bytes, tensor-core GEMMs) while gradients come back to the parameters
-  // in f32 and accumulate in f32 across micro-batches. Unset (the default), or equal to a
-  // parameter's dtype: the parameter is used as it is.
+  // The dtype the module computes in (recursive): operator() runs forward inside
+  // Autocast(dtype) (autograd/autocast.h), so every differentiable function takes its f32 inputs —
+  // parameters included — in `dtype`. Parameters keep their own dtype (f32 master weights);
+  // activations are in `dtype` (bf16: half the bytes, tensor-core GEMMs), and gradients come back
+  // to the parameters in f32 and accumulate in f32 across micro-batches. A layer needs no code for
+  // it. Modules registered after this call do not inherit it: call it once the model is built.
   void set_compute_dtype(DType dtype);
   std::optional<DType> compute_dtype() const { return compute_dtype_; }
 
@@ -104,14 +108,6 @@ class Module {
   //     embed: GPTEmbedding (4,096 parameters)
   //       wte: Embedding(num=65, dim=32) (2,080 parameters)
   std::string describe() const;
-
- protected:
-  // A parameter (or any tensor) in the compute dtype; see set_compute_dtype. Layers call this on
-  // every parameter they hand to an op — a layer written outside nn/ too: set_compute_dtype only
-  // records the dtype, and a layer that uses its parameters directly meets bf16 activations with
-  // f32 weights (an op then fails naming both dtypes). Modules registered after set_compute_dtype
-  // do not inherit it: call it once the model is built.
-  Tensor compute(const Tensor& parameter) const;
 
  private:
   void add_child(const std::string& name, std::shared_ptr<Module> module);

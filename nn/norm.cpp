@@ -35,7 +35,7 @@ std::string LayerNorm::details() const {
 
 Tensor LayerNorm::forward(const Tensor& x) {
   check_last_dim("LayerNorm", x, dim);
-  return layer_norm(x, compute(weight), compute(bias), eps);
+  return layer_norm(x, weight, bias, eps);
 }
 
 RMSNorm::RMSNorm(int64_t d, double e, const Init& init) : dim(d), eps(e) {
@@ -48,7 +48,7 @@ std::string RMSNorm::details() const { return norm_details(dim, eps); }
 
 Tensor RMSNorm::forward(const Tensor& x) {
   check_last_dim("RMSNorm", x, dim);
-  return rms_norm(x, compute(weight), eps);
+  return rms_norm(x, weight, eps);
 }
 
 }  // namespace brigade::nn

@@ -18,7 +18,7 @@ const std::shared_ptr<Module>& Sequential::operator[](size_t i) const {
 
 Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;
-  for (const auto& layer : layers_) h = layer->forward(h);
+  for (const auto& layer : layers_) h = (*layer)(h);
   return h;
 }
 

@@ -12,8 +12,8 @@ TransformerBlock::TransformerBlock(int64_t n_embd, int64_t n_head, double dropou
 }
 
 Tensor TransformerBlock::forward(const Tensor& x) {
-  Tensor h = x + attn->forward(ln1->forward(x));
-  return h + mlp->forward(ln2->forward(h));
+  Tensor h = x + (*attn)((*ln1)(x));
+  return h + (*mlp)((*ln2)(h));
 }
 
 }  // namespace brigade::nn

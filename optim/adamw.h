@@ -7,7 +7,7 @@
 // correction — a parameter that skipped steps (no gradient) is corrected for the updates it received.
 #pragma once
 
-#include "kernels/ops.h"
+#include "kernels/params.h"
 #include "optim/optimizer.h"
 
 namespace brigade::optim {

@@ -192,7 +192,7 @@ Executor::Bundle Executor::run_layers(int stage, Work& work, int microbatch) {
     if (incoming[i]->to == stage) scope.put(incoming[i]->name, work.inputs[1 + i]);
 
   Tensor x = work.inputs[0];
-  for (const auto& layer : chunk.layers) x = layer->forward(x);
+  for (const auto& layer : chunk.layers) x = (*layer)(x);  // under its compute dtype, recompute too
 
   Bundle out;
   if (last) {

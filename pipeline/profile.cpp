@@ -25,7 +25,7 @@ Tensor run_layer(nn::Module& layer, const Tensor& input) {
   Tensor y;
   {
     TapeGuard guard(tape);
-    y = layer.forward(x);
+    y = layer(x);
   }
   BRIGADE_CHECK(y.defined(), "profile_layers: layer ", layer.name(), " returned an undefined tensor");
   if (y.requires_grad()) tape.backward({y}, {ones_like(y)});

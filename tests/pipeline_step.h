@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "brigade.h"
+#include "kernels/ops.h"
 #include "comm/thread_ranks.h"
 
 namespace test {

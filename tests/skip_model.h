@@ -16,14 +16,14 @@ struct Stasher : nn::Module {
   explicit Stasher(const nn::Init& init) { fc = register_module("fc", std::make_shared<nn::Linear>(6, 6, true, init)); }
   Tensor forward(const Tensor& x) override {
     pipeline::stash("early", x);
-    return tanh(fc->forward(x));
+    return tanh((*fc)(x));
   }
 };
 
 struct Popper : nn::Module {
   std::shared_ptr<nn::Linear> fc;
   explicit Popper(const nn::Init& init) { fc = register_module("fc", std::make_shared<nn::Linear>(6, 6, true, init)); }
-  Tensor forward(const Tensor& x) override { return fc->forward(x + pipeline::pop("early")); }
+  Tensor forward(const Tensor& x) override { return (*fc)(x + pipeline::pop("early")); }
 };
 
 struct Dense : nn::Module {
@@ -31,7 +31,7 @@ struct Dense : nn::Module {
   Dense(int64_t in, int64_t out, const nn::Init& init) {
     fc = register_module("fc", std::make_shared<nn::Linear>(in, out, true, init));
   }
-  Tensor forward(const Tensor& x) override { return tanh(fc->forward(x)); }
+  Tensor forward(const Tensor& x) override { return tanh((*fc)(x)); }
 };
 
 // [N, 4] -> [N, 3]; every call builds the same weights, on `device`.

@@ -1,5 +1,7 @@
 // autograd/: the tape's semantics (reuse, accumulation, guards, several tapes, the input/weight split)
 // and gradcheck itself. Op-specific gradients are checked in the ops suites.
+#include <thread>
+
 #include "test_util.h"
 
 using namespace brigade;
@@ -413,4 +415,95 @@ TEST_CASE("to_dtype: values rounded once forward, gradient converted back to the
   chain.backward(out);
   REQUIRE(z.grad().dtype() == DType::f64);
   for (double g : z.grad().to_vector()) REQUIRE(g == 3.0);
+}
+
+TEST_CASE("autocast: f32 inputs and parameters taken in the scope's dtype, gradients back in f32", "[autograd][autocast]") {
+  Tensor x = test::leaf(test::random({4, 6}, 41, DType::f32));
+  Tensor w = test::leaf(test::random({5, 6}, 42, DType::f32));
+  Tensor b = test::leaf(test::random({5}, 43, DType::f32));
+  Tensor c = test::random({4, 5}, 44, DType::bf16);  // weights the output, so every gradient differs
+
+  // Under the scope: no casts written.
+  Tape tape;
+  Tensor y;
+  Tensor loss = tape.record([&] {
+    Autocast bf16(DType::bf16);
+    REQUIRE(autocast_dtype() == DType::bf16);
+    y = linear(x, w, b);
+    return sum(y * c);
+  });
+  REQUIRE(!autocast_dtype());  // the scope ended with the block
+  REQUIRE(y.dtype() == DType::bf16);
+  tape.backward(loss);
+
+  // The reference: the same computation with every conversion written out, no scope.
+  Tensor xr = test::leaf(x.detach().clone()), wr = test::leaf(w.detach().clone()), br = test::leaf(b.detach().clone());
+  Tape ref;
+  Tensor yr;
+  Tensor loss_r = ref.record([&] {
+    yr = linear(to_dtype(xr, DType::bf16), to_dtype(wr, DType::bf16), to_dtype(br, DType::bf16));
+    return sum(yr * c);
+  });
+  ref.backward(loss_r);
+  test::require_equal(y, yr);
+  for (auto [got, want] : {std::pair{x, xr}, {w, wr}, {b, br}}) {
+    REQUIRE(got.grad().dtype() == DType::f32);  // the master copy's dtype
+    test::require_equal(got.grad(), want.grad());
+  }
+}
+
+TEST_CASE("autocast: what it leaves alone, and how scopes nest", "[autograd][autocast]") {
+  Autocast bf16(DType::bf16);
+  Tensor x64 = test::random({3, 3}, 51);  // f64: gradcheck's dtype passes untouched
+  REQUIRE(matmul(x64, x64).dtype() == DType::f64);
+  Tensor x = test::random({3, 3}, 52, DType::f32);
+  REQUIRE(matmul(x, x).dtype() == DType::bf16);
+  REQUIRE(autocast(tensor({1, 2}, DType::i64)).dtype() == DType::i64);  // integers pass
+  // Elementwise ops keep two f32 operands in f32; a 16-bit operand wins over an f32 one.
+  REQUIRE((x * x).dtype() == DType::f32);
+  REQUIRE((to_dtype(x, DType::bf16) * x).dtype() == DType::bf16);
+  REQUIRE((x + to_dtype(x, DType::bf16)).dtype() == DType::bf16);
+  REQUIRE(concat({x, to_dtype(x, DType::bf16)}, 0).dtype() == DType::bf16);
+  REQUIRE(exp(x).dtype() == DType::f32);
+  REQUIRE(softmax(x, -1).dtype() == DType::f32);
+  REQUIRE((x * 2.0).dtype() == DType::f32);
+  // An explicit conversion, a reduction and a loss keep what they were given.
+  REQUIRE(to_dtype(x, DType::f32).dtype() == DType::f32);
+  REQUIRE(sum(x).dtype() == DType::f32);
+  REQUIRE(mean(x, {1}).dtype() == DType::f32);
+  REQUIRE(cross_entropy(x, tensor({0, 2, 1}, DType::i64)).dtype() == DType::f32);
+  REQUIRE(embedding(x, tensor({2, 0}, DType::i64)).dtype() == DType::bf16);  // the rows, converted
+  {
+    Autocast off(std::nullopt);  // an inner scope wins until it ends
+    REQUIRE(!autocast_dtype());
+    REQUIRE(matmul(x, x).dtype() == DType::f32);
+    Autocast f16(DType::f16);
+    REQUIRE(matmul(x, x).dtype() == DType::f16);
+  }
+  REQUIRE(autocast_dtype() == DType::bf16);
+  // Per thread: another thread starts with none.
+  std::optional<DType> seen = DType::f64;
+  std::thread([&] { seen = autocast_dtype(); }).join();
+  REQUIRE(!seen);
+  REQUIRE_THROWS_WITH(Autocast(DType::i32), Catch::Contains("compute dtype must be floating point, got i32"));
+}
+
+TEST_CASE("autocast: the backward runs with no scope", "[autograd][autocast]") {
+  Tensor x = test::leaf(test::random({4}, 61, DType::f32));
+  std::optional<DType> during_backward = DType::f64;
+  Tape tape;
+  Tensor loss = tape.record([&] {
+    Autocast bf16(DType::bf16);
+    Tensor h = exp(matmul(x.view({1, 4}), ones({4, 1})));  // bf16, from the matmul
+    Tensor probed = h.detach();
+    record("probe", {h}, {probed}, [&](const std::vector<Tensor>& g, const std::vector<bool>&) {
+      during_backward = autocast_dtype();
+      return std::vector<Tensor>{g[0]};
+    });
+    return sum(to_dtype(probed, DType::f32));  // (so the probe's backward runs)
+  });
+  Autocast outer(DType::bf16);  // even when backward is called inside a scope
+  tape.backward(loss);
+  REQUIRE(!during_backward);
+  REQUIRE(x.grad().dtype() == DType::f32);
 }

@@ -1026,3 +1026,33 @@ TEST_CASE("GPT with bf16 compute: f32 master weights and gradients, close to an 
   test::require_equal(a(idx), b(idx));
   REQUIRE_THROWS_WITH(a.set_compute_dtype(DType::i32), Contains("compute dtype must be floating point"));
 }
+
+TEST_CASE("set_compute_dtype: a hand-written layer computes in bf16 with no casts of its own", "[nn][autocast]") {
+  // A layer that uses its f32 parameter directly, as any user's layer would.
+  struct Scale : nn::Module {
+    Tensor s;
+    Scale() { s = register_parameter("s", full({3}, 1.5)); }
+    std::string name() const override { return "Scale"; }
+    Tensor forward(const Tensor& x) override { return x * s + s; }
+  };
+  nn::Sequential model{std::make_shared<Scale>(), std::make_shared<Scale>()};
+  model.set_compute_dtype(DType::bf16);
+  Tensor x = test::random({2, 3}, 71, DType::bf16);  // bf16 activations, as a Linear before would make
+  Tape tape;
+  Tensor y;
+  Tensor loss = tape.record([&] {
+    y = model(x);  // operator(): forward under Autocast(bf16)
+    return sum(to_dtype(y, DType::f32));
+  });
+  REQUIRE(y.dtype() == DType::bf16);
+  REQUIRE(!autocast_dtype());  // only for the call
+  tape.backward(loss);
+  // The reference, conversions written out: ((x s + s) s + s) in bf16.
+  const Tensor s16 = full({3}, 1.5, DType::bf16);
+  test::require_equal(y, (x * s16 + s16) * s16 + s16);
+  for (const Tensor& p : model.parameters()) REQUIRE(p.grad().dtype() == DType::f32);
+  // forward() itself opens no scope: the module's caller does (operator(), and Sequential and the
+  // pipeline, which call their layers through it). Without one, bf16 meets f32 and the op says so.
+  REQUIRE_THROWS_WITH(model.layers()[0]->forward(x), Contains("bf16") && Contains("f32"));
+  REQUIRE(model.forward(x).dtype() == DType::bf16);
+}

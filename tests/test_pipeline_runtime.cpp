@@ -271,6 +271,13 @@ TEST_CASE("runtime: bf16 compute with f32 master weights equals one device, bitw
       for (auto& [name, g] : got.grads) REQUIRE(g.dtype() == DType::f32);
     }
   }
+  SECTION("with recomputation: the backward runs each stage again in bf16, as its forward did") {
+    PipelineOptions options;
+    options.recompute = true;
+    Batch batch = make_batch(4, 92);
+    require_same(pipelined(ScheduleKind::one_f_one_b, 2, 4, 1, batch, options, config, comm::LocalSends::rendezvous),
+                 reference(batch, config), tolerant_name(2));
+  }
 }
 
 TEST_CASE("runtime: peak stashed activations match theory", "[pipeline][runtime]") {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "brigade.h"
+#include "kernels/ops.h"  // the tests check the raw kernels too
 
 namespace test {
 

@@ -2,7 +2,7 @@
 //
 // Forward converts (one rounding, round-to-nearest-even); backward converts the gradient back to the
 // input's dtype. So a bf16 forward of an f32 parameter hands the parameter an f32 gradient, and the
-// tape adds the micro-batches' gradients in f32 (see nn::Module::set_compute_dtype).
+// tape adds the micro-batches' gradients in f32 (see autograd/autocast.h).
 #include "autograd/functions.h"
 #include "autograd/tape.h"
 #include "kernels/ops.h"

@@ -3,13 +3,15 @@
 // conv2d's backward has three independent parts — the input gradient (which flows on to earlier
 // layers) and the weight and bias gradients (which only feed the optimizer). Each is computed only
 // when asked for, so a zero-bubble pipeline can run the input part now and the weight part later.
+#include "autograd/autocast.h"
 #include "autograd/functions.h"
 #include "autograd/tape.h"
 #include "kernels/ops.h"
 
 namespace brigade {
 
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride, int64_t padding) {
+Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, int64_t stride, int64_t padding) {
+  const Tensor x = autocast(x_in), weight = autocast(weight_in), bias = autocast(bias_in);
   ops::Conv2dParams p{stride, padding};
   Tensor y = ops::conv2d(x, weight, bias, p);
   record("conv2d", {x, weight, bias}, {y}, [x, weight, p](const std::vector<Tensor>& g, const std::vector<bool>& want) {

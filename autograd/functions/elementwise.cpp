@@ -1,5 +1,6 @@
 // Differentiable elementwise ops. Broadcasting forward means summing backward: a gradient flowing
 // to an input that was broadcast is reduced to the input's shape with ops::sum_to.
+#include "autograd/autocast.h"
 #include "autograd/functions.h"
 #include "autograd/tape.h"
 #include "core/factory.h"
@@ -11,7 +12,8 @@ namespace {
 using ops::BinaryOp;
 using ops::UnaryOp;
 
-Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b) {
+Tensor binary_op(BinaryOp op, const Tensor& a_in, const Tensor& b_in) {
+  const Tensor a = autocast_to_match(a_in, b_in), b = autocast_to_match(b_in, a_in);
   Tensor out = ops::binary(op, a, b);
   record(ops::binary_op_name(op), {a, b}, {out}, [op, a, b](const std::vector<Tensor>& g, const std::vector<bool>& want) {
     const Tensor& gy = g[0];

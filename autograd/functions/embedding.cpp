@@ -1,4 +1,5 @@
 // Differentiable embedding (a row lookup). It saves only the indices, checked once in the forward.
+#include "autograd/autocast.h"
 #include "autograd/functions.h"
 #include "autograd/functions/unmodified.h"
 #include "autograd/tape.h"
@@ -16,7 +17,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
     check_unmodified("embedding", checked, "indices");
     return std::vector<Tensor>{ops::embedding_backward(g[0], checked.source, rows, &checked)};
   });
-  return out;
+  return autocast(out);  // the rows looked up, not the whole table, are converted
 }
 
 }  // namespace brigade

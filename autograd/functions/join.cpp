@@ -5,13 +5,18 @@
 // differentiable. stack is concat of unsqueezed views.
 #include <algorithm>
 
+#include "autograd/autocast.h"
 #include "autograd/functions.h"
 #include "autograd/tape.h"
 #include "kernels/ops.h"
 
 namespace brigade {
 
-Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
+Tensor concat(const std::vector<Tensor>& xs_in, int64_t dim) {
+  // Like a binary op: f32 pieces join 16-bit ones in their dtype under a scope.
+  std::vector<Tensor> xs = xs_in;
+  for (const Tensor& other : xs_in)
+    for (Tensor& x : xs) x = autocast_to_match(x, other);
   Tensor out = ops::concat(xs, dim);
   const int64_t d = wrap_dim(dim, out.dim(), "concat");
   std::vector<int64_t> sizes;

@@ -5,13 +5,15 @@
 // be computed while propagating input gradients. As one node with inputs {x, W, b}, the zero-bubble
 // split works as intended: backward_input computes dy·W now, backward_weight computes dy^T·x and the
 // bias sum later.
+#include "autograd/autocast.h"
 #include "autograd/functions.h"
 #include "autograd/tape.h"
 #include "kernels/ops.h"
 
 namespace brigade {
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
+  const Tensor x = autocast(x_in), weight = autocast(weight_in), bias = autocast(bias_in);
   ops::check_defined("linear", x, "input");
   ops::check_defined("linear", weight, "weight");
   BRIGADE_CHECK(weight.dim() == 2, "linear: weight must be 2-D [out, in], got shape ", shape_str(weight.shape()));

@@ -3,6 +3,7 @@
 // each computed only when asked for, with B^T and A^T as transposed views (the GEMM reads them
 // through their strides; nothing is copied). Batch dims that were broadcast in the forward are summed
 // back to each operand's shape, and 1-D operands get their unit dim back and then drop it again.
+#include "autograd/autocast.h"
 #include "autograd/functions.h"
 #include "autograd/tape.h"
 #include "kernels/ops.h"
@@ -19,7 +20,8 @@ Shape batch_of(const Tensor& x) { return Shape(x.shape().begin(), x.shape().end(
 
 }  // namespace
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  const Tensor a = autocast(a_in), b = autocast(b_in);
   Tensor out = ops::matmul(a, b);
   record("matmul", {a, b}, {out}, [a, b](const std::vector<Tensor>& g, const std::vector<bool>& want) {
     // Redo the forward's promotion of 1-D operands, so this is plain batched algebra.

@@ -1,6 +1,7 @@
 // Differentiable layer_norm and rms_norm. The backward is two independent kernels — one for the
 // input gradient, one for the parameter gradients — so a zero-bubble schedule can ask for them at
 // different times (the tape's `want` mask) and each is computed only when asked for.
+#include "autograd/autocast.h"
 #include "autograd/functions.h"
 #include "autograd/tape.h"
 #include "kernels/ops.h"
@@ -13,7 +14,8 @@ ops::NormOutput statistics_of(const ops::NormOutput& out) { return {Tensor(), ou
 
 }  // namespace
 
-Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+Tensor layer_norm(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, double eps) {
+  const Tensor x = autocast(x_in), weight = autocast(weight_in), bias = autocast(bias_in);
   ops::NormOutput out = ops::layer_norm(x, weight, bias, eps);
   if (!should_record({x, weight, bias})) return out.y;
   record("layer_norm", {x, weight, bias}, {out.y},
@@ -32,7 +34,8 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   return out.y;
 }
 
-Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
+Tensor rms_norm(const Tensor& x_in, const Tensor& weight_in, double eps) {
+  const Tensor x = autocast(x_in), weight = autocast(weight_in);
   ops::NormOutput out = ops::rms_norm(x, weight, eps);
   if (!should_record({x, weight})) return out.y;
   record("rms_norm", {x, weight}, {out.y},

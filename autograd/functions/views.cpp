@@ -231,13 +231,8 @@ Tensor Tensor::clone() const {
   return recorded("clone", *this, out, [](const Tensor& g) { return g; });
 }
 
-Tensor Tensor::to(DType t) const {
-  if (t == dtype()) return *this;
-  Tensor out = ops::to_dtype(*this, t);
-  if (!is_floating(t)) return out;  // integers carry no gradient
-  DType from = dtype();
-  return recorded("to", *this, out, [from](const Tensor& g) { return ops::to_dtype(g, from); });
-}
+// The method spelling of brigade::to_dtype (autograd/functions/cast.cpp): one conversion, written once.
+Tensor Tensor::to(DType t) const { return to_dtype(*this, t); }
 
 namespace {
 

@@ -200,8 +200,10 @@ __device__ __forceinline__ void load_slice(uint32_t slice, const In* base, int64
       cp_async_16(slice + c.offset, base + c.outer * ld + c.inner);
     } else {
       uint32_t v[4] = {0, 0, 0, 0};
-      const uint16_t* src = reinterpret_cast<const uint16_t*>(base + c.outer * ld + c.inner);
-      for (int e = 0; e < valid; ++e) v[e / 2] |= uint32_t(src[e]) << (16 * (e % 2));
+      if (valid > 0) {  // (past the last row, not even the address is formed)
+        const uint16_t* src = reinterpret_cast<const uint16_t*>(base + c.outer * ld + c.inner);
+        for (int e = 0; e < valid; ++e) v[e / 2] |= uint32_t(src[e]) << (16 * (e % 2));
+      }
       store_shared_16(slice + c.offset, v);
     }
   }

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "brigade.h"
+#include "kernels/ops.h"
 #include "comm/comm.h"
 
 using namespace brigade;

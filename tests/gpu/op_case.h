@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "brigade.h"
+#include "kernels/ops.h"
 #include "compare.h"
 #include "guarded_allocator.h"
 

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "brigade.h"
+#include "kernels/ops.h"
 #include "tests/gpu/emulator_kernels.h"
 
 using namespace brigade;

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "brigade.h"
+#include "kernels/ops.h"
 #include "comm/comm.h"
 #include "comm/thread_ranks.h"
 #include "core/stream.h"

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "brigade.h"
+#include "kernels/ops.h"
 #include "core/stream.h"
 
 using namespace brigade;

@@ -16,7 +16,7 @@ struct MLP : nn::Module {
     fc2 = register_module("fc2", std::make_shared<nn::Linear>(hidden, out, true, nn::Init{.generator = &gen}));
   }
   std::string name() const override { return "MLP"; }
-  Tensor forward(const Tensor& x) override { return fc2->forward(relu(fc1->forward(x))); }
+  Tensor forward(const Tensor& x) override { return (*fc2)(relu((*fc1)(x))); }
 };
 
 int main() {

@@ -11,6 +11,7 @@
 #include "comm/comm.h"
 #include "core/format.h"
 #include "core/stream.h"
+#include "kernels/ops.h"
 
 namespace brigade::bench_comm {
 

@@ -108,6 +108,10 @@ struct TrainSummary {
   Accuracy accuracy;
 };
 
+// The device --device names: "auto" is cuda:0 when this build has CUDA and a GPU is visible, else
+// the CPU; a CUDA device this build or machine cannot use is an error saying so.
+Device resolve_device(const std::string& device);
+
 // The whole `brigade train` run: train, log progress to `out`, checkpoint, evaluate, report.
 TrainSummary run_training(const TrainOptions& options, std::ostream& out);
 

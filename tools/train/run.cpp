@@ -1,0 +1,301 @@
+// The whole `brigade train` run around a Trainer: the header, progress lines, periodic saves,
+// resuming, the evaluation and the pipeline's timeline report; one rank or a pipeline of them.
+#include "trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <numeric>
+#include <optional>
+#include <ostream>
+#include <thread>
+
+#include "checkpoint_dir.h"
+#include "comm/comm.h"
+#include "core/error.h"
+#include "core/format.h"
+#include "core/parallel.h"
+#include "core/stream.h"
+#include "pipeline/analysis/simulator.h"
+#include "pipeline/trace.h"
+#include "progress.h"
+
+namespace brigade::train {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// "3 1 4 1 | 1 1 3 4": one example as text, for the header.
+std::string show_example(const SortTask& task, uint64_t seed) {
+  std::string s;
+  for (int64_t token : task.example(seed, Split::held_out, 0)) {
+    if (!s.empty()) s += ' ';
+    s += token == SortTask::kSeparator ? std::string("|") : std::to_string(token);
+  }
+  return s;
+}
+
+std::string scientific(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1e", v);
+  return buf;
+}
+
+void print_header(Trainer& trainer, std::ostream& out) {
+  const TrainOptions& o = trainer.options();
+  const SortTask& task = trainer.task();
+  out << "task: sort " << o.digits << " digits, e.g. " << show_example(task, o.seed) << "\n";
+  out << "model: GPT, " << o.layers << " layers, " << o.heads << " heads, " << o.embd << " wide, "
+      << with_commas(trainer.model().parameter_count()) << " parameters (sequence length "
+      << task.sequence_length() << ", vocabulary " << task.vocab_size() << ")\n";
+  out << "optimizer: AdamW, lr " << scientific(o.lr) << " (warm-up " << std::min(o.warmup, o.steps)
+      << " steps, cosine to " << scientific(o.lr * TrainOptions::min_lr_ratio) << "), weight decay "
+      << o.weight_decay << ", clip " << o.clip << "\n";
+  if (trainer.pipelined()) {
+    const pipeline::Schedule& schedule = trainer.schedule();
+    out << "pipeline: " << schedule.stages() << " stages on " << schedule.ranks() << " ranks ("
+        << (comm::read_launch_env().world_size > 1 ? "processes" : "threads") << "), schedule " << schedule.name
+        << ", " << schedule.microbatches << " micro-batches of " << o.batch / o.replicas / o.microbatches
+        << " sequences" << (schedule.chunks() > 1 ? ", " + std::to_string(schedule.chunks()) + " chunks per rank" : "")
+        << (o.replicas > 1 ? ", " + std::to_string(o.replicas) + " data-parallel replicas" : "")
+        << (o.recompute ? ", recomputation on" : "") << "\n";
+    out << pipeline::describe_partition(trainer.partition(), trainer.model().layers(), schedule.ranks());
+  }
+  const nn::GPTConfig& config = trainer.model().config();
+  out << "run: " << o.steps << " steps of " << o.batch << " sequences, seed " << o.seed << ", " << o.device
+      << " (" << config.device.str() << "), "
+      << (config.compute_dtype == DType::bf16 ? "bf16 compute with f32 master weights" : "f32") << ", "
+      << num_threads() << " threads\n";
+}
+
+}  // namespace
+
+// Fails before training rather than after it when the checkpoint could never be written.
+void check_save_path(const std::string& path) {
+  if (path.empty()) return;
+  if (is_checkpoint_dir(path)) return make_checkpoint_dir(path);
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  BRIGADE_CHECK(std::filesystem::is_directory(dir), "--save ", path, ": the directory ", dir.string(),
+                " does not exist");
+}
+
+void report_timeline(Trainer& trainer, const TrainOptions& options, std::ostream& out);
+
+namespace {
+
+// Where the run continues from, and why there.
+void print_resume(const Trainer& trainer, std::ostream& out) {
+  const TrainOptions& o = trainer.options();
+  const bool save_dir = is_checkpoint_dir(o.save);
+  if (save_dir && !o.resume.empty()) out << "--resume given: the checkpoints in " << o.save << " are not used\n";
+  for (const std::string& warning : trainer.resume_warnings()) out << "warning: " << warning << "\n";
+  if (!trainer.resumed_from().empty()) {
+    out << "resumed from " << trainer.resumed_from() << " at step " << trainer.step() << "\n";
+    for (const std::string& note : trainer.resume_notes()) out << "note: " << note << "\n";
+  } else if (save_dir) {
+    out << "no checkpoint to resume in " << o.save << "; starting at step 0\n";
+  }
+}
+
+// Every rank calls it (the leader gathers the state); the leader writes and, in a --save directory,
+// deletes the checkpoints beyond --keep once the new one is complete.
+void save_checkpoint(Trainer& trainer, std::ostream& out) {
+  const TrainOptions& o = trainer.options();
+  const bool save_dir = is_checkpoint_dir(o.save);
+  const std::string path = save_dir ? checkpoint_path(o.save, trainer.step()) : o.save;
+  trainer.save(path);
+  if (save_dir && trainer.is_leader()) prune_checkpoints(o.save, trainer.step(), o.keep);
+  out << "saved " << path << " at step " << trainer.step() << "\n";
+  out.flush();  // a launcher's log (or a test) watching for checkpoints sees it now, not steps later
+}
+
+// The loop every rank runs; only the leader's `out` is a real stream.
+TrainSummary train_rank(const TrainOptions& options, const pipeline::PipelineGroups* groups, std::ostream& out) {
+  const auto run_start = Clock::now();
+  Trainer trainer(options, groups);
+  print_header(trainer, out);
+  print_resume(trainer, out);
+  out.flush();
+
+  // One batch's loss is noisy; progress lines show the mean since the previous line, and the final
+  // comparison uses the mean of the last few steps.
+  const int64_t tokens_per_step = options.batch * trainer.task().sequence_length();
+  const int64_t start_step = trainer.step();
+  const size_t tail_steps = 10;
+  std::deque<double> tail;
+  double window_loss = 0;
+  int64_t window_steps = 0;
+  auto window_start = Clock::now();
+  const auto train_start = Clock::now();
+
+  while (trainer.step() < options.steps) {
+    if (trainer.step() + 1 == options.steps) trainer.set_trace(true);  // the last step's timeline
+    const double loss = trainer.train_step();
+    const int64_t step = trainer.step();
+    window_loss += loss;
+    ++window_steps;
+    tail.push_back(loss);
+    if (tail.size() > tail_steps) tail.pop_front();
+
+    if (step % options.log_every == 0 || step == options.steps) {
+      const double seconds_per_step = seconds_since(train_start) / double(step - start_step);
+      StepReport report;
+      report.step = step;
+      report.steps = options.steps;
+      report.loss = window_loss / double(window_steps);
+      report.lr = trainer.lr_at(step - 1);
+      report.tokens_per_second = double(window_steps * tokens_per_step) / seconds_since(window_start);
+      report.eta_seconds = seconds_per_step * double(options.steps - step);
+      out << format_step(report) << "\n";
+      out.flush();
+      window_loss = 0;
+      window_steps = 0;
+      window_start = Clock::now();
+    }
+    if (options.save_every > 0 && step % options.save_every == 0 && step < options.steps) save_checkpoint(trainer, out);
+  }
+  const double train_seconds = seconds_since(train_start);
+  const int64_t steps_run = trainer.step() - start_step;
+  if (trainer.pipelined() && steps_run > 0) report_timeline(trainer, options, out);
+  if (!options.save.empty()) save_checkpoint(trainer, out);
+
+  TrainSummary summary;
+  summary.steps = trainer.step();
+  summary.first_loss = trainer.first_loss();
+  summary.last_loss = std::numeric_limits<double>::quiet_NaN();
+  if (!tail.empty()) summary.last_loss = std::accumulate(tail.begin(), tail.end(), 0.0) / double(tail.size());
+  summary.accuracy = trainer.evaluate(options.eval_examples);
+
+  char line[200];
+  if (steps_run == 0) {
+    out << "no steps to run: the checkpoint is already at step " << trainer.step() << " of " << options.steps << "\n";
+  } else {
+    std::snprintf(line, sizeof line, "loss: %.4f at step 1 -> %.4f over the last %zu steps (%+.1f%%)",
+                  summary.first_loss, summary.last_loss, tail.size(),
+                  100.0 * (summary.last_loss - summary.first_loss) / summary.first_loss);
+    out << line << "\n";
+  }
+  std::snprintf(line, sizeof line,
+                "held-out accuracy (%lld unseen sequences, greedy decoding): %.1f%% sorted exactly, %.1f%% of "
+                "digits right",
+                (long long)summary.accuracy.examples, 100.0 * summary.accuracy.sequences,
+                100.0 * summary.accuracy.tokens);
+  out << line << "\n";
+  out << "time: " << format_duration(seconds_since(run_start)) << " in all";
+  if (steps_run > 0) {
+    std::snprintf(line, sizeof line, ", %lld steps in %s (%.0f tok/s)", (long long)steps_run,
+                  format_duration(train_seconds).c_str(), double(steps_run * tokens_per_step) / train_seconds);
+    out << line;
+  }
+  out << "\n";
+  return summary;
+}
+
+// An output stream that drops everything: what the ranks other than the leader print to.
+std::ostream& null_stream() {
+  static std::ofstream sink;  // never opened: every write fails silently
+  return sink;
+}
+
+bool enabled(const std::string& path) { return !path.empty() && path != "none"; }
+
+}  // namespace
+
+void report_timeline(Trainer& trainer, const TrainOptions& options, std::ostream& out) {
+  const pipeline::Trace& trace = trainer.last_trace();
+  if (!trainer.is_leader() || trace.events.empty()) return;
+  const pipeline::Schedule& schedule = trainer.schedule();
+  // The mean measured cost of each compute kind: a simulation with this machine's costs.
+  const pipeline::Costs measured_costs = pipeline::simulator_costs(pipeline::mean_action_costs({trace}));
+  const pipeline::SimulationResult unit = pipeline::simulate(schedule);
+  const pipeline::SimulationResult predicted = pipeline::simulate(schedule, measured_costs);
+  const pipeline::SimulationResult measured = pipeline::to_simulation(trace, schedule, &predicted);
+  char line[300];
+  std::snprintf(line, sizeof line,
+                "bubble (last step): measured %.3f; simulator %.3f with unit costs, %.3f with the measured costs "
+                "(F %.2f ms, B %.2f ms)",
+                trace.measured_bubble(), unit.bubble_fraction, predicted.bubble_fraction,
+                1e3 * measured_costs.forward, 1e3 * measured_costs.full_backward());
+  out << line << "\n";
+  if (enabled(options.trace)) {
+    pipeline::save_chrome_trace(options.trace, trace, schedule);
+    out << "trace: " << options.trace << " (open in ui.perfetto.dev)\n";
+  }
+  if (enabled(options.svg)) {
+    pipeline::save_timeline_svg_compare(options.svg, schedule, predicted, measured,
+                                        "simulated with the measured mean costs", "measured (last step)", "s");
+    out << "timeline: " << options.svg << " (simulated above, measured below)\n";
+  }
+}
+
+TrainSummary run_training(const TrainOptions& options_in, std::ostream& out) {
+  TrainOptions options = options_in;
+  check_save_path(options.save);
+  if (options.threads > 0) set_num_threads(options.threads);
+  if (options.stages == 0) return train_rank(options, nullptr, out);
+
+  const int P = int(options.stages);
+  const comm::LaunchEnv env = comm::read_launch_env();
+  if (env.world_size > 1) {
+    // Started by `brigade launch -n N` (or torchrun, srun): this process is one rank of N = P * R.
+    BRIGADE_CHECK(env.world_size % P == 0, "brigade train: ", env.world_size, " processes cannot form pipelines of --stages ",
+                  P, " (the number of processes must be a multiple of the number of stages)");
+    const int64_t R = env.world_size / P;
+    BRIGADE_CHECK(options_in.replicas == 1 || options_in.replicas == R, "brigade train: --replicas ", options_in.replicas,
+                  " disagrees with ", env.world_size, " processes / ", P, " stages = ", R);
+    options.replicas = R;
+    BRIGADE_CHECK(options.batch % (R * options.microbatches) == 0, "brigade train: a batch of ", options.batch,
+                  " does not split into ", R, " replicas x ", options.microbatches, " micro-batches");
+    comm::ConnectOptions connect;
+    Device device = resolve_device(options.device);
+    connect.device = device.is_cuda() ? comm::local_device(env) : Device::cpu();
+    auto world = comm::connect(env, connect);
+    auto groups = pipeline::PipelineGroups::split(*world, P);
+    const bool leader = world->rank() == 0;
+    return train_rank(options, groups.get(), leader ? out : null_stream());
+  }
+
+  // One process: every rank a thread, on the GPU each with its own stream.
+  const int world_size = int(P * options.replicas);
+  const Device device = resolve_device(options.device);
+  auto world = comm::local_group(std::vector<Device>(size_t(world_size), device));
+  std::vector<std::string> errors(static_cast<size_t>(world_size));
+  TrainSummary summary;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world_size; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        Stream stream;
+        std::optional<StreamGuard> on_stream;
+        if (device.is_cuda()) {
+          stream = Stream::create(device);
+          on_stream.emplace(stream);
+        }
+        auto groups = pipeline::PipelineGroups::split(*world[size_t(r)], P);
+        TrainSummary mine = train_rank(options, groups.get(), r == 0 ? out : null_stream());
+        if (r == 0) summary = mine;
+      } catch (const std::exception& e) {
+        errors[size_t(r)] = e.what();
+        world[size_t(r)]->abort("rank " + std::to_string(r) + " failed: " + e.what());
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  // The first rank that failed on its own (not because another aborted) has the real story.
+  for (const std::string& e : errors)
+    if (!e.empty() && e.find("failed:") == std::string::npos && e.find("abort") == std::string::npos) fail(e);
+  for (const std::string& e : errors)
+    if (!e.empty()) fail(e);
+  return summary;
+}
+
+}  // namespace brigade::train
