@@ -548,7 +548,7 @@ void settle(ncclComm_t comm, ncclResult_t result, const Deadline& deadline, cons
   result = outcome(comm, result, deadline);
   if (result == ncclSuccess) return;
   std::string error = result == ncclInProgress ? "" : nccl_error(comm, result);
-  if (comm != nullptr) ncclCommAbort(comm);
+  ncclCommAbort(comm);  // not null: checked above
   if (result == ncclInProgress)
     throw TimeoutError(w + ": timed out after " + seconds_str(deadline.timeout()) + " (did every rank start?)");
   fail(w, ": ", error);

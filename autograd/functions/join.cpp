@@ -15,8 +15,9 @@ namespace brigade {
 Tensor concat(const std::vector<Tensor>& xs_in, int64_t dim) {
   // Like a binary op: f32 pieces join 16-bit ones in their dtype under a scope.
   std::vector<Tensor> xs = xs_in;
-  for (const Tensor& other : xs_in)
-    for (Tensor& x : xs) x = autocast_to_match(x, other);
+  const bool any_half = std::any_of(xs.begin(), xs.end(), [](const Tensor& x) { return x.defined() && is_half(x.dtype()); });
+  if (any_half)
+    for (Tensor& x : xs) x = autocast(x);
   Tensor out = ops::concat(xs, dim);
   const int64_t d = wrap_dim(dim, out.dim(), "concat");
   std::vector<int64_t> sizes;
