@@ -5,10 +5,10 @@
 // indices that came from the host (token ids, targets) are scanned there, with no wait at all.
 #include "kernels/checked_indices.h"
 
-#include "kernels/cpu/indices.h"
+#include "kernels/cpu/kernels.h"
 #include "kernels/dispatch.h"
 #if BRIGADE_HAVE_CUDA
-#include "kernels/cuda/indices.h"
+#include "kernels/cuda/kernels.h"
 #endif
 
 namespace brigade::ops {

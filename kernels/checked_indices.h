@@ -3,7 +3,7 @@
 
 #include <optional>
 
-#include "kernels/cpu/indices.h"
+#include "kernels/index_scan.h"
 #include "kernels/ops.h"
 
 namespace brigade::ops {

@@ -84,7 +84,7 @@ Tensor max_pool2d_backward(const Tensor& grad_y, const Tensor& indices, const Sh
   Tensor idx = contiguous(indices);
   check_indices_in_plane(op, idx, x_shape[2], x_shape[3]);
   Tensor grad_x = empty(x_shape, grad_y.dtype(), grad_y.device());
-  cpu::max_pool2d_backward(grad_x, contiguous(grad_y), idx);
+  cpu::max_pool2d_backward(grad_x, contiguous(grad_y), idx, p);
   return grad_x;
 }
 

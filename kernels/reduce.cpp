@@ -2,11 +2,11 @@
 #include <cmath>
 
 #include "core/factory.h"
-#include "kernels/cpu/indices.h"
+#include "kernels/cpu/kernels.h"
 #include "kernels/dispatch.h"
 #include "kernels/ops.h"
 #if BRIGADE_HAVE_CUDA
-#include "kernels/cuda/indices.h"
+#include "kernels/cuda/kernels.h"
 #endif
 
 namespace brigade::ops {

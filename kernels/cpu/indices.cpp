@@ -1,5 +1,5 @@
 // CPU reference: the index scan. One pass in order, so the first bad index is simply the first one met.
-#include "kernels/cpu/indices.h"
+#include "kernels/cpu/kernels.h"
 
 namespace brigade::cpu {
 

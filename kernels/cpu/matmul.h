@@ -33,11 +33,8 @@ void gemm(const MatrixView<float>& c, const MatrixView<const float>& a, const Ma
 void gemm(const MatrixView<double>& c, const MatrixView<const double>& a, const MatrixView<const double>& b,
           bool accumulate = false);
 
-// out [batch..., m, n] = a [batch..., m, k] @ b [batch..., k, n], f32 or f64. a and b already have
-// out's batch dims (broadcast ones with stride 0) and may have any strides; out is contiguous.
-void matmul(const Tensor& out, const Tensor& a, const Tensor& b);
-
-// The same contract, computed by the plain triple loop with no blocking or threading.
+// matmul's contract (kernels/twins/matmul.inc), computed by the plain triple loop with no blocking
+// or threading.
 void matmul_naive(const Tensor& out, const Tensor& a, const Tensor& b);
 
 }  // namespace brigade::cpu

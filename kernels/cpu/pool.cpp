@@ -137,7 +137,7 @@ void max_pool2d(const Tensor& y, const Tensor& indices, const Tensor& x, ops::Po
   visit_float(y.dtype(), "max_pool2d", [&](auto tag) { max_forward<decltype(tag)>(y, indices, x, p); });
 }
 
-void max_pool2d_backward(const Tensor& grad_x, const Tensor& grad_y, const Tensor& indices) {
+void max_pool2d_backward(const Tensor& grad_x, const Tensor& grad_y, const Tensor& indices, ops::Pool2dParams) {
   visit_float(grad_x.dtype(), "max_pool2d_backward",
               [&](auto tag) { max_backward<decltype(tag)>(grad_x, grad_y, indices); });
 }

@@ -9,9 +9,16 @@
 //
 // The math per element is the CPU reference's (kernels/cpu/adamw.cpp), in the same order, in the
 // compute type (f32, or f64 for f64 parameters); bf16/f16 parameters are rounded once on store.
+//
+// On the GPU (the contract both backends share: kernels/twins/adamw.inc):
+// Parameters in f32, f64, bf16 or f16, each with a gradient of its own dtype (the op layer converts
+// others — so an f32 gradient of a bf16 weight arrives rounded to bf16, where the CPU path keeps it in
+// f32) and f32 or f64 state (m, v). 16-bit parameters update in f32 and are rounded once. Contiguous entries are updated by one
+// multi-tensor launch per group of up to a few dozen tensors of one dtype pair; strided entries (rare:
+// parameters are normally contiguous) get one elementwise launch each.
 #include <cmath>
 
-#include "kernels/cuda/adamw.h"
+#include "kernels/cuda/kernels.h"
 #include "kernels/cuda/common.cuh"
 
 namespace brigade::cuda {

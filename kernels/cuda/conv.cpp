@@ -1,5 +1,11 @@
-// cuda::conv2d and its backward kernels: which implementation runs (see kernels/cuda/conv.h).
-#include "kernels/cuda/conv.h"
+// cuda::conv2d and its backward kernels: which implementation runs (kernels/twins/conv.inc).
+//
+// On the GPU (the contract both backends share: kernels/twins/conv.inc):
+// f32, f64, bf16 and f16 directly (16-bit values computed in f32); operands are contiguous NCHW, as
+// for the CPU kernels. Each runs the backend ops::conv_backend() names: cuDNN (kernels/cuda/
+// conv_cudnn.cpp) or the direct kernels (kernels/cuda/conv_direct.cu), which are also what runs in
+// a build without cuDNN and for shapes with an empty dim.
+#include "kernels/cuda/kernels.h"
 
 #include <initializer_list>
 

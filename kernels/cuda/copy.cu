@@ -4,7 +4,7 @@
 // flat dim, a transposed matrix stays two. Each thread then turns its flat index into an offset per
 // operand — a division per remaining dim — and converts one element. Indices are 32-bit whenever the
 // tensors are small enough (most are): 64-bit division costs several times more on a GPU.
-#include "kernels/cuda/copy.h"
+#include "kernels/cuda/kernels.h"
 
 #include <algorithm>
 #include <cstdint>

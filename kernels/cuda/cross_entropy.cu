@@ -8,8 +8,13 @@
 // Backward, the same row layout: grad = g * scale * (exp(logits - lse) - onehot(target)), the
 // softmax recomputed from the logits and the saved lse — one read of the logits, one write of the
 // gradient, no probabilities stored in between.
+//
+// On the GPU (the contract both backends share: kernels/twins/cross_entropy.inc):
+// logits [N, C] contiguous in f32, f64, bf16 or f16 (16-bit data computes in f32); targets contiguous
+// i64 [N], checked by the op layer. loss and grad_loss have the logits' dtype; lse [N] is f32 (f64 for
+// f64 logits). The loss sums the rows in a fixed order: deterministic.
 #include "kernels/cuda/common.cuh"
-#include "kernels/cuda/cross_entropy.h"
+#include "kernels/cuda/kernels.h"
 #include "kernels/cuda/online_softmax.cuh"
 
 namespace brigade::cuda {

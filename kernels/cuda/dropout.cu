@@ -1,8 +1,13 @@
 // CUDA kernels: dropout with a counter-based mask. Thread i decides element i's fate from
 // (seed, offset + i) alone — no mask is stored, and backward recomputes the same one.
+//
+// On the GPU (the contract both backends share: kernels/twins/dropout.inc):
+// Contiguous f32, f64, bf16 or f16 (16-bit data computes in f32). The mask is the CPU's, bit for bit:
+// element i is kept iff philox::uniform(seed, offset + i) >= p (core/philox.h runs the same code on
+// both devices), and kept values are scaled exactly as the CPU scales them.
 #include "core/philox.h"
 #include "kernels/cuda/common.cuh"
-#include "kernels/cuda/dropout.h"
+#include "kernels/cuda/kernels.h"
 
 namespace brigade::cuda {
 namespace {

@@ -3,7 +3,7 @@
 // chosen on the host, so each (op, dtype) pair is its own kernel with no switch inside the loop.
 #include <cstring>
 
-#include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/kernels.h"
 #include "kernels/cuda/elementwise_map.cuh"
 
 namespace brigade::cuda {

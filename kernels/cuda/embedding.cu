@@ -10,6 +10,12 @@
 //   2. find where each row's run of positions starts (a binary search per row);
 //   3. give every row of grad_weight to one block, which adds its run in order, column by column.
 // The sums therefore run in the CPU reference's order: f32 results match it bit for bit.
+//
+// On the GPU (the contract both backends share: kernels/twins/embedding.inc):
+// indices are contiguous i64, every value in [0, V) (the op layer has checked). The forward moves
+// bytes, so any dtype works. The backward takes grad_y in f32, f64, bf16 or f16 and writes
+// grad_weight in the same dtype, summing in f32 (f64 for f64) — deterministically: each row adds
+// its contributions in increasing position order, exactly the CPU's order.
 #if BRIGADE_CUDA_EMULATOR
 #include "core/cuda/emulator/runtime.h"
 #else
@@ -23,7 +29,7 @@
 #include <vector>
 
 #include "kernels/cuda/common.cuh"
-#include "kernels/cuda/embedding.h"
+#include "kernels/cuda/kernels.h"
 
 namespace brigade::cuda {
 namespace {

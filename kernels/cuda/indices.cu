@@ -4,7 +4,7 @@
 #include <climits>
 
 #include "kernels/cuda/common.cuh"
-#include "kernels/cuda/indices.h"
+#include "kernels/cuda/kernels.h"
 
 namespace brigade::cuda {
 namespace {

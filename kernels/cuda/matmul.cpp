@@ -15,7 +15,7 @@
 #include "core/cuda/check.h"
 #include "core/cuda/current.h"
 #include "kernels/cuda/gemm.h"
-#include "kernels/cuda/matmul.h"
+#include "kernels/cuda/kernels.h"
 
 namespace brigade::cuda {
 namespace {

@@ -9,8 +9,13 @@
 // into chunks: stage one writes one partial sum per (chunk, column) to scratch memory, stage two adds
 // each column's partials in chunk order. The chunking depends only on the shape, so the result has
 // the same bits on every run — no atomics.
+//
+// On the GPU (the contract both backends share: kernels/twins/norm.inc):
+// Contiguous [rows, D] data in f32, f64, bf16 or f16 (16-bit data computes in f32); weight, bias and
+// the gradients share x's dtype; mean and rstd [rows] are f32 (f64 for f64 data). Deterministic: the
+// parameter gradients sum over rows in a fixed two-stage order, without atomics.
 #include "kernels/cuda/common.cuh"
-#include "kernels/cuda/norm.h"
+#include "kernels/cuda/kernels.h"
 
 namespace brigade::cuda {
 namespace {

@@ -9,7 +9,7 @@
 #include <climits>
 
 #include "kernels/cuda/common.cuh"
-#include "kernels/cuda/pool.h"
+#include "kernels/cuda/kernels.h"
 
 namespace brigade::cuda {
 namespace {

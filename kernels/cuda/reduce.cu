@@ -15,8 +15,13 @@
 // scratch memory and a second kernel combines them. Every split — lanes, warps, chunks — is fixed by
 // the shapes alone and every combine runs in a fixed order, so a result has the same bits on every
 // run and every GPU. No float atomics.
+//
+// On the GPU (the contract both backends share: kernels/twins/reduce.inc):
+// Deterministic: every output's terms are combined in an order fixed by the shapes alone (no float
+// atomics), so repeated runs give the same bits. The order differs from the CPU's, so the two agree
+// to rounding, not bitwise.
 #include "kernels/cuda/common.cuh"
-#include "kernels/cuda/reduce.h"
+#include "kernels/cuda/kernels.h"
 
 namespace brigade::cuda {
 namespace {

@@ -15,9 +15,14 @@
 // running sum of exp(x - m) is rescaled by exp(m_old - m_new) whenever the maximum grows, and two
 // partial (max, sum) pairs merge the same way. Subtracting the maximum keeps every exponent <= 0, so
 // nothing overflows, exactly as the CPU does it. A second read of the line writes the outputs.
+//
+// On the GPU (the contract both backends share: kernels/twins/softmax.inc):
+// f32, f64, bf16 and f16 directly (16-bit data computes in f32). Inputs may have any strides;
+// outputs are whatever view the op layer passes (contiguous in practice). Each line along `dim` is
+// owned by one warp, one block or one thread, so its sums run in a fixed order: deterministic.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/online_softmax.cuh"
-#include "kernels/cuda/softmax.h"
+#include "kernels/cuda/kernels.h"
 
 namespace brigade::cuda {
 namespace {

@@ -2,8 +2,8 @@
 //
 // Ops index memory with these values, so every one is checked before any kernel uses it — once, in
 // the op layer, which turns the first bad one into an Error naming it. The scan is a kernel like any
-// other (with a CUDA twin in kernels/cuda/indices.h), because on a GPU the indices live in device
-// memory and only a summary should travel back to the host.
+// other (declared once for both backends in kernels/twins/indices.inc), because on a GPU the
+// indices live in device memory and only a summary should travel back to the host.
 #pragma once
 
 #include <cstdint>
@@ -23,10 +23,3 @@ struct IndexScan {
 };
 
 }  // namespace brigade
-
-namespace brigade::cpu {
-
-// indices: contiguous i64.
-void scan_indices(IndexScan& result, const Tensor& indices, int64_t limit, std::optional<int64_t> ignore_index);
-
-}  // namespace brigade::cpu
