@@ -27,8 +27,9 @@ struct Span {
 
 // The part of output position o's window that lies inside the input: [o*stride - padding, + kernel).
 __host__ __device__ __forceinline__ Span window(int o, int kernel, int stride, int padding, int size) {
-  const int start = o * stride - padding;
-  return {max(start, 0), min(start + kernel, size)};
+  // (Spelled out: inside brigade::cuda, `max` names the reduction kernel, which hides CUDA's max.)
+  const int start = o * stride - padding, end = start + kernel;
+  return {start > 0 ? start : 0, end < size ? end : size};
 }
 
 // The output positions whose windows contain input position i: o*stride - padding <= i <
@@ -37,7 +38,7 @@ __host__ __device__ __forceinline__ Span covering(int i, int kernel, int stride,
   const int last = (i + padding) / stride;  // i + padding >= 0
   const int after = i + padding - kernel + 1;  // o * stride >= after
   const int first = after <= 0 ? 0 : (after + stride - 1) / stride;
-  return {first, min(last + 1, out_size)};
+  return {first, last + 1 < out_size ? last + 1 : out_size};
 }
 
 // a * b rounded on its own: nvcc would otherwise fuse `acc + a * b` into one FMA, which rounds
