@@ -8,8 +8,9 @@
 //   sum over dim 1 of [M, N]:  tiles of one output,  for j < N: acc += x[i][j]
 //
 // The tile width is chosen from the strides so the innermost loop walks memory in order either way.
-// Each output still sees its inputs in row-major order of the reduced dims, so the choice never
-// changes a result.
+// Each output still sees its inputs in row-major order of the reduced dims, accumulated in double, so
+// neither the tile choice nor the thread count (threads split outputs, never one reduction) changes a
+// result.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>

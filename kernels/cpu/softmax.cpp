@@ -1,4 +1,5 @@
-// CPU reference: softmax and log-softmax, forward and backward, one line along `dim` at a time.
+// CPU reference: softmax and log-softmax, forward and backward, one line along `dim` at a time,
+// each line summed in double, so the result does not depend on the thread count.
 #include <algorithm>
 #include <cmath>
 
