@@ -17,6 +17,7 @@
 #include "bench_pipeline/command.h"
 #include "bench_pipeline/options.h"
 #include "core/json.h"
+#include "temp_dir.h"
 
 using namespace brigade;
 using namespace brigade::bench_pipeline;
@@ -45,16 +46,7 @@ Run run(const std::vector<std::string>& args) {
   return {status, out.str(), err.str()};
 }
 
-// A scratch directory, removed at the end of the test.
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    path = std::filesystem::temp_directory_path() /
-           ("brigade-bench-pipeline-" + std::to_string(std::rand()) + "-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
+using test::TempDir;
 
 Trace two_rank_trace() {
   // rank 0: F0 [0, 2), exchange (sendA0 + recvG0, one span) [2, 6), B0 [6, 9)

@@ -1,6 +1,7 @@
 // safetensors and checkpoints: bitwise round trips, the exact bytes on disk, refusal of every kind of
 // damaged file, and atomic saves.
 #include "test_util.h"
+#include "temp_dir.h"
 
 #include <unistd.h>
 
@@ -18,25 +19,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A fresh directory for one test case, removed afterwards.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("brigade_test_checkpoint_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-  std::vector<std::string> entries() const {
-    std::vector<std::string> out;
-    for (const auto& e : fs::directory_iterator(path)) out.push_back(e.path().filename().string());
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-};
+using test::TempDir;
 
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

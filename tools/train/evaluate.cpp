@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/error.h"
 #include "core/factory.h"
 
 namespace brigade::train {
@@ -36,6 +37,22 @@ Accuracy evaluate_sorting(nn::GPT& model, const SortTask& task, uint64_t seed, i
   }
   model.train(was_training);
   return {examples, double(right_sequences) / double(examples), double(right_tokens) / double(examples * D)};
+}
+
+double mean_loss(nn::GPT& model, const data::TokenLoader& data, int64_t windows, int64_t batch) {
+  BRIGADE_CHECK(windows >= 1 && batch >= 1, "mean_loss: need at least one window and a batch of at least one, got ",
+                windows, " and ", batch);
+  const bool was_training = model.is_training();
+  model.eval();
+  const Device device = model.config().device;
+  double total = 0;
+  for (int64_t first = 0; first < windows; first += batch) {
+    const int64_t rows = std::min(batch, windows - first);
+    const data::TokenBatch b = data.batch(first, rows);
+    total += model.loss(b.inputs.to(device), b.targets.to(device)).item() * double(rows);
+  }
+  model.train(was_training);
+  return total / double(windows);
 }
 
 }  // namespace brigade::train

@@ -82,6 +82,16 @@ const std::vector<Flag>& flags() {
       int_flag("--heads", "attention heads (must divide --embd)", &TrainOptions::heads, 1),
       int_flag("--embd", "embedding width", &TrainOptions::embd, 1),
       int_flag("--digits", "digits per sequence to sort (sequence length 2*digits)", &TrainOptions::digits, 1),
+      {"--model", "NAME", "a GPT-2 size: gpt2 (124M), gpt2-medium, gpt2-large or gpt2-xl; sets layers, heads, embd, context",
+       [](TrainOptions& o, const std::string& v) { o.model = v; },  // applied before the other flags: parse_train_args
+       [](const TrainOptions& o) { return o.model.empty() ? std::string("none") : o.model; }},
+      text_flag("--data", "DIR", "train a language model on DIR's token shards (brigade data prepare) instead of sorting",
+                &TrainOptions::data),
+      int_flag("--context", "tokens per training window with --data (the model's block size)", &TrainOptions::context, 1),
+      int_flag("--vocab", "vocabulary size with --data (0: the tokenizer's in DIR, else GPT-2's 50257)",
+               &TrainOptions::vocab, 0),
+      text_flag("--init-from", "PATH", "start from a checkpoint's weights (step 0, fresh optimizer)",
+                &TrainOptions::init_from),
       int_flag("--stages", "pipeline stages (ranks); 0: no pipeline, one device", &TrainOptions::stages, 0),
       {"--partition", "BY", "split layers into stages by: layers (count), params, or time (measured once)",
        [](TrainOptions& o, const std::string& v) {
@@ -107,7 +117,10 @@ const std::vector<Flag>& flags() {
       text_flag("--trace", "PATH", "Chrome trace (Perfetto) of the last step; 'none': off", &TrainOptions::trace),
       text_flag("--svg", "PATH", "timeline of the last step, simulated vs measured; 'none': off", &TrainOptions::svg),
       int_flag("--log-every", "steps between progress lines", &TrainOptions::log_every, 1),
-      int_flag("--eval", "held-out sequences for the final accuracy", &TrainOptions::eval_examples, 1),
+      int_flag("--eval", "held-out sequences for the final accuracy (--data: validation windows)",
+               &TrainOptions::eval_examples, 1),
+      int_flag("--eval-every", "validation loss every N steps with --data (0: every 5 progress lines)",
+               &TrainOptions::eval_every, 0),
       text_flag("--save", "PATH", "write a checkpoint here at the end; or into a directory: see below",
                 &TrainOptions::save),
       int_flag("--save-every", "also checkpoint every N steps (needs --save; 0: off)", &TrainOptions::save_every, 0),
@@ -123,6 +136,10 @@ void check_combination(const TrainOptions& o) {
     throw UsageError("--heads: " + std::to_string(o.heads) + " heads do not divide --embd " + std::to_string(o.embd));
   }
   if (o.digits > 64) bad("--digits", "at most 64 (sequences of 128 tokens), got " + std::to_string(o.digits));
+  if (o.data.empty()) {
+    if (!o.model.empty()) bad("--model", "GPT-2 sizes are for language modelling: add --data DIR");
+    if (o.vocab != 0) bad("--vocab", "only with --data (the sort task has its own 11 tokens)");
+  }
   if (o.save_every > 0 && o.save.empty()) bad("--save-every", "needs --save PATH");
   if (o.stages > 0) {
     const int64_t per_replica = o.batch / o.replicas;
@@ -138,8 +155,33 @@ void check_combination(const TrainOptions& o) {
 
 }  // namespace
 
+const std::vector<ModelPreset>& model_presets() {
+  static const std::vector<ModelPreset> presets = {
+      {"gpt2", 12, 12, 768, 1024},
+      {"gpt2-medium", 24, 16, 1024, 1024},
+      {"gpt2-large", 36, 20, 1280, 1024},
+      {"gpt2-xl", 48, 25, 1600, 1024},
+  };
+  return presets;
+}
+
 ParsedTrainArgs parse_train_args(const std::vector<std::string>& args) {
   ParsedTrainArgs out;
+  // A preset first, so that --layers and friends override it wherever they stand on the line.
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string name;
+    if (args[i] == "--model" && i + 1 < args.size()) name = args[i + 1];
+    else if (args[i].rfind("--model=", 0) == 0) name = args[i].substr(8);
+    else continue;
+    const ModelPreset* preset = nullptr;
+    for (const ModelPreset& p : model_presets())
+      if (name == p.name) preset = &p;
+    if (!preset) bad("--model", "expected gpt2, gpt2-medium, gpt2-large or gpt2-xl, got '" + name + "'");
+    out.options.layers = preset->layers;
+    out.options.heads = preset->heads;
+    out.options.embd = preset->embd;
+    out.options.context = preset->context;
+  }
   cli::parse_flags(args, flags(), out.options, out.help);
   check_combination(out.options);
   return out;
@@ -149,7 +191,9 @@ std::string train_usage() {
   std::ostringstream os;
   os << "usage: brigade train [flags]\n\n"
         "Trains a small GPT (brigade::nn::GPT) to sort digits, e.g. '3 1 4 1 | 1 1 3 4', on data\n"
-        "generated on the fly, then reports its held-out accuracy.\n\nflags:\n";
+        "generated on the fly, then reports its held-out accuracy. With --data DIR it trains a language\n"
+        "model on DIR's token shards instead (brigade tokenizer train, then brigade data prepare), reporting\n"
+        "validation loss and MFU.\n\nflags:\n";
   TrainOptions defaults;
   for (const Flag& f : flags()) {
     std::string left = f.name + " " + f.value;

@@ -28,11 +28,20 @@ struct TrainOptions {
   int64_t warmup = 50;
   double weight_decay = 0.01;
   double clip = 1.0;
-  // Model (brigade::nn::GPT) and task (sort `digits` digits; sequence length 2 * digits)
+  // Model (brigade::nn::GPT). A preset (--model gpt2, ...) sets layers, heads, embd and context; flags
+  // given on the command line override it, wherever they stand.
+  std::string model;
   int64_t layers = 2;
   int64_t heads = 4;
   int64_t embd = 64;
+  // Task: sort `digits` digits (sequence length 2 * digits), or with `data`, language modelling on
+  // that directory's token shards (text_task.h), windows of `context` tokens. vocab 0: the
+  // tokenizer's in the directory (or GPT-2's for bare llm.c shards).
   int64_t digits = 12;
+  std::string data;
+  int64_t context = 128;
+  int64_t vocab = 0;
+  std::string init_from;  // start from these weights (a checkpoint's model only: step 0, fresh optimizer)
   // Pipeline (pipeline/): the model cut into `stages` stages, each a rank — a thread of this process,
   // or a process of `brigade launch -n N` (then N = stages * replicas). 0 stages: no pipeline at
   // all, the plain one-device loop.
@@ -49,7 +58,10 @@ struct TrainOptions {
   std::string svg = "brigade-timeline.svg";    // simulated vs measured timeline of the last step
   // Reporting and checkpoints
   int64_t log_every = 100;
+  // The final evaluation: held-out sequences (sort) or validation windows (--data).
   int64_t eval_examples = 500;
+  // Validation loss every N steps (--data only); 0: every 5 progress lines.
+  int64_t eval_every = 0;
   // A file, written at the end (and every save_every steps); or a directory (one that exists, or a
   // path ending in '/'), which gets one file per save and is resumed from automatically
   // (checkpoint_dir.h).
@@ -60,6 +72,13 @@ struct TrainOptions {
 
   static constexpr double min_lr_ratio = 0.1;
 };
+
+// The sizes a --model preset stands for: GPT-2's four (Radford et al. 2019; 1024-token context).
+struct ModelPreset {
+  const char* name;
+  int64_t layers, heads, embd, context;
+};
+const std::vector<ModelPreset>& model_presets();
 
 // A bad command line (tools/cli/flags.h): the message names the flag; the command prints it
 // and the usage, and exits with status 2.

@@ -21,9 +21,11 @@ std::string format_duration(double seconds) {
 std::string format_step(const StepReport& r) {
   // Pad the step to the width of the total so the columns line up over the whole run.
   int width = int(std::to_string(r.steps).size());
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "step %*lld/%lld  loss=%.4f  lr=%.1e  tok/s=%.0f  eta=%s", width, (long long)r.step,
-                (long long)r.steps, r.loss, r.lr, r.tokens_per_second, format_duration(r.eta_seconds).c_str());
+  char mfu[32] = "";
+  if (r.mfu >= 0) std::snprintf(mfu, sizeof mfu, "  mfu=%.1f%%", 100.0 * r.mfu);
+  char buf[192];
+  std::snprintf(buf, sizeof buf, "step %*lld/%lld  loss=%.4f  lr=%.1e  tok/s=%.0f%s  eta=%s", width, (long long)r.step,
+                (long long)r.steps, r.loss, r.lr, r.tokens_per_second, mfu, format_duration(r.eta_seconds).c_str());
   return buf;
 }
 

@@ -16,9 +16,10 @@ struct StepReport {
   double lr = 0;
   double tokens_per_second = 0;
   double eta_seconds = 0;
+  double mfu = -1;  // model FLOPs utilisation (mfu.h); negative: not shown
 };
 
-// "step   40/300  loss=1.2345  lr=9.8e-04  tok/s=12345  eta=1m05s"
+// "step   40/300  loss=1.2345  lr=9.8e-04  tok/s=12345  mfu=31.2%  eta=1m05s" (mfu when known)
 std::string format_step(const StepReport& r);
 
 }  // namespace brigade::train

@@ -23,7 +23,9 @@
 #include "core/stream.h"
 #include "pipeline/analysis/simulator.h"
 #include "pipeline/trace.h"
+#include "mfu.h"
 #include "progress.h"
+#include "text_task.h"
 
 namespace brigade::train {
 
@@ -33,27 +35,24 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// "3 1 4 1 | 1 1 3 4": one example as text, for the header.
-std::string show_example(const SortTask& task, uint64_t seed) {
-  std::string s;
-  for (int64_t token : task.example(seed, Split::held_out, 0)) {
-    if (!s.empty()) s += ' ';
-    s += token == SortTask::kSeparator ? std::string("|") : std::to_string(token);
-  }
-  return s;
-}
-
 std::string scientific(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1e", v);
   return buf;
 }
 
+// The devices a run's ranks share: one when every rank is a thread on one device (the CPU's cores
+// or one GPU's streams); under `brigade launch`, one per process (each its own GPU or CPU).
+double devices_of(const TrainOptions& o) {
+  const int world = comm::read_launch_env().world_size;
+  return world > 1 ? double(world) : 1.0;
+}
+
 void print_header(Trainer& trainer, std::ostream& out) {
   const TrainOptions& o = trainer.options();
-  const SortTask& task = trainer.task();
-  out << "task: sort " << o.digits << " digits, e.g. " << show_example(task, o.seed) << "\n";
-  out << "model: GPT, " << o.layers << " layers, " << o.heads << " heads, " << o.embd << " wide, "
+  const Task& task = trainer.task();
+  out << task.describe() << "\n";
+  out << "model: " << (o.model.empty() ? "GPT" : o.model) << ", " << o.layers << " layers, " << o.heads << " heads, " << o.embd << " wide, "
       << with_commas(trainer.model().parameter_count()) << " parameters (sequence length "
       << task.sequence_length() << ", vocabulary " << task.vocab_size() << ")\n";
   out << "optimizer: AdamW, lr " << scientific(o.lr) << " (warm-up " << std::min(o.warmup, o.steps)
@@ -74,6 +73,23 @@ void print_header(Trainer& trainer, std::ostream& out) {
       << " (" << config.device.str() << "), "
       << (config.compute_dtype == DType::bf16 ? "bf16 compute with f32 master weights" : "f32") << ", "
       << num_threads() << " threads\n";
+}
+
+// "validation loss 5.1234 at step 200 (8.3011 at step 0)": every rank calls it (the leader gathers
+// the model in a pipeline); the leader prints.
+double report_validation(Trainer& trainer, std::ostream& out, double first) {
+  const double loss = trainer.validation_loss(trainer.options().eval_examples);
+  if (!trainer.is_leader()) return loss;
+  char line[160];
+  std::snprintf(line, sizeof line, "validation loss %.4f at step %lld", loss, (long long)trainer.step());
+  out << line;
+  if (!std::isnan(first) && trainer.step() > 0) {
+    std::snprintf(line, sizeof line, " (%+.1f%% since the first measurement)", 100.0 * (loss - first) / first);
+    out << line;
+  }
+  out << "\n";
+  out.flush();
+  return loss;
 }
 
 }  // namespace
@@ -130,12 +146,32 @@ TrainSummary train_rank(const TrainOptions& options, const pipeline::PipelineGro
   // comparison uses the mean of the last few steps.
   const int64_t tokens_per_step = options.batch * trainer.task().sequence_length();
   const int64_t start_step = trainer.step();
+  // Language modelling: MFU on each progress line, and the validation loss every eval_every steps.
+  const bool text = !options.data.empty();
+  const bool validate = text && dynamic_cast<const TextTask&>(trainer.task()).validation() != nullptr;
+  const int64_t eval_every = options.eval_every > 0 ? options.eval_every : 5 * options.log_every;
+  Peak peak;
+  double flops_per_token = 0;
+  if (text) {
+    const nn::GPTConfig& config = trainer.model().config();
+    peak = device_peak(config.device, config.compute_dtype.value_or(config.dtype));
+    flops_per_token = training_flops_per_token(trainer.model());
+    char line[200];
+    std::snprintf(line, sizeof line, "mfu: %.3g GFLOP per token (6N + 12LCT), peak %.4g GFLOP/s: ", flops_per_token / 1e9,
+                  peak.flops_per_second / 1e9);
+    out << line << peak.source << "\n";
+  }
+  if (!validate && text) out << "no validation shards in " << options.data << ": no validation loss\n";
+  double first_validation = std::numeric_limits<double>::quiet_NaN();
+  if (validate) first_validation = report_validation(trainer, out, first_validation);
   const size_t tail_steps = 10;
   std::deque<double> tail;
   double window_loss = 0;
   int64_t window_steps = 0;
   auto window_start = Clock::now();
   const auto train_start = Clock::now();
+  TrainSummary summary;
+  if (validate) summary.validation.emplace_back(trainer.step(), first_validation);
 
   while (trainer.step() < options.steps) {
     if (trainer.step() + 1 == options.steps) trainer.set_trace(true);  // the last step's timeline
@@ -155,11 +191,18 @@ TrainSummary train_rank(const TrainOptions& options, const pipeline::PipelineGro
       report.lr = trainer.lr_at(step - 1);
       report.tokens_per_second = double(window_steps * tokens_per_step) / seconds_since(window_start);
       report.eta_seconds = seconds_per_step * double(options.steps - step);
+      // Every rank of a pipeline (or replica) shares the device's peak, so the run's MFU divides by
+      // all of them: on one GPU the ranks are streams of that GPU, and they are counted once.
+      if (peak.flops_per_second > 0)
+        report.mfu = report.tokens_per_second * flops_per_token / (peak.flops_per_second * devices_of(options));
       out << format_step(report) << "\n";
       out.flush();
       window_loss = 0;
       window_steps = 0;
       window_start = Clock::now();
+    }
+    if (validate && (step % eval_every == 0 || step == options.steps)) {
+      summary.validation.emplace_back(step, report_validation(trainer, out, first_validation));
     }
     if (options.save_every > 0 && step % options.save_every == 0 && step < options.steps) save_checkpoint(trainer, out);
   }
@@ -168,12 +211,11 @@ TrainSummary train_rank(const TrainOptions& options, const pipeline::PipelineGro
   if (trainer.pipelined() && steps_run > 0) report_timeline(trainer, options, out);
   if (!options.save.empty()) save_checkpoint(trainer, out);
 
-  TrainSummary summary;
   summary.steps = trainer.step();
   summary.first_loss = trainer.first_loss();
   summary.last_loss = std::numeric_limits<double>::quiet_NaN();
   if (!tail.empty()) summary.last_loss = std::accumulate(tail.begin(), tail.end(), 0.0) / double(tail.size());
-  summary.accuracy = trainer.evaluate(options.eval_examples);
+  if (!text) summary.accuracy = trainer.evaluate(options.eval_examples);
 
   char line[200];
   if (steps_run == 0) {
@@ -184,12 +226,14 @@ TrainSummary train_rank(const TrainOptions& options, const pipeline::PipelineGro
                   100.0 * (summary.last_loss - summary.first_loss) / summary.first_loss);
     out << line << "\n";
   }
-  std::snprintf(line, sizeof line,
-                "held-out accuracy (%lld unseen sequences, greedy decoding): %.1f%% sorted exactly, %.1f%% of "
-                "digits right",
-                (long long)summary.accuracy.examples, 100.0 * summary.accuracy.sequences,
-                100.0 * summary.accuracy.tokens);
-  out << line << "\n";
+  if (!text) {
+    std::snprintf(line, sizeof line,
+                  "held-out accuracy (%lld unseen sequences, greedy decoding): %.1f%% sorted exactly, %.1f%% of "
+                  "digits right",
+                  (long long)summary.accuracy.examples, 100.0 * summary.accuracy.sequences,
+                  100.0 * summary.accuracy.tokens);
+    out << line << "\n";
+  }
   out << "time: " << format_duration(seconds_since(run_start)) << " in all";
   if (steps_run > 0) {
     std::snprintf(line, sizeof line, ", %lld steps in %s (%.0f tok/s)", (long long)steps_run,

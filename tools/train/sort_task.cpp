@@ -19,7 +19,7 @@ uint64_t stream_key(uint64_t seed, Split split) {
 
 }  // namespace
 
-SortTask::SortTask(int64_t digits) : digits_(digits) {
+SortTask::SortTask(int64_t digits, uint64_t seed) : digits_(digits), seed_(seed) {
   BRIGADE_CHECK(digits >= 1 && digits <= 256, "SortTask: digits must be in [1, 256], got ", digits);
 }
 
@@ -61,6 +61,16 @@ SortTask::Batch SortTask::batch(uint64_t seed, Split split, uint64_t first, int6
     }
   }
   return {from_vector(inputs, {count, T}, DType::i64), from_vector(targets, {count, T}, DType::i64)};
+}
+
+std::string SortTask::describe() const {
+  // "3 1 4 1 | 1 1 3 4": the first held-out example.
+  std::string s;
+  for (int64_t token : example(seed_, Split::held_out, 0)) {
+    if (!s.empty()) s += ' ';
+    s += token == kSeparator ? std::string("|") : std::to_string(token);
+  }
+  return "task: sort " + std::to_string(digits_) + " digits, e.g. " + s;
 }
 
 }  // namespace brigade::train

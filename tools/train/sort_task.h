@@ -16,24 +16,30 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/tensor.h"
+#include "task.h"
 
 namespace brigade::train {
 
 enum class Split { train, held_out };
 
-class SortTask {
+class SortTask : public Task {
  public:
+  using Batch = train::Batch;
   static constexpr int64_t kSeparator = 10;  // the '|' token; tokens 0..9 are the digits
   static constexpr int64_t kIgnore = -1;     // target value cross_entropy skips
 
-  explicit SortTask(int64_t digits);
+  // `seed` picks the training stream train_batch serves (and the example describe() shows).
+  explicit SortTask(int64_t digits, uint64_t seed = 0);
 
   int64_t digits() const { return digits_; }
-  int64_t vocab_size() const { return 11; }
-  int64_t sequence_length() const { return 2 * digits_; }  // model input length (the block size)
+  int64_t vocab_size() const override { return 11; }
+  int64_t sequence_length() const override { return 2 * digits_; }  // model input length (the block size)
+  Batch train_batch(int64_t first, int64_t rows) const override { return batch(seed_, Split::train, uint64_t(first), rows); }
+  std::string describe() const override;
 
   // The unsorted digits of example `index` of a stream.
   std::vector<int64_t> digits_of(uint64_t seed, Split split, uint64_t index) const;
@@ -43,14 +49,11 @@ class SortTask {
 
   // Examples [first, first + count) as next-token pairs, each [count, sequence_length()] i64:
   // inputs = example[0 .. 2D-1], targets = example[1 .. 2D] with the unsorted part set to kIgnore.
-  struct Batch {
-    Tensor inputs;
-    Tensor targets;
-  };
   Batch batch(uint64_t seed, Split split, uint64_t first, int64_t count) const;
 
  private:
   int64_t digits_;
+  uint64_t seed_;
 };
 
 }  // namespace brigade::train

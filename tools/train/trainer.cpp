@@ -17,19 +17,20 @@
 #include "comm/comm.h"
 #include "core/stream.h"
 #include "pipeline/trace.h"
+#include "text_task.h"
 
 namespace brigade::train {
 
 namespace {
 
-nn::GPTConfig gpt_config(const TrainOptions& o, const SortTask& task) {
+nn::GPTConfig gpt_config(const TrainOptions& o, const Task& task) {
   nn::GPTConfig c;
   c.vocab_size = task.vocab_size();
   c.block_size = task.sequence_length();
   c.n_layer = o.layers;
   c.n_head = o.heads;
   c.n_embd = o.embd;
-  c.dropout = 0;  // the task has unlimited fresh data: nothing to regularise, and steps stay pure
+  c.dropout = 0;  // keeps every step a pure function of the data: resumes are exact
   c.seed = o.seed;
   return c;
 }
@@ -49,6 +50,11 @@ DType resolve_precision(const std::string& precision, Device device) {
   if (precision == "bf16") return DType::bf16;
   if (precision == "f32") return DType::f32;
   return device.is_cuda() ? DType::bf16 : DType::f32;
+}
+
+std::unique_ptr<Task> make_task(const TrainOptions& o) {
+  if (o.data.empty()) return std::make_unique<SortTask>(o.digits, o.seed);
+  return std::make_unique<TextTask>(o.data, o.context, o.vocab, o.seed);
 }
 
 }  // namespace
@@ -71,10 +77,10 @@ Device resolve_device(const std::string& device) {
 
 Trainer::Trainer(const TrainOptions& options, const pipeline::PipelineGroups* groups)
     : options_(options),
-      task_(options.digits),
+      task_(make_task(options)),
       groups_(groups),
       first_loss_(std::numeric_limits<double>::quiet_NaN()) {
-  nn::GPTConfig config = gpt_config(options_, task_);
+  nn::GPTConfig config = gpt_config(options_, *task_);
   config.device = resolve_device(options_.device);
   // Under `brigade launch` each process drives the GPU of its local rank, which its communicator
   // was made for: the model goes there too (not to cuda:0 in every process).
@@ -105,6 +111,7 @@ Trainer::Trainer(const TrainOptions& options, const pipeline::PipelineGroups* gr
   schedule_.warmup_steps = std::min(options_.warmup, options_.steps);
   if (!options_.resume.empty()) resume(options_.resume);
   else if (is_checkpoint_dir(options_.save)) resume_newest(options_.save);
+  if (!options_.init_from.empty() && step_ == 0) init_from(options_.init_from);
 }
 
 Trainer::~Trainer() = default;
@@ -136,7 +143,7 @@ pipeline::Partition Trainer::choose_partition(int64_t stages) {
   Tensor costs = zeros({int64_t(layers.size())}, DType::f64, comm.device());
   if (comm.rank() == 0) {
     const int64_t rows = options_.batch / options_.replicas / options_.microbatches;
-    SortTask::Batch sample = task_.batch(options_.seed, Split::train, 0, rows);
+    Batch sample = task_->train_batch(0, rows);
     const std::vector<double> seconds = pipeline::profile_layers(layers, sample.inputs.to(model_->config().device));
     costs = from_vector(seconds, {int64_t(seconds.size())}, DType::f64, comm.device());
   }
@@ -164,13 +171,12 @@ double Trainer::train_step() {
   if (pipe_) {
     // Replica k trains on its share of the step's batch; the micro-batches split that share.
     const int64_t share = B / pipe_->replicas();
-    SortTask::Batch batch =
-        task_.batch(options_.seed, Split::train, uint64_t(step_ * B + pipe_->replica() * share), share);
+    Batch batch = task_->train_batch(position_ + pipe_->replica() * share, share);
     std::vector<Tensor> inputs = pipeline::split_microbatches(batch.inputs.to(device), int(options_.microbatches));
     std::vector<Tensor> targets = pipeline::split_microbatches(batch.targets.to(device), int(options_.microbatches));
     value = pipe_->forward_backward(inputs, targets).loss;
   } else {
-    SortTask::Batch batch = task_.batch(options_.seed, Split::train, uint64_t(step_ * B), B);
+    Batch batch = task_->train_batch(position_, B);
     Tape tape;
     Tensor loss = tape.record([&] { return model_->loss(batch.inputs.to(device), batch.targets.to(device)); });
     tape.backward(loss);
@@ -189,17 +195,35 @@ double Trainer::train_step() {
   }
 
   ++step_;
+  position_ += B;
   if (step_ == 1) first_loss_ = value;
   return value;
 }
 
-Accuracy Trainer::evaluate(int64_t examples) {
-  if (!pipe_) return evaluate_sorting(*model_, task_, options_.seed, examples);
+nn::GPT* Trainer::whole_model() {
+  if (!pipe_) return model_.get();
   auto [model, optim] = gather_state();
-  if (!is_leader()) return {};
+  if (!is_leader()) return nullptr;
   // The leader's GPT copy holds its own stages' live weights; the rest are stale until loaded here.
   model_->load_state_dict(model);
-  return evaluate_sorting(*model_, task_, options_.seed, examples);
+  return model_.get();
+}
+
+Accuracy Trainer::evaluate(int64_t examples) {
+  const auto* sort = dynamic_cast<const SortTask*>(task_.get());
+  BRIGADE_CHECK(sort != nullptr, "brigade train: held-out accuracy is the sort task's measure; --data runs report "
+                "validation loss");
+  nn::GPT* model = whole_model();
+  return model ? evaluate_sorting(*model, *sort, options_.seed, examples) : Accuracy{};
+}
+
+double Trainer::validation_loss(int64_t windows) {
+  const auto* text = dynamic_cast<const TextTask*>(task_.get());
+  BRIGADE_CHECK(text != nullptr && text->validation() != nullptr,
+                "brigade train: no validation shards to measure a validation loss on");
+  nn::GPT* model = whole_model();
+  if (model == nullptr) return std::numeric_limits<double>::quiet_NaN();
+  return mean_loss(*model, *text->validation(), std::min(windows, text->validation()->windows()), options_.batch);
 }
 
 }  // namespace brigade::train

@@ -1,9 +1,11 @@
-// The trainer behind `brigade train`: a GPT, AdamW, and the sort task, one step at a time.
+// The trainer behind `brigade train`: a GPT, AdamW, and a task (task.h: the sort task, or language
+// modelling on token shards), one step at a time.
 //
-// Everything a step depends on is a function of (options, step number): the batch is examples
-// [step * batch, (step + 1) * batch) of the seeded stream, the learning rate is schedule.lr(step),
-// and there is no dropout. So a checkpoint needs only the model, the optimizer state and the step
-// count, and a resumed run computes bit for bit what the uninterrupted run would have.
+// Everything a step depends on is a function of (options, step number, data position): the batch is
+// rows [position, position + batch) of the task's seeded stream, the learning rate is
+// schedule.lr(step), and there is no dropout. So a checkpoint needs only the model, the optimizer
+// state, the step count and the position, and a resumed run computes bit for bit what the
+// uninterrupted run would have.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +23,7 @@
 #include "optim/schedule.h"
 #include "options.h"
 #include "sort_task.h"
+#include "task.h"
 
 namespace brigade::train {
 
@@ -45,9 +48,13 @@ class Trainer {
   // Writes model, optimizer state and progress to a checkpoint (atomically: see core/safetensors.h).
   // In a pipeline every rank calls it; world rank 0 writes.
   void save(const std::string& path);
-  // Greedy-decoding accuracy of the whole model. In a pipeline every rank calls it; the pipeline's
-  // rank 0 (of replica 0) evaluates, the others return an empty Accuracy.
+  // Greedy-decoding accuracy of the whole model on the sort task. In a pipeline every rank calls it;
+  // the pipeline's rank 0 (of replica 0) evaluates, the others return an empty Accuracy.
   Accuracy evaluate(int64_t examples);
+  // Mean loss of the whole model on the first `windows` validation windows (--data with validation
+  // shards), in the same way: every rank calls it, the leader's result is the one that counts (NaN
+  // elsewhere).
+  double validation_loss(int64_t windows);
 
   // Pipeline only: trace the next steps (pipeline/trace.h); the last traced step's timeline.
   void set_trace(bool on);
@@ -59,6 +66,7 @@ class Trainer {
   bool is_leader() const;
 
   int64_t step() const { return step_; }  // steps done so far
+  int64_t data_position() const { return position_; }  // rows of the training stream consumed so far
   double first_loss() const { return first_loss_; }  // loss of step 1 (NaN before it; kept on resume)
   double lr_at(int64_t step) const { return schedule_.lr(step); }
   // Settings that differ from the resumed checkpoint's (allowed, but the run is no longer identical
@@ -70,12 +78,16 @@ class Trainer {
   const std::vector<std::string>& resume_warnings() const { return resume_warnings_; }
 
   const TrainOptions& options() const { return options_; }
-  const SortTask& task() const { return task_; }
+  const Task& task() const { return *task_; }
   nn::GPT& model() { return *model_; }
   optim::AdamW& optimizer() { return *optimizer_; }
 
  private:
   void resume(const std::string& path);         // --resume PATH
+  void init_from(const std::string& path);      // --init-from PATH: the weights only
+  // The whole model, up to date, on the leader (gathered from the stages in a pipeline); nullptr on
+  // the other ranks.
+  nn::GPT* whole_model();
   void resume_newest(const std::string& dir);   // --save DIR/
   // Checks that `ckpt` belongs to this configuration and loads it; errors start with `context`.
   void restore(const nn::Checkpoint& ckpt, const std::string& context);
@@ -87,7 +99,7 @@ class Trainer {
   std::pair<nn::StateDict, optim::StateDict> gather_state();
 
   TrainOptions options_;
-  SortTask task_;
+  std::unique_ptr<Task> task_;
   std::shared_ptr<nn::GPT> model_;
   std::unique_ptr<optim::AdamW> optimizer_;
   optim::CosineSchedule schedule_;
@@ -95,6 +107,7 @@ class Trainer {
   pipeline::Partition partition_;
   std::unique_ptr<pipeline::Pipeline> pipe_;
   int64_t step_ = 0;
+  int64_t position_ = 0;
   double first_loss_;
   std::vector<std::string> resume_notes_;
   std::string resumed_from_;
@@ -105,7 +118,9 @@ struct TrainSummary {
   int64_t steps = 0;      // steps done in the whole run, including before a resume
   double first_loss = 0;  // step 1
   double last_loss = 0;   // mean of the last 10 steps (NaN when this run did no steps)
-  Accuracy accuracy;
+  Accuracy accuracy;  // the sort task's (none with --data)
+  // --data with validation shards: (step, validation loss), first before any step of this run.
+  std::vector<std::pair<int64_t, double>> validation;
 };
 
 // The device --device names: "auto" is cuda:0 when this build has CUDA and a GPU is visible, else

@@ -35,12 +35,21 @@ struct Setting {
 };
 
 // `compute` is the dtype --precision resolved to (auto means different things on different devices).
-std::vector<Setting> settings_of(const TrainOptions& o, DType compute) {
-  return {
+// The task's settings: the sort task's digits, or the text task's context and (padded) vocabulary;
+// the data directory may move between runs, so its path only earns a note.
+std::vector<Setting> settings_of(const TrainOptions& o, const Task& task, DType compute) {
+  std::vector<Setting> task_settings;
+  if (o.data.empty()) {
+    task_settings = {{"--digits", std::to_string(o.digits), true}};
+  } else {
+    task_settings = {{"--context", std::to_string(o.context), true},
+                     {"--vocab", std::to_string(task.vocab_size()), true},
+                     {"--data", o.data, false}};
+  }
+  std::vector<Setting> settings = {
       {"--layers", std::to_string(o.layers), true},
       {"--heads", std::to_string(o.heads), true},
       {"--embd", std::to_string(o.embd), true},
-      {"--digits", std::to_string(o.digits), true},
       {"--batch", std::to_string(o.batch), true},
       {"--seed", std::to_string(o.seed), true},
       {"--steps", std::to_string(o.steps), false},
@@ -50,6 +59,8 @@ std::vector<Setting> settings_of(const TrainOptions& o, DType compute) {
       {"--clip", exact(o.clip), false},
       {"--precision", dtype_name(compute), false},
   };
+  settings.insert(settings.begin() + 3, task_settings.begin(), task_settings.end());
+  return settings;
 }
 
 // Messages of the checkpoint gather travel on tags far above the executor's (pipeline/executor.cpp).
@@ -124,8 +135,11 @@ void Trainer::save(const std::string& path) {
   auto [model, optim] = gather_state();
   if (!is_leader()) return;
   std::map<std::string, std::string> metadata = {
-      {"format", kFormat}, {"step", std::to_string(step_)}, {"first_loss", exact(first_loss_)}};
-  for (const Setting& s : settings_of(options_, compute_dtype())) metadata[s.key()] = s.value;
+      {"format", kFormat},
+      {"step", std::to_string(step_)},
+      {"data_position", std::to_string(position_)},
+      {"first_loss", exact(first_loss_)}};
+  for (const Setting& s : settings_of(options_, *task_, compute_dtype())) metadata[s.key()] = s.value;
   nn::save_checkpoint(path, model, optim, metadata);
 }
 
@@ -174,7 +188,7 @@ void Trainer::restore(const nn::Checkpoint& ckpt, const std::string& context) {
   };
   BRIGADE_CHECK(meta("format") == kFormat, context, ": unknown checkpoint format '", meta("format"),
                 "' (expected ", kFormat, ")");
-  for (const Setting& s : settings_of(options_, compute_dtype())) {
+  for (const Setting& s : settings_of(options_, *task_, compute_dtype())) {
     // Checkpoints from before a setting existed lack its key; only the must-match ones are required.
     if (!s.must_match && !ckpt.metadata.count(s.key())) continue;
     const std::string& saved = meta(s.key());
@@ -194,6 +208,10 @@ void Trainer::restore(const nn::Checkpoint& ckpt, const std::string& context) {
   BRIGADE_CHECK(step >= 0 && step <= options_.steps, context, ": the checkpoint is at step ", step,
                 ", past --steps ", options_.steps);
   const double first_loss = number("first_loss", 0.0);
+  // Checkpoints from before the position was saved were all of the sort task, which reads `batch`
+  // rows per step.
+  const int64_t position =
+      ckpt.metadata.count("data_position") ? number("data_position", int64_t(0)) : step * options_.batch;
   model_->load_state_dict(ckpt.model);
   // A pipeline rank takes the optimizer state of its own parameters ("<what>.<parameter name>").
   optim::StateDict optim;
@@ -207,7 +225,18 @@ void Trainer::restore(const nn::Checkpoint& ckpt, const std::string& context) {
     optimizer_->load_state_dict(optim);
   }
   step_ = step;
+  position_ = position;
   first_loss_ = first_loss;
+}
+
+void Trainer::init_from(const std::string& path) {
+  const nn::Checkpoint ckpt = nn::load_checkpoint(path);
+  try {
+    model_->load_state_dict(ckpt.model);
+  } catch (const Error& e) {
+    fail("--init-from ", path, ": its weights do not fit this model (", e.what(),
+         "); the model flags (--model, --layers, --heads, --embd, --context, --vocab) must describe the model it holds");
+  }
 }
 
 }  // namespace brigade::train

@@ -1,0 +1,241 @@
+// `brigade train --data DIR`: a GPT language model trained on token shards — validation loss, exact
+// resume from the saved data position, data-parallel replicas, GPT-2 presets, --init-from and MFU.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/rng.h"
+#include "data/token_shard.h"
+#include "nn/checkpoint.h"
+#include "temp_dir.h"
+#include "test_util.h"
+#include "train/command.h"
+#include "train/mfu.h"
+#include "train/options.h"
+#include "train/text_task.h"
+#include "train/trainer.h"
+
+using namespace brigade;
+using namespace brigade::train;
+using test::TempDir;
+
+namespace {
+
+// Text with structure a tiny model picks up in a few dozen steps: sentences drawn from a small
+// grammar, as bytes (token = byte, vocabulary 256 — no tokenizer needed).
+std::vector<uint32_t> grammar_text(size_t bytes, uint64_t seed) {
+  const std::vector<std::string> subjects = {"the cat", "a dog", "my friend", "the old man", "every bird"};
+  const std::vector<std::string> verbs = {" sees ", " likes ", " follows ", " finds "};
+  const std::vector<std::string> objects = {"the ball.", "a red box.", "the garden.", "some bread."};
+  std::vector<uint32_t> out;
+  for (uint64_t i = 0; out.size() < bytes; ++i) {
+    const auto r = philox4x32(i, seed);
+    const std::string s = subjects[r[0] % subjects.size()] + verbs[r[1] % verbs.size()] +
+                          objects[r[2] % objects.size()] + "\n";
+    for (unsigned char c : s) out.push_back(c);
+  }
+  out.resize(bytes);
+  return out;
+}
+
+// DIR with train and val shards of that text.
+struct TextData {
+  TempDir dir{"brigade_test_train_text"};
+  TextData(size_t train_bytes = 20000, size_t val_bytes = 3000) {
+    data::write_token_shard(dir.file("train_000000.bin"), grammar_text(train_bytes, 1), data::TokenWidth::u16);
+    data::write_token_shard(dir.file("val_000000.bin"), grammar_text(val_bytes, 2), data::TokenWidth::u16);
+  }
+  std::string path() const { return dir.path.string(); }
+};
+
+TrainOptions tiny_text_options(const std::string& dir) {
+  TrainOptions o;
+  o.data = dir;
+  o.vocab = 256;
+  o.context = 32;
+  o.layers = 1;
+  o.heads = 2;
+  o.embd = 32;
+  o.batch = 8;
+  o.steps = 40;
+  o.warmup = 5;
+  o.lr = 3e-3;
+  o.log_every = 10;
+  o.eval_examples = 16;
+  o.stages = 0;
+  o.device = "cpu";
+  o.trace = o.svg = "none";
+  return o;
+}
+
+void require_same_state(Trainer& a, Trainer& b) {
+  nn::StateDict sa = a.model().state_dict(), sb = b.model().state_dict();
+  REQUIRE(sa.size() == sb.size());
+  for (auto& [name, t] : sa) {
+    INFO(name);
+    test::require_equal(sb.at(name), t);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("train --data: the validation loss of a tiny GPT falls, and the run reports it and MFU", "[train_text]") {
+  TextData data;
+  TrainOptions o = tiny_text_options(data.path());
+  o.steps = 60;
+  o.eval_every = 30;
+  std::ostringstream out;
+  const TrainSummary summary = run_training(o, out);
+  INFO(out.str());
+  REQUIRE(summary.validation.size() == 3);  // before the first step, at 30 and at 60
+  REQUIRE(summary.validation[0].first == 0);
+  REQUIRE(summary.validation[2].first == 60);
+  // Uniform over 256 bytes is ln 256 = 5.5; the grammar's text is far more predictable than that.
+  REQUIRE(summary.validation[0].second > 4.5);
+  REQUIRE(summary.validation[2].second < 0.6 * summary.validation[0].second);
+  const std::string text = out.str();
+  REQUIRE_THAT(text, Catch::Contains("data: " + data.path() + ", 20,000 training tokens in 1 shard(s)"));
+  REQUIRE_THAT(text, Catch::Contains("validation loss"));
+  REQUIRE_THAT(text, Catch::Contains("mfu="));
+  REQUIRE_THAT(text, Catch::Contains("measured f32 GEMM"));
+  REQUIRE_THAT(text, !Catch::Contains("held-out accuracy"));
+}
+
+TEST_CASE("train --data: save at step k, resume, run to n == an uninterrupted run; the position is saved",
+          "[train_text]") {
+  TextData data;
+  TempDir ckpt("brigade_test_train_text_ckpt");
+  const TrainOptions o = tiny_text_options(data.path());
+  Trainer uninterrupted(o);
+  while (uninterrupted.step() < o.steps) uninterrupted.train_step();
+  {
+    Trainer first(o);
+    while (first.step() < 13) first.train_step();
+    first.save(ckpt.file("k.safetensors"));
+  }
+  REQUIRE(nn::load_checkpoint(ckpt.file("k.safetensors")).metadata.at("data_position") == std::to_string(13 * 8));
+  TrainOptions again = o;
+  again.resume = ckpt.file("k.safetensors");
+  Trainer resumed(again);
+  REQUIRE(resumed.step() == 13);
+  REQUIRE(resumed.data_position() == 13 * 8);
+  while (resumed.step() < o.steps) resumed.train_step();
+  require_same_state(uninterrupted, resumed);
+  REQUIRE(resumed.train_step() == uninterrupted.train_step());
+
+  // Another context is another model and another stream: refused, naming the flag.
+  TrainOptions other = again;
+  other.context = 16;
+  REQUIRE_THROWS_WITH(Trainer(other), Catch::Contains("--context 32") && Catch::Contains("--context 16"));
+}
+
+TEST_CASE("train --data: a 2-stage pipeline with 2 data-parallel replicas computes the one-device losses",
+          "[train_text]") {
+  TextData data;
+  TrainOptions one = tiny_text_options(data.path());
+  one.steps = 4;
+  TrainOptions piped = one;
+  piped.stages = 2;
+  piped.replicas = 2;
+  piped.microbatches = 2;
+  std::ostringstream a, b;
+  const TrainSummary single = run_training(one, a), pipelined = run_training(piped, b);
+  INFO(b.str());
+  // The replicas read disjoint halves of each step's rows; together they are the one device's batch,
+  // so the losses agree up to the order of float sums.
+  REQUIRE(pipelined.first_loss == Approx(single.first_loss).epsilon(1e-5));
+  REQUIRE(pipelined.last_loss == Approx(single.last_loss).epsilon(1e-4));
+  REQUIRE(pipelined.validation.back().second == Approx(single.validation.back().second).epsilon(1e-4));
+}
+
+TEST_CASE("train --data: --init-from starts from saved weights at step 0, and refuses weights of another shape",
+          "[train_text]") {
+  TextData data;
+  TempDir ckpt("brigade_test_train_text_init");
+  TrainOptions o = tiny_text_options(data.path());
+  Trainer trained(o);
+  while (trained.step() < 5) trained.train_step();
+  trained.save(ckpt.file("w.safetensors"));
+  TrainOptions init = o;
+  init.init_from = ckpt.file("w.safetensors");
+  Trainer started(init);
+  REQUIRE(started.step() == 0);
+  REQUIRE(started.data_position() == 0);
+  require_same_state(trained, started);
+  init.embd = 64;
+  REQUIRE_THROWS_WITH(Trainer(init), Catch::Contains("--init-from " + ckpt.file("w.safetensors")) &&
+                                         Catch::Contains("do not fit this model"));
+}
+
+TEST_CASE("train --data: bad data directories are refused, naming the directory or file", "[train_text]") {
+  TextData data;
+  TrainOptions o = tiny_text_options(data.path() + "/nowhere");
+  REQUIRE_THROWS_WITH(Trainer(o), Catch::Contains("nowhere") && Catch::Contains("not a directory"));
+  TempDir empty("brigade_test_train_text_empty");
+  o.data = empty.path.string();
+  REQUIRE_THROWS_WITH(Trainer(o), Catch::Contains(empty.path.string()) && Catch::Contains("no training shards"));
+  o = tiny_text_options(data.path());
+  o.vocab = 100;  // the text's bytes reach 'y' = 121
+  REQUIRE_THROWS_WITH(Trainer(o), Catch::Contains("train_000000.bin") && Catch::Contains("outside the vocabulary of 100"));
+  o = tiny_text_options(data.path());
+  o.context = 4000;  // longer than the validation text
+  REQUIRE_THROWS_WITH(Trainer(o), Catch::Contains("val_000000.bin") && Catch::Contains("not even one window"));
+}
+
+TEST_CASE("train --data: the vocabulary is padded to a multiple of 128, GPT-2's by default", "[train_text]") {
+  TextData data;
+  REQUIRE(TextTask(data.path(), 16, 256, 0).vocab_size() == 256);
+  REQUIRE(TextTask(data.path(), 16, 200, 0).vocab_size() == 256);
+  const TextTask gpt2(data.path(), 16, 0, 0);  // no tokenizer in DIR: llm.c's GPT-2 shards
+  REQUIRE(gpt2.tokenizer_vocab() == 50257);
+  REQUIRE(gpt2.vocab_size() == 50304);  // llm.c's padded size
+}
+
+TEST_CASE("train options: GPT-2 presets set the sizes, and explicit flags win wherever they stand", "[train_text]") {
+  ParsedTrainArgs p = parse_train_args({"--data", "d", "--model", "gpt2"});
+  REQUIRE(p.options.layers == 12);
+  REQUIRE(p.options.heads == 12);
+  REQUIRE(p.options.embd == 768);
+  REQUIRE(p.options.context == 1024);
+  p = parse_train_args({"--layers", "2", "--model=gpt2-xl", "--data", "d"});
+  REQUIRE(p.options.layers == 2);  // given before the preset, still wins
+  REQUIRE(p.options.heads == 25);
+  REQUIRE(p.options.embd == 1600);
+  auto error_of = [](const std::vector<std::string>& args) -> std::string {
+    try {
+      parse_train_args(args);
+    } catch (const UsageError& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  REQUIRE_THAT(error_of({"--data", "d", "--model", "gpt5"}), Catch::Contains("--model") && Catch::Contains("gpt5"));
+  REQUIRE_THAT(error_of({"--model", "gpt2"}), Catch::Contains("add --data DIR"));
+  REQUIRE_THAT(error_of({"--vocab", "300"}), Catch::Contains("only with --data"));
+}
+
+TEST_CASE("MFU: 6N + 12LCT model FLOPs per token, and the peak table", "[train_text]") {
+  nn::GPTConfig c;
+  c.vocab_size = 256;
+  c.block_size = 32;
+  c.n_layer = 2;
+  c.n_head = 2;
+  c.n_embd = 16;
+  nn::GPT model(c);
+  // Parameters counted by hand: wte 256*16, wpe 32*16; per block: 2 LayerNorms (2*2*16), qkv
+  // 16*48+48, proj 16*16+16, MLP 16*64+64 and 64*16+16; ln_f 2*16.
+  const double block = 4 * 16 + (16 * 48 + 48) + (16 * 16 + 16) + (16 * 64 + 64) + (64 * 16 + 16);
+  const double N = 256 * 16 + 2 * block + 2 * 16;  // without the position embedding
+  REQUIRE(model.parameter_count() == int64_t(N) + 32 * 16);
+  REQUIRE(training_flops_per_token(model) == 6 * N + 12 * 2 * 16 * 32);
+  REQUIRE(table_peak("NVIDIA H100 80GB HBM3", DType::bf16) == Approx(989.4e12));
+  REQUIRE(table_peak("NVIDIA H100 PCIe", DType::bf16) == Approx(756e12));
+  REQUIRE(table_peak("NVIDIA H200", DType::f32) == Approx(66.9e12));
+  REQUIRE(table_peak("Some Future GPU", DType::bf16) == 0);
+  const Peak cpu = device_peak(Device::cpu(), DType::f32);
+  REQUIRE(cpu.flops_per_second > 1e8);  // any CPU that runs the tests manages 0.1 GFLOP/s
+}
