@@ -6,6 +6,7 @@
 #include "nn/conv.h"
 #include "nn/embedding.h"
 #include "nn/gpt.h"
+#include "nn/gpt2_hf.h"
 #include "nn/init.h"
 #include "nn/linear.h"
 #include "nn/mlp.h"

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "core/rng.h"
 #include "data/token_shard.h"
 #include "nn/checkpoint.h"
+#include "nn/gpt2_hf.h"
 #include "temp_dir.h"
 #include "test_util.h"
 #include "train/command.h"
@@ -152,7 +154,8 @@ TEST_CASE("train --data: a 2-stage pipeline with 2 data-parallel replicas comput
   REQUIRE(pipelined.validation.back().second == Approx(single.validation.back().second).epsilon(1e-4));
 }
 
-TEST_CASE("train --data: --init-from starts from saved weights at step 0, and refuses weights of another shape",
+TEST_CASE("train --data: --init-from starts from saved weights (brigade's or Hugging Face's) at step 0, and refuses "
+          "weights of another shape",
           "[train_text]") {
   TextData data;
   TempDir ckpt("brigade_test_train_text_init");
@@ -166,6 +169,13 @@ TEST_CASE("train --data: --init-from starts from saved weights at step 0, and re
   REQUIRE(started.step() == 0);
   REQUIRE(started.data_position() == 0);
   require_same_state(trained, started);
+  // The same weights written in the Hugging Face layout (with the config.json that names the heads).
+  nn::save_hf_gpt2(trained.model(), ckpt.file("model.safetensors"));
+  std::ofstream(ckpt.file("config.json")) << R"({"n_head": 2})";
+  TrainOptions from_hf = o;
+  from_hf.init_from = ckpt.file("model.safetensors");
+  Trainer hf_started(from_hf);
+  require_same_state(trained, hf_started);
   init.embd = 64;
   REQUIRE_THROWS_WITH(Trainer(init), Catch::Contains("--init-from " + ckpt.file("w.safetensors")) &&
                                          Catch::Contains("do not fit this model"));

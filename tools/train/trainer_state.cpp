@@ -11,7 +11,9 @@
 #include "comm/comm.h"
 #include "core/error.h"
 #include "core/factory.h"
+#include "core/safetensors.h"
 #include "nn/checkpoint.h"
+#include "nn/gpt2_hf.h"
 
 namespace brigade::train {
 
@@ -230,9 +232,11 @@ void Trainer::restore(const nn::Checkpoint& ckpt, const std::string& context) {
 }
 
 void Trainer::init_from(const std::string& path) {
-  const nn::Checkpoint ckpt = nn::load_checkpoint(path);
+  // A brigade checkpoint, or GPT-2 weights in the Hugging Face layout (nn/gpt2_hf.h).
+  const Safetensors file = load_safetensors(path);
   try {
-    model_->load_state_dict(ckpt.model);
+    if (nn::is_hf_gpt2(file.tensors)) nn::load_hf_gpt2(*model_, file.tensors, path);
+    else model_->load_state_dict(nn::load_checkpoint(path).model);
   } catch (const Error& e) {
     fail("--init-from ", path, ": its weights do not fit this model (", e.what(),
          "); the model flags (--model, --layers, --heads, --embd, --context, --vocab) must describe the model it holds");

@@ -1,0 +1,203 @@
+#include "nn/gpt2_hf.h"
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <vector>
+
+#include "core/error.h"
+#include "core/factory.h"
+#include "core/json.h"
+#include "core/safetensors.h"
+#include "kernels/ops.h"
+
+namespace brigade::nn {
+
+namespace {
+
+// One tensor's two names, and whether its matrix is stored transposed on the Hugging Face side.
+struct Name {
+  std::string hf, ours;
+  bool transposed;
+};
+
+std::vector<Name> names_of(int64_t n_layer) {
+  std::vector<Name> names = {{"wte.weight", "embed.wte.weight", false}, {"wpe.weight", "embed.wpe.weight", false}};
+  for (int64_t i = 0; i < n_layer; ++i) {
+    const std::string h = "h." + std::to_string(i) + ".", b = "blocks." + std::to_string(i) + ".";
+    for (const char* part : {"weight", "bias"}) {
+      const std::string p = part;
+      const bool matrix = p == "weight";
+      names.push_back({h + "ln_1." + p, b + "ln1." + p, false});
+      names.push_back({h + "attn.c_attn." + p, b + "attn.qkv." + p, matrix});
+      names.push_back({h + "attn.c_proj." + p, b + "attn.proj." + p, matrix});
+      names.push_back({h + "ln_2." + p, b + "ln2." + p, false});
+      names.push_back({h + "mlp.c_fc." + p, b + "mlp.fc." + p, matrix});
+      names.push_back({h + "mlp.c_proj." + p, b + "mlp.proj." + p, matrix});
+    }
+  }
+  names.push_back({"ln_f.weight", "head.ln_f.weight", false});
+  names.push_back({"ln_f.bias", "head.ln_f.bias", false});
+  return names;
+}
+
+// The file's tensors with the "transformer." prefix of save_pretrained removed, and without the
+// causal-mask buffers, which are not weights.
+std::map<std::string, Tensor> normalized(const std::map<std::string, Tensor>& hf) {
+  std::map<std::string, Tensor> out;
+  for (const auto& [name, t] : hf) {
+    std::string n = name.rfind("transformer.", 0) == 0 ? name.substr(12) : name;
+    const bool mask = n.rfind("h.", 0) == 0 && (n.size() > 10 && (n.substr(n.size() - 10) == ".attn.bias" ||
+                                                                 n.find(".attn.masked_bias") != std::string::npos));
+    if (!mask) out.emplace(n, t);
+  }
+  return out;
+}
+
+int64_t count_layers(const std::map<std::string, Tensor>& hf) {
+  int64_t n = 0;
+  while (hf.count("h." + std::to_string(n) + ".ln_1.weight")) ++n;
+  return n;
+}
+
+const Tensor& need(const std::map<std::string, Tensor>& hf, const std::string& name, const std::string& source) {
+  auto it = hf.find(name);
+  BRIGADE_CHECK(it != hf.end(), source, ": no tensor '", name, "' (not a GPT-2 file in the Hugging Face layout?)");
+  return it->second;
+}
+
+std::string shape_text(const Shape& s) {
+  std::ostringstream os;
+  os << '[';
+  for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
+  return os.str() + ']';
+}
+
+}  // namespace
+
+bool is_hf_gpt2(const std::map<std::string, Tensor>& tensors) {
+  const auto hf = normalized(tensors);
+  return hf.count("wte.weight") && hf.count("h.0.attn.c_attn.weight");
+}
+
+GPTConfig hf_gpt2_config(const std::string& path) { return hf_gpt2_config(load_safetensors(path).tensors, path); }
+
+GPTConfig hf_gpt2_config(const std::map<std::string, Tensor>& tensors, const std::string& path) {
+  const auto hf = normalized(tensors);
+  const Tensor& wte = need(hf, "wte.weight", path);
+  const Tensor& wpe = need(hf, "wpe.weight", path);
+  BRIGADE_CHECK(wte.dim() == 2 && wpe.dim() == 2 && wte.shape()[1] == wpe.shape()[1], path,
+                ": wte.weight ", shape_text(wte.shape()), " and wpe.weight ", shape_text(wpe.shape()),
+                " are not [vocab, C] and [context, C]");
+  GPTConfig c;
+  c.vocab_size = wte.shape()[0];
+  c.n_embd = wte.shape()[1];
+  c.block_size = wpe.shape()[0];
+  c.n_layer = count_layers(hf);
+  c.bias = true;
+  BRIGADE_CHECK(c.n_layer > 0, path, ": no transformer blocks (h.0.ln_1.weight ...)");
+  // The head count is not in the weights: Hugging Face keeps it in config.json.
+  const std::filesystem::path config_json = std::filesystem::path(path).parent_path() / "config.json";
+  if (std::filesystem::exists(config_json)) {
+    std::ifstream in(config_json);
+    std::stringstream text;
+    text << in.rdbuf();
+    JsonLimits limits;
+    limits.context = "'" + config_json.string() + "'";
+    limits.object_root = true;
+    c.n_head = int64_t(parse_json(text.str(), limits)["n_head"].as_number());
+  } else {
+    const std::map<int64_t, int64_t> gpt2_heads = {{768, 12}, {1024, 16}, {1280, 20}, {1600, 25}};
+    auto it = gpt2_heads.find(c.n_embd);
+    BRIGADE_CHECK(it != gpt2_heads.end(), path, ": width ", c.n_embd,
+                  " is none of GPT-2's (768, 1024, 1280, 1600) and there is no config.json beside it to give n_head");
+    c.n_head = it->second;
+  }
+  BRIGADE_CHECK(c.n_head > 0 && c.n_embd % c.n_head == 0, path, ": ", c.n_head, " heads do not divide the width ",
+                c.n_embd);
+  return c;
+}
+
+std::map<std::string, Tensor> state_dict_from_hf_gpt2(const std::map<std::string, Tensor>& file,
+                                                      const GPTConfig& config, const std::string& source) {
+  const auto hf = normalized(file);
+  std::set<std::string> unused;
+  for (const auto& [name, t] : hf) unused.insert(name);
+  std::map<std::string, Tensor> out;
+  for (const Name& n : names_of(config.n_layer)) {
+    Tensor t = need(hf, n.hf, source);
+    unused.erase(n.hf);
+    if (n.transposed) {
+      BRIGADE_CHECK(t.dim() == 2, source, ": '", n.hf, "' is ", shape_text(t.shape()), ", not a matrix");
+      t = t.transpose(0, 1);
+    }
+    t = t.to(config.dtype).contiguous();
+    if (n.ours == "embed.wte.weight" && t.dim() == 2 && t.shape()[0] < config.vocab_size) {
+      // A padded vocabulary: the file's rows first, zeros after (tokens no tokenizer ever produces).
+      Tensor padded = zeros({config.vocab_size, t.shape()[1]}, config.dtype);
+      ops::copy_(padded.slice(0, 0, t.shape()[0]), t);
+      t = padded;
+    }
+    out[n.ours] = t;
+  }
+  if (hf.count("lm_head.weight")) {
+    unused.erase("lm_head.weight");
+    const Tensor& head = hf.at("lm_head.weight");
+    const Tensor& wte = hf.at("wte.weight");
+    // load_safetensors gives contiguous CPU tensors: equal means the same bytes.
+    const bool same = head.shape() == wte.shape() && head.dtype() == wte.dtype() &&
+                      std::memcmp(head.raw_data(), wte.raw_data(), head.nbytes()) == 0;
+    BRIGADE_CHECK(same, source,
+                  ": lm_head.weight differs from wte.weight; brigade's GPT ties them, so it cannot hold this model");
+  }
+  if (!unused.empty()) {
+    std::string list;
+    for (const std::string& n : unused) list += (list.empty() ? "'" : ", '") + n + "'";
+    fail(source, ": tensors a ", config.n_layer, "-layer GPT-2 does not have: ", list);
+  }
+  return out;
+}
+
+std::map<std::string, Tensor> hf_gpt2_from_state_dict(const std::map<std::string, Tensor>& state, int64_t n_layer,
+                                                      int64_t vocab) {
+  std::map<std::string, Tensor> out;
+  for (const Name& n : names_of(n_layer)) {
+    auto it = state.find(n.ours);
+    BRIGADE_CHECK(it != state.end(), "hf_gpt2_from_state_dict: the model has no '", n.ours, "'");
+    Tensor t = it->second.to(Device::cpu()).to(DType::f32);
+    if (n.transposed) t = t.transpose(0, 1);
+    if (n.ours == "embed.wte.weight" && vocab > 0) {
+      BRIGADE_CHECK(vocab <= t.shape()[0], "hf_gpt2_from_state_dict: vocab ", vocab, " is larger than the model's ",
+                    t.shape()[0]);
+      t = t.slice(0, 0, vocab);
+    }
+    out[n.hf] = t.contiguous();
+  }
+  return out;
+}
+
+void load_hf_gpt2(GPT& model, const std::string& path) {
+  load_hf_gpt2(model, load_safetensors(path).tensors, path);
+}
+
+void load_hf_gpt2(GPT& model, const std::map<std::string, Tensor>& tensors, const std::string& path) {
+  const GPTConfig file = hf_gpt2_config(tensors, path);
+  const GPTConfig& c = model.config();
+  BRIGADE_CHECK(file.n_layer == c.n_layer && file.n_embd == c.n_embd && file.n_head == c.n_head &&
+                    file.block_size == c.block_size && file.vocab_size <= c.vocab_size && c.bias,
+                path, ": holds a GPT-2 of ", file.n_layer, " layers, ", file.n_head, " heads, width ", file.n_embd,
+                ", context ", file.block_size, ", vocabulary ", file.vocab_size, "; the model has ", c.n_layer, ", ",
+                c.n_head, ", ", c.n_embd, ", ", c.block_size, ", ", c.vocab_size, c.bias ? "" : " and no biases");
+  std::map<std::string, Tensor> state = state_dict_from_hf_gpt2(tensors, c, path);
+  for (auto& [name, t] : state) t = t.to(c.device);
+  model.load_state_dict(state);
+}
+
+void save_hf_gpt2(const GPT& model, const std::string& path, int64_t vocab) {
+  save_safetensors(path, hf_gpt2_from_state_dict(model.state_dict(), model.config().n_layer, vocab),
+                   {{"format", "pt"}});
+}
+
+}  // namespace brigade::nn
