@@ -89,8 +89,10 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
 std::vector<Tensor> split(const Tensor& x, int64_t chunk_size, int64_t dim);  // last chunk may be smaller
 
 // ---- masks ----
-// [T, T] i32 tensor, 1 above the diagonal (positions a query must not see), for masked_fill.
-Tensor causal_mask(int64_t T, Device device = Device::cpu());
+// [T, past + T] i32 tensor for masked_fill: 1 where key j comes after query i, whose position is
+// past + i (the first `past` keys are earlier tokens, e.g. a KV cache's). past = 0: 1 above the
+// diagonal of a square.
+Tensor causal_mask(int64_t T, Device device = Device::cpu(), int64_t past = 0);
 
 // ---- convolution and pooling (NCHW) ----
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride = 1, int64_t padding = 0);

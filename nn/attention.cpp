@@ -4,6 +4,8 @@
 #include <limits>
 
 #include "autograd/functions.h"
+#include "core/factory.h"
+#include "kernels/ops.h"
 
 namespace brigade::nn {
 
@@ -40,6 +42,29 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
   Tensor y = matmul(weights, v);                   // [B, H, T, hd]
   y = y.transpose(1, 2).reshape({B, T, n_embd});  // heads side by side again (reshape copies here)
   return (*resid_drop)((*proj)(y));
+}
+
+Tensor CausalSelfAttention::forward_cached(const Tensor& x, KVCache::Layer& cache, int64_t past, int64_t capacity) {
+  BRIGADE_CHECK(x.dim() == 3 && x.size(2) == n_embd, "CausalSelfAttention: expected input [B, T, ", n_embd,
+                "], got ", shape_str(x.shape()));
+  const int64_t B = x.size(0), T = x.size(1), H = n_head, hd = n_embd / n_head;
+  BRIGADE_CHECK(past + T <= capacity, "CausalSelfAttention: positions up to ", past + T, " exceed the KV cache's ",
+                capacity);
+  Tensor heads = (*qkv)(x).view({B, T, 3, H, hd}).permute({2, 0, 3, 1, 4});
+  Tensor q = heads.select(0, 0), k = heads.select(0, 1), v = heads.select(0, 2);
+  if (!cache.k.defined()) {
+    cache.k = zeros({B, H, capacity, hd}, k.dtype(), k.device());
+    cache.v = zeros({B, H, capacity, hd}, v.dtype(), v.device());
+  }
+  BRIGADE_CHECK(cache.k.size(0) == B, "CausalSelfAttention: the KV cache holds ", cache.k.size(0),
+                " sequences, the input ", B);
+  ops::copy_(cache.k.slice(2, past, past + T), k);
+  ops::copy_(cache.v.slice(2, past, past + T), v);
+  const Tensor keys = cache.k.slice(2, 0, past + T), values = cache.v.slice(2, 0, past + T);
+  Tensor scores = matmul(q, keys.transpose(-2, -1)) * (1.0 / std::sqrt(double(hd)));  // [B, H, T, past + T]
+  scores = masked_fill(scores, causal_mask(T, x.device(), past), -std::numeric_limits<double>::infinity());
+  Tensor y = matmul(softmax(scores, -1), values);  // [B, H, T, hd]
+  return (*proj)(y.transpose(1, 2).reshape({B, T, n_embd}));
 }
 
 }  // namespace brigade::nn

@@ -11,6 +11,7 @@
 
 #include "nn/activation.h"
 #include "nn/init.h"
+#include "nn/kv_cache.h"
 #include "nn/linear.h"
 #include "nn/module.h"
 
@@ -24,6 +25,11 @@ class CausalSelfAttention : public Module {
   std::string name() const override { return "CausalSelfAttention"; }
   std::string details() const override;
   Tensor forward(const Tensor& x) override;  // [B, T, C] -> [B, T, C]
+  // Inference with a KV cache (nn/kv_cache.h): x [B, T, C] holds the tokens at positions
+  // [past, past + T); their keys and values are written into `cache` (allocated with room for
+  // `capacity` positions on first use) and they attend to every cached position up to their own.
+  // Equals the last T rows of forward() on the whole sequence. No dropout, nothing recorded.
+  Tensor forward_cached(const Tensor& x, KVCache::Layer& cache, int64_t past, int64_t capacity);
 
   const int64_t n_embd, n_head;
   std::shared_ptr<Linear> qkv;          // C -> 3C: the three projections in one matmul

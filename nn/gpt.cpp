@@ -1,10 +1,16 @@
 #include "nn/gpt.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
+#include <limits>
+#include <optional>
 
+#include "autograd/autocast.h"
 #include "autograd/functions.h"
 #include "autograd/tape.h"
 #include "core/factory.h"
+#include "core/rng.h"
 #include "kernels/ops.h"
 
 namespace brigade::nn {
@@ -18,12 +24,16 @@ GPTEmbedding::GPTEmbedding(int64_t vocab_size, int64_t block, int64_t n_embd, do
   drop = register_module("drop", std::make_shared<Dropout>(dropout));
 }
 
-Tensor GPTEmbedding::forward(const Tensor& idx) {
+Tensor GPTEmbedding::forward(const Tensor& idx) { return forward_at(idx, 0); }
+
+Tensor GPTEmbedding::forward_at(const Tensor& idx, int64_t first) {
   BRIGADE_CHECK(idx.dim() == 2 && is_integral(idx.dtype()), "GPT: expected token ids [B, T] (i32/i64), got ",
                 shape_str(idx.shape()), " ", dtype_name(idx.dtype()));
   const int64_t T = idx.size(1);
-  BRIGADE_CHECK(T <= block_size, "GPT: sequence length ", T, " exceeds block_size ", block_size);
-  Tensor positions = arange(T, DType::i64, idx.device());
+  BRIGADE_CHECK(first >= 0 && first + T <= block_size, "GPT: sequence length ", T,
+                first > 0 ? " after " + std::to_string(first) + " cached positions" : std::string(),
+                " exceeds block_size ", block_size);
+  Tensor positions = arange(double(first), double(first + T), 1, DType::i64, idx.device());
   return (*drop)((*wte)(idx) + (*wpe)(positions));  // [B, T, C] + [T, C] broadcasts
 }
 
@@ -100,16 +110,87 @@ Tensor language_model_loss(const Tensor& logits, const Tensor& targets) {
   return cross_entropy(scores.reshape({rows, logits.shape()[2]}), targets.reshape({rows}), -1);
 }
 
-Tensor GPT::generate(const Tensor& idx, int64_t max_new_tokens) {
+Tensor GPT::forward_cached(const Tensor& idx, KVCache& cache) {
+  BRIGADE_CHECK(cache.layers.size() == size_t(config_.n_layer) && cache.capacity == config_.block_size,
+                "GPT::forward_cached: a KV cache of ", cache.layers.size(), " layers and ", cache.capacity,
+                " positions does not fit this model's ", config_.n_layer, " and ", config_.block_size);
+  // What operator() does for forward(): compute in the model's compute dtype.
+  std::optional<Autocast> scope;
+  if (compute_dtype()) scope.emplace(*compute_dtype());
+  const int64_t past = cache.length;
+  Tensor x = embed->forward_at(idx, past);
+  for (size_t i = 0; i < blocks->size(); ++i) {
+    auto& block = static_cast<TransformerBlock&>(*(*blocks)[i]);
+    x = block.forward_cached(x, cache.layers[i], past, cache.capacity);
+  }
+  cache.length = past + idx.size(1);
+  return (*head)(x);
+}
+
+namespace {
+
+// The next token of each row of logits [B, V] (see GenerateOptions), as [B, 1] i64 on `device`.
+Tensor choose_next(const Tensor& logits, const GenerateOptions& o, int64_t step, Device device) {
+  const int64_t B = logits.size(0), V = o.vocab_limit > 0 ? std::min(o.vocab_limit, logits.size(1)) : logits.size(1);
+  const Tensor usable = logits.slice(1, 0, V);
+  if (o.temperature <= 0) return argmax(usable, -1, /*keepdim=*/true).to(device);
+  const std::vector<double> values = usable.to(Device::cpu()).to(DType::f64).contiguous().to_vector();
+  std::vector<double> next(static_cast<size_t>(B));
+  std::vector<double> p(static_cast<size_t>(V));
+  for (int64_t b = 0; b < B; ++b) {
+    const double* row = values.data() + b * V;
+    // Top-k: the k-th largest logit is the threshold (ties at it all stay in).
+    double threshold = -std::numeric_limits<double>::infinity();
+    if (o.top_k > 0 && o.top_k < V) {
+      std::vector<double> sorted(row, row + V);
+      std::nth_element(sorted.begin(), sorted.begin() + (o.top_k - 1), sorted.end(), std::greater<double>());
+      threshold = sorted[size_t(o.top_k - 1)];
+    }
+    const double top = *std::max_element(row, row + V);
+    double total = 0;
+    for (int64_t j = 0; j < V; ++j) {
+      p[size_t(j)] = row[j] >= threshold ? std::exp((row[j] - top) / o.temperature) : 0.0;
+      total += p[size_t(j)];
+    }
+    // Inverse CDF at one Philox uniform per (step, row): the same tokens on every run and device.
+    const double u = philox_uniform(o.seed, uint64_t(step * B + b)) * total;
+    double acc = 0;
+    int64_t pick = V - 1;
+    for (int64_t j = 0; j < V; ++j) {
+      acc += p[size_t(j)];
+      if (u < acc && p[size_t(j)] > 0) {
+        pick = j;
+        break;
+      }
+    }
+    while (pick > 0 && p[size_t(pick)] == 0) --pick;  // rounding left u past the last weight
+    next[size_t(b)] = double(pick);
+  }
+  return from_vector(next, {B, 1}, DType::i64, device);
+}
+
+}  // namespace
+
+Tensor GPT::generate(const Tensor& idx, int64_t max_new_tokens, const GenerateOptions& options) {
   BRIGADE_CHECK(max_new_tokens >= 0, "GPT::generate: max_new_tokens must be non-negative, got ", max_new_tokens);
+  BRIGADE_CHECK(options.top_k >= 0 && std::isfinite(options.temperature) && options.temperature >= 0,
+                "GPT::generate: top_k must be >= 0 and temperature finite and >= 0, got ", options.top_k, " and ",
+                options.temperature);
+  BRIGADE_CHECK(idx.dim() == 2 && idx.size(1) >= 1, "GPT::generate: expected a prompt [B, T] with T >= 1, got ",
+                shape_str(idx.shape()));
   NoGradGuard no_grad;
   Tensor out = ops::to_dtype(idx, DType::i64);
+  KVCache cache(config_.n_layer, config_.block_size);
   for (int64_t i = 0; i < max_new_tokens; ++i) {
     const int64_t T = out.size(1);
-    Tensor context = T > config_.block_size ? out.slice(1, T - config_.block_size, T) : out;
-    Tensor last = (*this)(context).select(1, -1);                // [B, vocab_size]
-    Tensor next = argmax(last, -1, /*keepdim=*/true);             // [B, 1] i64
-    out = concat({out, next}, 1);
+    Tensor last;  // [B, vocab_size]
+    if (options.kv_cache && T <= config_.block_size) {
+      last = forward_cached(out.slice(1, cache.length, T), cache).select(1, -1);
+    } else {
+      Tensor context = T > config_.block_size ? out.slice(1, T - config_.block_size, T) : out;
+      last = (*this)(context).select(1, -1);
+    }
+    out = concat({out, choose_next(last, options, i, out.device())}, 1);
   }
   return out;
 }

@@ -26,12 +26,24 @@
 #include "nn/activation.h"
 #include "nn/embedding.h"
 #include "nn/init.h"
+#include "nn/kv_cache.h"
 #include "nn/module.h"
 #include "nn/norm.h"
 #include "nn/sequential.h"
 #include "nn/transformer.h"
 
 namespace brigade::nn {
+
+// How GPT::generate picks each next token.
+struct GenerateOptions {
+  // 0: greedy, the most likely token. Otherwise a sample from softmax(logits / temperature): below 1
+  // sharper, above 1 flatter.
+  double temperature = 0;
+  int64_t top_k = 0;        // sample only among the k most likely tokens (0: among all)
+  int64_t vocab_limit = 0;  // never produce tokens >= this (a padded vocabulary's rows); 0: no limit
+  uint64_t seed = 0;        // the samples are a function of (seed, step, row): Philox
+  bool kv_cache = true;     // false: run the whole context for every token (the reference)
+};
 
 struct GPTConfig {
   int64_t vocab_size = 256;  // token ids are in [0, vocab_size)
@@ -55,6 +67,8 @@ class GPTEmbedding : public Module {
   GPTEmbedding(int64_t vocab_size, int64_t block_size, int64_t n_embd, double dropout, const Init& init);
   std::string name() const override { return "GPTEmbedding"; }
   Tensor forward(const Tensor& idx) override;
+  // The same for tokens at positions [first, first + T) (generation with a KV cache).
+  Tensor forward_at(const Tensor& idx, int64_t first);
 
   const int64_t block_size;
   std::shared_ptr<Embedding> wte;  // token embedding [vocab_size, n_embd]
@@ -86,9 +100,15 @@ class GPT : public Module {
   // Mean cross-entropy of the next-token predictions: logits(idx) against targets [B, T]; targets
   // equal to -1 are ignored (e.g. prompt positions that need no prediction).
   Tensor loss(const Tensor& idx, const Tensor& targets);
-  // Greedy decoding: appends max_new_tokens argmax predictions to idx [B, T] (i64 result), feeding at
-  // most the last block_size tokens back in. Runs without recording.
-  Tensor generate(const Tensor& idx, int64_t max_new_tokens);
+  // Appends max_new_tokens tokens to idx [B, T] (i64 result, on idx's device), each chosen from the
+  // logits of the last position (see GenerateOptions: greedy by default), feeding at most the last
+  // block_size tokens back in. Runs without recording. With the KV cache each step runs only the
+  // new token while the sequence fits block_size; past it, the window slides and every step runs the
+  // whole window, exactly as without the cache.
+  Tensor generate(const Tensor& idx, int64_t max_new_tokens, const GenerateOptions& options = {});
+  // Logits [B, T, vocab_size] of idx [B, T], the tokens after the cache's cache.length positions,
+  // which it then holds too. Equals the last T positions of forward() on the whole sequence.
+  Tensor forward_cached(const Tensor& idx, KVCache& cache);
 
   // [embed, blocks 0..n_layer-1, head]: applying them in order equals forward().
   std::vector<std::shared_ptr<Module>> layers() const;

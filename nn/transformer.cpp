@@ -16,4 +16,9 @@ Tensor TransformerBlock::forward(const Tensor& x) {
   return h + (*mlp)((*ln2)(h));
 }
 
+Tensor TransformerBlock::forward_cached(const Tensor& x, KVCache::Layer& cache, int64_t past, int64_t capacity) {
+  Tensor h = x + attn->forward_cached((*ln1)(x), cache, past, capacity);
+  return h + (*mlp)((*ln2)(h));
+}
+
 }  // namespace brigade::nn

@@ -23,6 +23,9 @@ class TransformerBlock : public Module {
 
   std::string name() const override { return "TransformerBlock"; }
   Tensor forward(const Tensor& x) override;  // [B, T, C] -> [B, T, C]
+  // The same block for tokens at positions [past, past + T), with the attention's KV cache
+  // (CausalSelfAttention::forward_cached).
+  Tensor forward_cached(const Tensor& x, KVCache::Layer& cache, int64_t past, int64_t capacity);
 
   std::shared_ptr<LayerNorm> ln1;
   std::shared_ptr<CausalSelfAttention> attn;

@@ -782,6 +782,90 @@ TEST_CASE("GPT::generate appends greedy predictions", "[nn]") {
   for (double t : v) REQUIRE((t >= 0 && t < 7));
 }
 
+TEST_CASE("GPT::forward_cached: prefill and steps through a KV cache equal forward on the whole sequence", "[nn]") {
+  nn::GPTConfig c = tiny_config(DType::f32);
+  c.vocab_size = 11;
+  c.block_size = 10;
+  nn::GPT gpt(c);
+  const std::vector<double> tokens = {1, 5, 2, 9, 0, 3, 3, 7, 10, 4, 6, 2, 8, 1, 0, 5, 9, 9, 2, 4};  // 2 rows of 10
+  const Tensor whole = gpt(ids(tokens, {2, 10}));                                                  // [2, 10, 11]
+  nn::KVCache cache(c.n_layer, c.block_size);
+  std::vector<Tensor> pieces;
+  for (auto [first, last] : std::vector<std::pair<int64_t, int64_t>>{{0, 4}, {4, 5}, {5, 9}, {9, 10}}) {
+    std::vector<double> part;
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t t = first; t < last; ++t) part.push_back(tokens[size_t(b * 10 + t)]);
+    pieces.push_back(gpt.forward_cached(ids(part, {2, last - first}), cache));
+    REQUIRE(cache.length == last);
+  }
+  test::require_close(concat(pieces, 1), whole.to_vector(), 1e-5, 1e-5);
+  REQUIRE_THROWS_WITH(gpt.forward_cached(ids({1, 2}, {2, 1}), cache),
+                      Contains("GPT: sequence length 1 after 10 cached positions exceeds block_size 10"));
+}
+
+TEST_CASE("GPT::generate: greedy with the KV cache equals greedy without it, token for token", "[nn]") {
+  for (DType dtype : {DType::f64, DType::f32}) {
+    nn::GPTConfig c = tiny_config(dtype);
+    c.vocab_size = 13;
+    c.block_size = 8;
+    c.n_layer = 3;
+    for (uint64_t seed = 1; seed <= 4; ++seed) {
+      c.seed = seed;
+      nn::GPT gpt(c);
+      const Tensor prompt = ids({1, 2, 3, 4, 12, 0, 5, 7}, {2, 4});
+      nn::GenerateOptions cached, uncached;
+      uncached.kv_cache = false;
+      // 14 new tokens: the cache serves the first 4 + 4 positions, then the window slides.
+      const std::vector<double> a = gpt.generate(prompt, 14, cached).to_vector();
+      const std::vector<double> b = gpt.generate(prompt, 14, uncached).to_vector();
+      INFO(dtype_name(dtype) << " seed " << seed);
+      REQUIRE(a == b);
+    }
+  }
+}
+
+TEST_CASE("GPT::generate: sampling is seeded, top-k keeps to the k most likely, vocab_limit is respected", "[nn]") {
+  nn::GPTConfig c = tiny_config();
+  c.vocab_size = 20;
+  c.block_size = 12;
+  nn::GPT gpt(c);
+  const Tensor prompt = ids({3, 1, 4}, {1, 3});
+  nn::GenerateOptions o;
+  o.temperature = 1.0;
+  o.seed = 5;
+  const std::vector<double> a = gpt.generate(prompt, 9, o).to_vector();
+  REQUIRE(gpt.generate(prompt, 9, o).to_vector() == a);  // the same seed, the same tokens
+  o.seed = 6;
+  REQUIRE(gpt.generate(prompt, 9, o).to_vector() != a);
+  // top_k = 1 is greedy.
+  o.top_k = 1;
+  REQUIRE(gpt.generate(prompt, 9, o).to_vector() == gpt.generate(prompt, 9).to_vector());
+  // top_k = 3: each sampled token is among the 3 largest logits of its position (checked by a forward
+  // pass over the generated sequence), and over many seeds more than one of them is drawn.
+  o.top_k = 3;
+  std::set<double> drawn_first;
+  for (uint64_t seed = 0; seed < 40; ++seed) {
+    o.seed = seed;
+    const std::vector<double> out = gpt.generate(prompt, 4, o).to_vector();
+    const std::vector<double> logits = gpt(ids(out, {1, 7})).to_vector();
+    for (int64_t t = 3; t < 7; ++t) {
+      const double* row = logits.data() + (t - 1) * 20;
+      int64_t larger = 0;
+      for (int64_t j = 0; j < 20; ++j) larger += row[j] > row[int64_t(out[size_t(t)])];
+      REQUIRE(larger < 3);
+    }
+    drawn_first.insert(out[3]);
+  }
+  REQUIRE(drawn_first.size() > 1);
+  // vocab_limit: a hot temperature makes every token likely, yet none at or past the limit appears.
+  nn::GenerateOptions limited;
+  limited.temperature = 50;
+  limited.vocab_limit = 6;
+  for (double t : gpt.generate(prompt, 30, limited).to_vector()) REQUIRE(t < 6);
+  REQUIRE_THROWS_WITH(gpt.generate(prompt, 2, nn::GenerateOptions{.temperature = -1}), Contains("temperature"));
+  REQUIRE_THROWS_WITH(gpt.generate(ids({}, {1, 0}), 2), Contains("T >= 1"));
+}
+
 // ---------------------------------------------------------------------------------------------------
 // State dicts and conversion
 

@@ -106,12 +106,13 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   return y;
 }
 
-Tensor causal_mask(int64_t T, Device device) {
-  BRIGADE_CHECK(T >= 0, "causal_mask: negative size ", T);
-  std::vector<double> values(size_t(T * T));
+Tensor causal_mask(int64_t T, Device device, int64_t past) {
+  BRIGADE_CHECK(T >= 0 && past >= 0, "causal_mask: negative size ", T, " or past ", past);
+  const int64_t keys = past + T;
+  std::vector<double> values(size_t(T * keys));
   for (int64_t i = 0; i < T; ++i)
-    for (int64_t j = 0; j < T; ++j) values[size_t(i * T + j)] = j > i ? 1.0 : 0.0;
-  return from_vector(values, {T, T}, DType::i32, device);
+    for (int64_t j = 0; j < keys; ++j) values[size_t(i * keys + j)] = j > past + i ? 1.0 : 0.0;
+  return from_vector(values, {T, keys}, DType::i32, device);
 }
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
