@@ -3,6 +3,7 @@
 // bytes. Training, the files and the CLI: test_text_train.cpp.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <random>
@@ -12,6 +13,7 @@
 
 #include "core/utf8.h"
 #include "text/byte_alphabet.h"
+#include "text/merge_table.h"
 #include "text/pretokenize.h"
 #include "text/tokenizer.h"
 #include "text/tokenizer_files.h"
@@ -200,6 +202,63 @@ TEST_CASE("encode: every occurrence of the chosen pair merges before the ranks a
   REQUIRE(NaiveBpe(tokenizer).encode("abab") == std::vector<TokenId>{257, 257});
 }
 
+TEST_CASE("merge table: short and long pieces merge as the naive loop does, merges in any order", "[text]") {
+  // The naive loop: find the lowest rank among adjacent pairs, merge all its occurrences left to
+  // right, repeat. MergeTable::apply() scans short pieces and queues long ones (kLongPiece tokens
+  // and up); both must agree with it, also for merge lists out of training order, where a merge
+  // uses a token that only a later-ranked merge makes.
+  auto naive_apply = [](const MergeTable& table, const std::vector<std::pair<int32_t, int32_t>>& made_of,
+                        std::vector<int32_t> ids) {
+    while (true) {
+      int32_t best = MergeTable::kNoMerge;
+      for (size_t i = 0; i + 1 < ids.size(); ++i) best = std::min(best, table.rank_of(ids[i], ids[i + 1]));
+      if (best == MergeTable::kNoMerge) return ids;
+      std::vector<int32_t> merged;
+      for (size_t i = 0; i < ids.size(); ++i) {
+        if (i + 1 < ids.size() && table.rank_of(ids[i], ids[i + 1]) == best) {
+          merged.push_back(made_of[size_t(best)].first);
+          ++i;
+        } else {
+          merged.push_back(ids[i]);
+        }
+      }
+      ids = merged;
+    }
+  };
+  std::mt19937 rng(61);
+  for (int trial = 0; trial < 40; ++trial) {
+    // Tokens 0..2 are the alphabet; each rule joins two existing tokens into a new one, and then the
+    // rules are ranked in a random order (so out of training order).
+    struct Rule {
+      int32_t left, right, merged;
+    };
+    std::vector<Rule> rules;
+    int32_t next_id = 3;
+    for (int k = 0; k < 30; ++k) {
+      const int32_t left = int32_t(rng() % uint32_t(next_id)), right = int32_t(rng() % uint32_t(next_id));
+      bool repeated = false;
+      for (const Rule& r : rules) repeated |= r.left == left && r.right == right;
+      if (!repeated) rules.push_back({left, right, next_id++});
+    }
+    if (trial % 2) std::shuffle(rules.begin(), rules.end(), rng);  // half in training order, half not
+    MergeTable table;
+    std::vector<std::pair<int32_t, int32_t>> made_of;  // by rank: (merged id, unused)
+    for (const Rule& r : rules) {
+      REQUIRE(table.add(r.left, r.right, r.merged));
+      made_of.push_back({r.merged, 0});
+    }
+    REQUIRE(!table.add(rules[0].left, rules[0].right, 99));  // a pair merges at one rank only
+    for (const size_t length : {size_t(2), size_t(7), MergeTable::kLongPiece - 1, MergeTable::kLongPiece, size_t(900)}) {
+      std::vector<int32_t> ids(length);
+      for (int32_t& id : ids) id = int32_t(rng() % (trial % 3 == 0 ? 2 : 3));  // two letters: long repeats
+      std::vector<int32_t> applied = ids;
+      table.apply(applied);
+      INFO("trial " << trial << ", length " << length);
+      REQUIRE(applied == naive_apply(table, made_of, ids));
+    }
+  }
+}
+
 TEST_CASE("encode: equals a naive greedy lowest-rank BPE written here, for a trained tokenizer", "[text]") {
   std::mt19937 rng(21);
   std::vector<std::string> corpus;
@@ -214,6 +273,12 @@ TEST_CASE("encode: equals a naive greedy lowest-rank BPE written here, for a tra
     const std::string text = generated_text(other, 1 + other() % 60);
     INFO(text);
     REQUIRE(tokenizer.encode(text) == naive.encode(text));
+  }
+  // Pieces long enough for the merge queue (MergeTable::kLongPiece): words glued together.
+  for (int trial = 0; trial < 4; ++trial) {
+    std::string word;
+    while (word.size() < 700) word += std::vector<std::string>{"the", "merge", "tokenizer", "ing", "aab", "t"}[other() % 6];
+    REQUIRE(tokenizer.encode(" " + word) == naive.encode(" " + word));
   }
 }
 

@@ -14,10 +14,6 @@ namespace brigade::text {
 
 namespace {
 
-constexpr int32_t kNoMerge = std::numeric_limits<int32_t>::max();
-
-uint64_t pair_key(TokenId left, TokenId right) { return uint64_t(uint32_t(left)) << 32 | uint32_t(right); }
-
 // A token's text quoted for an error message, escapes and all.
 std::string quoted(const std::string& token) { return json_string(token); }
 
@@ -74,52 +70,18 @@ Tokenizer::Tokenizer(std::vector<std::string> tokens, const std::vector<std::pai
       return it->second;
     };
     const Merge m{id_of(left, "joins"), id_of(right, "joins"), id_of(left + right, "makes")};
-    const auto [it, inserted] = ranks_.emplace(pair_key(m.left, m.right), int32_t(rank));
-    BRIGADE_CHECK(inserted, origin.who, ": ", where(), ": the merge ", quoted(left), " ", quoted(right),
-                  " repeats merge ", it->second, " (each pair of tokens merges at one rank)");
+    const int32_t earlier = table_.rank_of(m.left, m.right);
+    BRIGADE_CHECK(table_.add(m.left, m.right, m.merged), origin.who, ": ", where(), ": the merge ", quoted(left), " ",
+                  quoted(right), " repeats merge ", earlier, " (each pair of tokens merges at one rank)");
     merges_.push_back(m);
   }
 }
 
-int32_t Tokenizer::rank_of(TokenId left, TokenId right) const {
-  const auto it = ranks_.find(pair_key(left, right));
-  return it == ranks_.end() ? kNoMerge : it->second;
-}
-
 void Tokenizer::encode_piece(std::string_view piece, std::vector<TokenId>& out) const {
-  // ids[i] are the piece's tokens so far; ranks[i] the rank of the merge of ids[i] and ids[i + 1]
-  // (kNoMerge past the end). A rank names one pair, so the positions where ranks[i] equals the
-  // lowest rank are exactly that pair's occurrences.
   std::vector<TokenId> ids(piece.size());
   for (size_t i = 0; i < piece.size(); ++i) ids[i] = byte_ids_[static_cast<unsigned char>(piece[i])];
-  std::vector<int32_t> ranks(piece.size(), kNoMerge);
-  for (size_t i = 0; i + 1 < ids.size(); ++i) ranks[i] = rank_of(ids[i], ids[i + 1]);
-
-  size_t n = ids.size();
-  while (true) {
-    int32_t best = kNoMerge;
-    for (size_t i = 0; i + 1 < n; ++i) best = std::min(best, ranks[i]);
-    if (best == kNoMerge) break;
-    const TokenId merged = merges_[size_t(best)].merged;
-    // Every occurrence, left to right (in "a a a" the first two merge), compacted in place. A pair's
-    // rank is kept where neither token changed; around a merged token it is looked up again, once
-    // the token after it is known.
-    size_t w = 0;
-    bool previous_merged = false;
-    for (size_t i = 0; i < n; ++i) {
-      const bool merge_here = i + 1 < n && ranks[i] == best;
-      const int32_t carried = ranks[i];
-      ids[w] = merge_here ? merged : ids[i];
-      if (merge_here) ++i;
-      if (w > 0 && (previous_merged || merge_here)) ranks[w - 1] = rank_of(ids[w - 1], ids[w]);
-      ranks[w] = carried;  // right unless this token or the next one merged, which is fixed then
-      previous_merged = merge_here;
-      ++w;
-    }
-    n = w;
-    ranks[n - 1] = kNoMerge;
-  }
-  out.insert(out.end(), ids.begin(), ids.begin() + long(n));
+  table_.apply(ids);
+  out.insert(out.end(), ids.begin(), ids.end());
 }
 
 void Tokenizer::encode_ordinary(std::string_view text, std::vector<TokenId>& out) const {

@@ -3,8 +3,8 @@
 // Byte-pair encoding starts from the 256 byte values and a ranked list of merges, each joining two
 // tokens into a longer one. encode() cuts the text into pieces (text/pretokenize.h), then within each
 // piece starts from its bytes and repeatedly applies the merge of lowest rank among the adjacent
-// pairs, at every place it occurs, left to right, until no adjacent pair has a merge; the tokens
-// left are looked up in the vocabulary. Because the alphabet is the bytes, any input encodes —
+// pairs, at every place it occurs, left to right, until no adjacent pair has a merge
+// (text/merge_table.h); the tokens left are its ids. Because the alphabet is the bytes, any input encodes —
 // invalid UTF-8 included — and decode() gives back exactly the bytes that were encoded.
 //
 // Tokens are named by their text in GPT-2's byte alphabet (text/byte_alphabet.h): the token " the"
@@ -22,6 +22,8 @@
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include "text/merge_table.h"
 
 namespace brigade::text {
 
@@ -84,14 +86,12 @@ class Tokenizer {
   // BPE within one piece: appends its token ids to `out`.
   void encode_piece(std::string_view piece, std::vector<TokenId>& out) const;
   void encode_ordinary(std::string_view text, std::vector<TokenId>& out) const;
-  // The rank of the merge of `left` then `right`, or kNoMerge.
-  int32_t rank_of(TokenId left, TokenId right) const;
 
   std::vector<std::string> tokens_;  // id -> text in the byte alphabet
   std::vector<std::string> bytes_;   // id -> the bytes it stands for
   std::unordered_map<std::string, TokenId> ids_;
   std::vector<Merge> merges_;
-  std::unordered_map<uint64_t, int32_t> ranks_;  // (left << 32 | right) -> rank
+  MergeTable table_;  // the merges as applied (text/merge_table.h)
   std::array<TokenId, 256> byte_ids_{};
   std::optional<TokenId> eot_;
   // Pieces repeat (" the", " of", ...): their ids are kept, so each is merged once. Shared by copies
