@@ -1,6 +1,5 @@
 #include "text/tokenizer.h"
 
-#include <algorithm>
 #include <limits>
 #include <mutex>
 

@@ -15,18 +15,25 @@ Flag text_flag(std::string name, std::string value, std::string help, std::strin
           [field](const TokenizerOptions& o) { return (o.*field).empty() ? std::string("none") : o.*field; }};
 }
 
-const Flag kTokenizerFlag = text_flag("--tokenizer", "DIR", "the tokenizer: DIR/vocab.json and DIR/merges.txt",
-                                      &TokenizerOptions::tokenizer);
+// A flag without which the action cannot run: its --help says so instead of showing a default.
+Flag required(Flag flag) {
+  flag.get = [](const TokenizerOptions&) { return std::string("required"); };
+  return flag;
+}
+
+const Flag kTokenizerFlag = required(
+    text_flag("--tokenizer", "DIR", "the tokenizer: DIR/vocab.json and DIR/merges.txt", &TokenizerOptions::tokenizer));
 
 const std::vector<Flag>& train_flags() {
   static const std::vector<Flag> table = {
-      {"--vocab", "N", "tokens in the vocabulary: 256 bytes + merges + <|endoftext|> (at least 257)",
-       [](TokenizerOptions& o, const std::string& v) { o.vocab = cli::parse_int("--vocab", v, 257); },
-       [](const TokenizerOptions&) { return std::string("required"); }},
+      required({"--vocab", "N", "tokens in the vocabulary: 256 bytes + merges + <|endoftext|> (at least 257)",
+                [](TokenizerOptions& o, const std::string& v) { o.vocab = cli::parse_int("--vocab", v, 257); },
+                nullptr}),
       {"--min-frequency", "N", "never merge a pair seen fewer times (the vocabulary may come out smaller)",
        [](TokenizerOptions& o, const std::string& v) { o.min_frequency = cli::parse_int("--min-frequency", v, 1); },
        [](const TokenizerOptions& o) { return std::to_string(o.min_frequency); }},
-      text_flag("--out", "DIR", "write DIR/vocab.json and DIR/merges.txt (DIR is created)", &TokenizerOptions::out),
+      required(text_flag("--out", "DIR", "write DIR/vocab.json and DIR/merges.txt (DIR is created)",
+                         &TokenizerOptions::out)),
   };
   return table;
 }
