@@ -4,7 +4,8 @@
 //   using namespace brigade;
 //
 // Layers, bottom up: core (Tensor, DType, Device, RNG) · autograd (Tape, differentiable functions,
-// gradcheck) · nn (Module and layers) · optim (SGD, AdamW, schedules) · pipeline.
+// gradcheck) · nn (Module and layers) · optim (SGD, AdamW, schedules) · pipeline · text (the
+// tokenizer, brigade::text).
 //
 // Not included: the raw kernels, brigade::ops (kernels/ops.h). They are not differentiable, and
 // ops::sum beside brigade::sum would let a gradient be cut without a word. Include "kernels/ops.h"
@@ -29,3 +30,6 @@
 #include "nn/nn.h"
 #include "optim/optim.h"
 #include "pipeline/pipeline.h"
+#include "text/tokenizer.h"
+#include "text/tokenizer_files.h"
+#include "text/train.h"

@@ -2,36 +2,40 @@
 
 namespace brigade {
 
-bool is_utf8(std::string_view s) {
+Utf8Char decode_utf8(std::string_view s, size_t at) {
   static constexpr uint32_t kSmallest[] = {0, 0x80, 0x800, 0x10000};  // per continuation-byte count
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto lead = static_cast<unsigned char>(s[i]);
-    int extra;  // continuation bytes after the lead byte
-    uint32_t cp;
-    if (lead < 0x80) {
-      extra = 0;
-      cp = lead;
-    } else if ((lead & 0xE0) == 0xC0) {
-      extra = 1;
-      cp = lead & 0x1F;
-    } else if ((lead & 0xF0) == 0xE0) {
-      extra = 2;
-      cp = lead & 0x0F;
-    } else if ((lead & 0xF8) == 0xF0) {
-      extra = 3;
-      cp = lead & 0x07;
-    } else {
-      return false;
-    }
-    if (i + size_t(extra) >= s.size()) return false;  // truncated sequence
-    for (int k = 1; k <= extra; ++k) {
-      const auto next = static_cast<unsigned char>(s[i + size_t(k)]);
-      if ((next & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (next & 0x3F);
-    }
-    if (cp < kSmallest[extra] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-    i += size_t(extra) + 1;
+  const auto lead = static_cast<unsigned char>(s[at]);
+  const Utf8Char invalid{lead, 1, false};
+  uint32_t extra;  // continuation bytes after the lead byte
+  uint32_t cp;
+  if (lead < 0x80) return {lead, 1, true};
+  if ((lead & 0xE0) == 0xC0) {
+    extra = 1;
+    cp = lead & 0x1F;
+  } else if ((lead & 0xF0) == 0xE0) {
+    extra = 2;
+    cp = lead & 0x0F;
+  } else if ((lead & 0xF8) == 0xF0) {
+    extra = 3;
+    cp = lead & 0x07;
+  } else {
+    return invalid;  // a continuation byte, or 0xF8..0xFF, which no sequence begins with
+  }
+  if (s.size() - at <= extra) return invalid;  // truncated sequence
+  for (uint32_t k = 1; k <= extra; ++k) {
+    const auto next = static_cast<unsigned char>(s[at + k]);
+    if ((next & 0xC0) != 0x80) return invalid;
+    cp = (cp << 6) | (next & 0x3F);
+  }
+  if (cp < kSmallest[extra] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return invalid;
+  return {cp, extra + 1, true};
+}
+
+bool is_utf8(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    const Utf8Char c = decode_utf8(s, i);
+    if (!c.valid) return false;
+    i += c.length;
   }
   return true;
 }

@@ -5,6 +5,7 @@
 //   brigade bench ...     benchmarks: kernels against this GPU's ceilings (bench_kernels/), communication (bench_comm/),
 //                         pipeline schedules run for real (bench_pipeline/)
 //   brigade launch ...    start N ranks of a program on this machine or several (tools/launch/)
+//   brigade tokenizer ... train, or encode and decode with, a byte-level BPE tokenizer (tools/tokenizer/)
 #include <iostream>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "bench_pipeline/command.h"
 #include "launch/command.h"
 #include "simulate/command.h"
+#include "tokenizer/command.h"
 #include "train/command.h"
 
 namespace {
@@ -25,6 +27,9 @@ struct Subcommand {
 };
 
 int run_train(const std::vector<std::string>& args) { return brigade::train::train_command(args, std::cout, std::cerr); }
+int run_tokenizer(const std::vector<std::string>& args) {
+  return brigade::tokenizer_cli::tokenizer_command(args, std::cout, std::cerr);
+}
 int run_launch(const std::vector<std::string>& args) { return brigade::launch::launch_command(args); }
 int run_simulate(const std::vector<std::string>& args) {
   return brigade::simulate_cli::simulate_command(args, std::cout, std::cerr);
@@ -56,13 +61,14 @@ const Subcommand kSubcommands[] = {
     {"simulate", "dry-run a pipeline-parallel schedule: its bubble, memory and timeline", run_simulate},
     {"bench", "benchmarks: 'bench kernels' against this GPU's ceilings, 'bench comm' per transport", run_bench},
     {"launch", "start a program's ranks on this machine (or several: --nnodes), with a rendezvous", run_launch},
+    {"tokenizer", "GPT-2's byte-level BPE: 'tokenizer train' on text files, 'encode' and 'decode' with it", run_tokenizer},
 };
 
 void print_usage(std::ostream& os) {
   os << "usage: brigade <command> [flags]\n\n"
         "brigade is a from-scratch deep-learning framework; this tool drives it.\n\ncommands:\n";
   for (const Subcommand& c : kSubcommands) {
-    os << "  " << c.name << std::string(10 - std::string(c.name).size(), ' ') << c.summary << "\n";
+    os << "  " << c.name << std::string(11 - std::string(c.name).size(), ' ') << c.summary << "\n";
   }
   os << "\nRun 'brigade <command> --help' for a command's flags. brigade " << BRIGADE_VERSION << "\n";
 }

@@ -1,5 +1,5 @@
-// The flag table and the command-line loop shared by `brigade train`, `brigade simulate` and
-// `brigade bench pipeline`.
+// The flag table and the command-line loop shared by `brigade train`, `brigade simulate`,
+// `brigade bench pipeline` and `brigade tokenizer`.
 //
 // Both commands describe their flags as one table (name, placeholder, help, how to set, how to
 // show the default) that both parses and prints --help. This header holds the table row and the
@@ -37,16 +37,29 @@ struct Flag {
 // Applies `args` to `options` through `flags`. Accepts `--flag value` and `--flag=value`; a flag
 // whose placeholder is empty is a switch and takes no value. Sets `help` for -h/--help (and keeps
 // going, so a bad flag is still reported). Throws UsageError naming the flag.
+//
+// A command that takes operands besides flags (`brigade tokenizer train ... FILES`) passes
+// `positional`: every argument that does not start with "--" is appended to it, and so is
+// everything after a lone "--" (for an operand that does start with "--"). Without it, such an
+// argument is an error.
 template <class Options>
 void parse_flags(const std::vector<std::string>& args, const std::vector<Flag<Options>>& flags, Options& options,
-                 bool& help) {
+                 bool& help, std::vector<std::string>* positional = nullptr) {
   for (size_t i = 0; i < args.size(); ++i) {
     std::string arg = args[i];
     if (arg == "--help" || arg == "-h") {
       help = true;
       continue;
     }
-    if (arg.rfind("--", 0) != 0) throw UsageError("unexpected argument '" + arg + "'");
+    if (positional && arg == "--") {
+      positional->insert(positional->end(), args.begin() + long(i) + 1, args.end());
+      return;
+    }
+    if (arg.rfind("--", 0) != 0) {
+      if (!positional) throw UsageError("unexpected argument '" + arg + "'");
+      positional->push_back(arg);
+      continue;
+    }
     std::string value;
     bool has_value = false;
     if (size_t eq = arg.find('='); eq != std::string::npos) {

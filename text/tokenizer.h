@@ -1,0 +1,104 @@
+// Tokenizer: GPT-2's byte-level BPE — text to token ids and back.
+//
+// Byte-pair encoding starts from the 256 byte values and a ranked list of merges, each joining two
+// tokens into a longer one. encode() cuts the text into pieces (text/pretokenize.h), then within each
+// piece starts from its bytes and repeatedly applies the merge of lowest rank among the adjacent
+// pairs, at every place it occurs, left to right, until no adjacent pair has a merge
+// (text/merge_table.h); the tokens left are its ids. Because the alphabet is the bytes, any input encodes —
+// invalid UTF-8 included — and decode() gives back exactly the bytes that were encoded.
+//
+// Tokens are named by their text in GPT-2's byte alphabet (text/byte_alphabet.h): the token " the"
+// is "Ġthe". That is how vocab.json and merges.txt spell them (text/tokenizer_files.h), and what
+// this class is built from. Given GPT-2's own files it reproduces GPT-2's encoder exactly.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "text/merge_table.h"
+
+namespace brigade::text {
+
+using TokenId = int32_t;
+
+// GPT-2's end-of-text token: separates documents; id 50256 in GPT-2's vocabulary, the last id of
+// a vocabulary train_bpe makes.
+inline constexpr std::string_view kEndOfText = "<|endoftext|>";
+
+// What encode() does with the text "<|endoftext|>" in its input. GPT-2's encoder treats it as
+// ordinary text (a few tokens: "<", "|", "end", ...), and so does encode() unless told otherwise:
+// text from users should not be able to forge a document boundary.
+enum class SpecialText {
+  as_text,   // encode it like any other text (the default)
+  as_token,  // each occurrence becomes eot_id()
+};
+
+// Where a vocabulary and merges came from, so that errors can name the file and line.
+struct TokenizerOrigin {
+  std::string who = "Tokenizer";         // starts every message, e.g. "load_tokenizer"
+  std::string vocab = "the vocabulary";  // e.g. "'gpt2/vocab.json'"
+  std::string merges = "the merges";     // e.g. "'gpt2/merges.txt'"
+  size_t first_merge_line = 0;           // the line of merge 0 in `merges`; 0: name merges by rank
+};
+
+class Tokenizer {
+ public:
+  // tokens[id] is token id's text in the byte alphabet; merges are in rank order (the first applies
+  // first), each two tokens' texts. Throws brigade::Error, naming `origin`'s file and line, when a
+  // token is empty or repeated, one of the 256 single-byte tokens is missing, a merge names a token
+  // the vocabulary lacks or makes one it lacks, or a merge is repeated.
+  Tokenizer(std::vector<std::string> tokens, const std::vector<std::pair<std::string, std::string>>& merges,
+            const TokenizerOrigin& origin = {});
+
+  // The token ids of `text` (any bytes).
+  std::vector<TokenId> encode(std::string_view text, SpecialText special = SpecialText::as_text) const;
+  // The bytes the tokens stand for, concatenated. Throws Error naming an id outside the vocabulary.
+  std::string decode(const std::vector<TokenId>& ids) const;
+
+  size_t vocab_size() const { return tokens_.size(); }
+  // The text of token `id` in the byte alphabet ("Ġthe"); throws Error for an id outside the vocabulary.
+  const std::string& token(TokenId id) const;
+  // The bytes token `id` stands for (" the"). A token whose text is not spelled in the byte alphabet
+  // (an added special token such as "<|im_start|>" would be, but one with other characters is not)
+  // stands for its text's own UTF-8 bytes.
+  const std::string& token_bytes(TokenId id) const;
+  // The id of the token with this text, if there is one.
+  std::optional<TokenId> find(std::string_view token_text) const;
+  // The id of "<|endoftext|>". Throws Error when the vocabulary has none.
+  TokenId eot_id() const;
+  bool has_eot() const { return eot_.has_value(); }
+
+  // The merges in rank order, as token ids: the token `left` followed by `right` becomes `merged`.
+  struct Merge {
+    TokenId left, right, merged;
+  };
+  const std::vector<Merge>& merges() const { return merges_; }
+
+ private:
+  // BPE within one piece: appends its token ids to `out`.
+  void encode_piece(std::string_view piece, std::vector<TokenId>& out) const;
+  void encode_ordinary(std::string_view text, std::vector<TokenId>& out) const;
+
+  std::vector<std::string> tokens_;  // id -> text in the byte alphabet
+  std::vector<std::string> bytes_;   // id -> the bytes it stands for
+  std::unordered_map<std::string, TokenId> ids_;
+  std::vector<Merge> merges_;
+  MergeTable table_;  // the merges as applied (text/merge_table.h)
+  std::array<TokenId, 256> byte_ids_{};
+  std::optional<TokenId> eot_;
+  // Pieces repeat (" the", " of", ...): their ids are kept, so each is merged once. Shared by copies
+  // of this Tokenizer, which have the same merges; guarded by a mutex, so encode() stays const and
+  // thread-safe.
+  struct PieceCache;
+  std::shared_ptr<PieceCache> cache_;
+};
+
+}  // namespace brigade::text
