@@ -5,7 +5,7 @@
 //
 // Layers, bottom up: core (Tensor, DType, Device, RNG) · autograd (Tape, differentiable functions,
 // gradcheck) · nn (Module and layers) · optim (SGD, AdamW, schedules) · pipeline · text (the
-// tokenizer, brigade::text).
+// tokenizer, brigade::text) · data (token shards and their loader, brigade::data).
 //
 // Not included: the raw kernels, brigade::ops (kernels/ops.h). They are not differentiable, and
 // ops::sum beside brigade::sum would let a gradient be cut without a word. Include "kernels/ops.h"
@@ -33,3 +33,5 @@
 #include "text/tokenizer.h"
 #include "text/tokenizer_files.h"
 #include "text/train.h"
+#include "data/token_loader.h"
+#include "data/token_shard.h"

@@ -2,7 +2,9 @@
 // resume from the saved data position, data-parallel replicas, GPT-2 presets, --init-from and MFU.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -15,6 +17,11 @@
 #include "nn/gpt2_hf.h"
 #include "temp_dir.h"
 #include "test_util.h"
+#include "data_prepare/command.h"
+#include "data_prepare/prepare.h"
+#include "generate/command.h"
+#include "text/tokenizer_files.h"
+#include "text/train.h"
 #include "train/command.h"
 #include "train/mfu.h"
 #include "train/options.h"
@@ -248,4 +255,107 @@ TEST_CASE("MFU: 6N + 12LCT model FLOPs per token, and the peak table", "[train_t
   REQUIRE(table_peak("Some Future GPU", DType::bf16) == 0);
   const Peak cpu = device_peak(Device::cpu(), DType::f32);
   REQUIRE(cpu.flops_per_second > 1e8);  // any CPU that runs the tests manages 0.1 GFLOP/s
+}
+
+TEST_CASE("data prepare: the split gives every token to exactly one side, in order, validation spread evenly",
+          "[train_text]") {
+  std::vector<uint32_t> tokens(10'000);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = uint32_t(i);
+  const auto [train, val] = data_cli::split_train_val(tokens, 0.1, 100);
+  REQUIRE(train.size() + val.size() == tokens.size());
+  REQUIRE(val.size() == 1000);  // every 10th block of 100
+  std::vector<uint32_t> both = train;
+  both.insert(both.end(), val.begin(), val.end());
+  std::sort(both.begin(), both.end());
+  REQUIRE(both == tokens);  // nothing lost, nothing shared
+  REQUIRE(std::is_sorted(train.begin(), train.end()));
+  REQUIRE(std::is_sorted(val.begin(), val.end()));
+  REQUIRE(val.front() == 900);  // block 9 is the first: floor(10 * 0.1) > floor(9 * 0.1)
+  REQUIRE(val.back() == 9999);  // and the last block too: validation samples the whole stream
+  REQUIRE(data_cli::split_train_val(tokens, 0, 100).second.empty());
+  REQUIRE(data_cli::split_block(1'000'000, 0.1) == 4096);
+  REQUIRE(data_cli::split_block(1000, 0.1) == 64);
+}
+
+TEST_CASE("language modelling end to end: data prepare, train --data, then generate from the checkpoint alone",
+          "[train_text]") {
+  TempDir work("brigade_test_lm");
+  // The corpus: three "documents" of the grammar's text, and a tokenizer trained on them.
+  std::vector<std::string> files;
+  for (int d = 0; d < 3; ++d) {
+    std::string text;
+    for (uint32_t c : grammar_text(8000, uint64_t(10 + d))) text += char(c);
+    files.push_back(work.file("doc" + std::to_string(d) + ".txt"));
+    std::ofstream(files.back()) << text;
+  }
+  text::WordCounts words;
+  for (const std::string& f : files) words.add_file(f);
+  text::save_tokenizer(text::train_bpe(words, {.vocab_size = 300}), work.file("tok"));
+  // A stale shard of an earlier, larger run: prepare must not leave it to be read with the new ones.
+  std::filesystem::create_directories(work.file("data"));
+  data::write_token_shard(work.file("data/train_000007.bin"), {1, 2, 3}, data::TokenWidth::u16);
+
+  std::ostringstream out, err;
+  std::vector<std::string> prepare = {"prepare", "--tokenizer", work.file("tok"), "--out", work.file("data"),
+                                      "--val-fraction", "0.1"};
+  prepare.insert(prepare.end(), files.begin(), files.end());
+  REQUIRE(data_cli::data_command(prepare, out, err) == 0);
+  INFO(out.str() << err.str());
+  REQUIRE_THAT(out.str(), Catch::Contains("corpus: 3 files, 24,000 bytes"));
+  REQUIRE_THAT(out.str(), Catch::Contains("removed " + work.file("data/train_000007.bin")));
+  REQUIRE(!std::filesystem::exists(work.file("data/train_000007.bin")));
+  const data::TokenShard train_shard(work.file("data/train_000000.bin")), val_shard(work.file("data/val_000000.bin"));
+  const text::Tokenizer tokenizer = text::load_tokenizer(work.file("data/tokenizer"));
+  REQUIRE(train_shard[0] == uint32_t(tokenizer.eot_id()));  // every document starts with <|endoftext|>
+  REQUIRE(val_shard.size() > 0);
+
+  std::ostringstream train_out, train_err;
+  REQUIRE(train_command({"--data", work.file("data"), "--context", "32", "--layers", "1", "--heads", "2", "--embd",
+                         "32", "--batch", "8", "--steps", "30", "--warmup", "5", "--log-every", "10", "--eval", "8",
+                         "--stages", "0", "--device", "cpu", "--save", work.file("lm.safetensors")},
+                        train_out, train_err) == 0);
+  INFO(train_out.str() << train_err.str());
+  REQUIRE_THAT(train_out.str(), Catch::Contains("vocabulary 300 from the tokenizer in"));
+  REQUIRE_THAT(train_out.str(), Catch::Contains("padded to 384"));
+  REQUIRE_THAT(train_out.str(), Catch::Contains("sample (64 tokens"));
+
+  // The checkpoint is all generate needs; greedy with and without the KV cache write the same text.
+  auto generate = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"--checkpoint", work.file("lm.safetensors"), "--prompt", "the cat", "--tokens",
+                                     "12", "--temperature", "0", "--device", "cpu"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::ostringstream o, e;
+    REQUIRE(generate_cli::generate_command(args, o, e) == 0);
+    INFO(e.str());
+    const std::string text = o.str();
+    return text.substr(0, text.find("\n--- "));
+  };
+  const std::string cached = generate({});
+  REQUIRE(cached.rfind("the cat", 0) == 0);
+  REQUIRE(cached.size() > std::string("the cat").size());
+  REQUIRE(generate({"--no-cache"}) == cached);
+  // The same weights as Hugging Face GPT-2 files, with the tokenizer beside them: the same text.
+  {
+    Trainer reloaded([&] {
+      TrainOptions o = tiny_text_options(work.file("data"));
+      o.vocab = 0;
+      o.resume = work.file("lm.safetensors");
+      o.steps = 30;
+      o.batch = 8;
+      return o;
+    }());
+    std::filesystem::create_directories(work.file("hf"));
+    nn::save_hf_gpt2(reloaded.model(), work.file("hf/model.safetensors"), 300);
+    std::ofstream(work.file("hf/config.json")) << R"({"n_head": 2})";
+  }
+  std::vector<std::string> hf = {"--checkpoint", work.file("hf/model.safetensors"), "--tokenizer", work.file("tok"),
+                                 "--prompt", "the cat", "--tokens", "12", "--temperature", "0", "--device", "cpu"};
+  std::ostringstream o, e;
+  REQUIRE(generate_cli::generate_command(hf, o, e) == 0);
+  REQUIRE(o.str().substr(0, o.str().find("\n--- ")) == cached);
+  // Without a tokenizer a Hugging Face file cannot be read as text.
+  hf.erase(hf.begin() + 2, hf.begin() + 4);
+  std::ostringstream o2, e2;
+  REQUIRE(generate_cli::generate_command(hf, o2, e2) == 1);
+  REQUIRE_THAT(e2.str(), Catch::Contains("carries no tokenizer"));
 }

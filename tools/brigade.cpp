@@ -1,11 +1,13 @@
 // The `brigade` command: one binary, one subcommand per job.
 //
-//   brigade train ...     train the default GPT on a generated task (tools/train/)
+//   brigade train ...     train a GPT: to sort digits, or on text with --data (tools/train/)
 //   brigade simulate ...  dry-run a pipeline schedule: bubble, memory, timeline (tools/simulate/)
 //   brigade bench ...     benchmarks: kernels against this GPU's ceilings (bench_kernels/), communication (bench_comm/),
 //                         pipeline schedules run for real (bench_pipeline/)
 //   brigade launch ...    start N ranks of a program on this machine or several (tools/launch/)
 //   brigade tokenizer ... train, or encode and decode with, a byte-level BPE tokenizer (tools/tokenizer/)
+//   brigade data ...      prepare token shards from text files (tools/data_prepare/)
+//   brigade generate ...  continue a prompt with a trained GPT (tools/generate/)
 #include <iostream>
 #include <string>
 #include <vector>
@@ -13,6 +15,8 @@
 #include "bench_kernels/command.h"
 #include "bench_comm/bench_comm.h"
 #include "bench_pipeline/command.h"
+#include "data_prepare/command.h"
+#include "generate/command.h"
 #include "launch/command.h"
 #include "simulate/command.h"
 #include "tokenizer/command.h"
@@ -27,6 +31,12 @@ struct Subcommand {
 };
 
 int run_train(const std::vector<std::string>& args) { return brigade::train::train_command(args, std::cout, std::cerr); }
+int run_data(const std::vector<std::string>& args) {
+  return brigade::data_cli::data_command(args, std::cout, std::cerr);
+}
+int run_generate(const std::vector<std::string>& args) {
+  return brigade::generate_cli::generate_command(args, std::cout, std::cerr);
+}
 int run_tokenizer(const std::vector<std::string>& args) {
   return brigade::tokenizer_cli::tokenizer_command(args, std::cout, std::cerr);
 }
@@ -62,6 +72,9 @@ const Subcommand kSubcommands[] = {
     {"bench", "benchmarks: 'bench kernels' against this GPU's ceilings, 'bench comm' per transport", run_bench},
     {"launch", "start a program's ranks on this machine (or several: --nnodes), with a rendezvous", run_launch},
     {"tokenizer", "GPT-2's byte-level BPE: 'tokenizer train' on text files, 'encode' and 'decode' with it", run_tokenizer},
+    {"data", "'data prepare': text files to llm.c token shards for `train --data`", run_data},
+    {"generate", "continue a prompt with a trained GPT (a --data checkpoint, or Hugging Face GPT-2 weights)",
+     run_generate},
 };
 
 void print_usage(std::ostream& os) {

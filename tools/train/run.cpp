@@ -147,12 +147,12 @@ TrainSummary train_rank(const TrainOptions& options, const pipeline::PipelineGro
   const int64_t tokens_per_step = options.batch * trainer.task().sequence_length();
   const int64_t start_step = trainer.step();
   // Language modelling: MFU on each progress line, and the validation loss every eval_every steps.
-  const bool text = !options.data.empty();
-  const bool validate = text && dynamic_cast<const TextTask&>(trainer.task()).validation() != nullptr;
+  const auto* lm = dynamic_cast<const TextTask*>(&trainer.task());
+  const bool validate = lm != nullptr && lm->validation() != nullptr;
   const int64_t eval_every = options.eval_every > 0 ? options.eval_every : 5 * options.log_every;
   Peak peak;
   double flops_per_token = 0;
-  if (text) {
+  if (lm) {
     const nn::GPTConfig& config = trainer.model().config();
     peak = device_peak(config.device, config.compute_dtype.value_or(config.dtype));
     flops_per_token = training_flops_per_token(trainer.model());
@@ -161,7 +161,7 @@ TrainSummary train_rank(const TrainOptions& options, const pipeline::PipelineGro
                   peak.flops_per_second / 1e9);
     out << line << peak.source << "\n";
   }
-  if (!validate && text) out << "no validation shards in " << options.data << ": no validation loss\n";
+  if (lm && !validate) out << "no validation shards in " << options.data << ": no validation loss\n";
   double first_validation = std::numeric_limits<double>::quiet_NaN();
   if (validate) first_validation = report_validation(trainer, out, first_validation);
   const size_t tail_steps = 10;
@@ -215,7 +215,7 @@ TrainSummary train_rank(const TrainOptions& options, const pipeline::PipelineGro
   summary.first_loss = trainer.first_loss();
   summary.last_loss = std::numeric_limits<double>::quiet_NaN();
   if (!tail.empty()) summary.last_loss = std::accumulate(tail.begin(), tail.end(), 0.0) / double(tail.size());
-  if (!text) summary.accuracy = trainer.evaluate(options.eval_examples);
+  if (!lm) summary.accuracy = trainer.evaluate(options.eval_examples);
 
   char line[200];
   if (steps_run == 0) {
@@ -226,13 +226,17 @@ TrainSummary train_rank(const TrainOptions& options, const pipeline::PipelineGro
                   100.0 * (summary.last_loss - summary.first_loss) / summary.first_loss);
     out << line << "\n";
   }
-  if (!text) {
+  if (!lm) {
     std::snprintf(line, sizeof line,
                   "held-out accuracy (%lld unseen sequences, greedy decoding): %.1f%% sorted exactly, %.1f%% of "
                   "digits right",
                   (long long)summary.accuracy.examples, 100.0 * summary.accuracy.sequences,
                   100.0 * summary.accuracy.tokens);
     out << line << "\n";
+  }
+  if (lm && lm->tokenizer()) {
+    const std::string text = trainer.sample(64, options.seed);
+    if (trainer.is_leader()) out << "sample (64 tokens, temperature 0.8, top-k 40):\n" << text << "\n";
   }
   out << "time: " << format_duration(seconds_since(run_start)) << " in all";
   if (steps_run > 0) {

@@ -6,20 +6,9 @@
 
 #include "core/error.h"
 #include "core/format.h"
-#include "core/json.h"
+#include "text/tokenizer_files.h"
 
 namespace brigade::train {
-
-int64_t vocab_json_size(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  BRIGADE_CHECK(in, "cannot open '", path, "'");
-  std::stringstream text;
-  text << in.rdbuf();
-  JsonLimits limits;
-  limits.context = "vocab '" + path + "'";
-  limits.object_root = true;
-  return int64_t(parse_json(text.str(), limits).members.size());
-}
 
 TextTask::TextTask(const std::string& dir, int64_t context, int64_t vocab, uint64_t seed)
     : dir_(dir), context_(context) {
@@ -30,14 +19,16 @@ TextTask::TextTask(const std::string& dir, int64_t context, int64_t vocab, uint6
                 ": no training shards (files named train*.bin or *_train*.bin; `brigade data prepare` writes them)");
   const std::vector<std::string> val_paths = data::find_shards(dir, "val");
 
-  const fs::path vocab_json = fs::path(dir) / "tokenizer" / "vocab.json";
-  if (fs::exists(vocab_json)) tokenizer_dir_ = (fs::path(dir) / "tokenizer").string();
+  const fs::path tokenizer_dir = fs::path(dir) / "tokenizer";
+  if (fs::is_directory(tokenizer_dir)) tokenizer_ = text::load_tokenizer(tokenizer_dir.string());
   if (vocab > 0) {
     vocab_ = vocab;
     vocab_source_ = "--vocab";
-  } else if (!tokenizer_dir_.empty()) {
-    vocab_ = vocab_json_size(vocab_json.string());
-    vocab_source_ = "the tokenizer in " + tokenizer_dir_;
+    BRIGADE_CHECK(!tokenizer_ || int64_t(tokenizer_->vocab_size()) <= vocab, "--vocab ", vocab, " is smaller than the ",
+                  tokenizer_->vocab_size(), " tokens of the tokenizer in ", tokenizer_dir.string());
+  } else if (tokenizer_) {
+    vocab_ = int64_t(tokenizer_->vocab_size());
+    vocab_source_ = "the tokenizer in " + tokenizer_dir.string();
   } else {
     vocab_ = kGpt2Vocab;
     vocab_source_ = "GPT-2's (no tokenizer in " + dir + "; --vocab sets another)";

@@ -16,10 +16,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "data/token_loader.h"
 #include "task.h"
+#include "text/tokenizer.h"
 
 namespace brigade::train {
 
@@ -38,8 +40,8 @@ class TextTask : public Task {
   const data::TokenLoader& train() const { return *train_; }
   // The validation shards' loader, or nullptr when DIR has none.
   const data::TokenLoader* validation() const { return val_.get(); }
-  // DIR/tokenizer when it holds a tokenizer, else "".
-  const std::string& tokenizer_dir() const { return tokenizer_dir_; }
+  // The tokenizer in DIR/tokenizer (written there by `brigade data prepare`), if any.
+  const std::optional<text::Tokenizer>& tokenizer() const { return tokenizer_; }
 
  private:
   std::string dir_;
@@ -47,14 +49,11 @@ class TextTask : public Task {
   int64_t vocab_ = 0;
   int64_t padded_vocab_ = 0;
   std::string vocab_source_;  // where vocab_ came from, for the header
-  std::string tokenizer_dir_;
+  std::optional<text::Tokenizer> tokenizer_;
   std::unique_ptr<data::TokenLoader> train_, val_;
 };
 
 // GPT-2's vocabulary: 50,000 merges, 256 byte tokens and <|endoftext|>.
 constexpr int64_t kGpt2Vocab = 50257;
-
-// The number of entries of a GPT-2-format vocab.json; throws naming the file when it is not one.
-int64_t vocab_json_size(const std::string& path);
 
 }  // namespace brigade::train

@@ -218,12 +218,34 @@ Accuracy Trainer::evaluate(int64_t examples) {
 }
 
 double Trainer::validation_loss(int64_t windows) {
-  const auto* text = dynamic_cast<const TextTask*>(task_.get());
-  BRIGADE_CHECK(text != nullptr && text->validation() != nullptr,
+  const auto* lm = dynamic_cast<const TextTask*>(task_.get());
+  BRIGADE_CHECK(lm != nullptr && lm->validation() != nullptr,
                 "brigade train: no validation shards to measure a validation loss on");
   nn::GPT* model = whole_model();
   if (model == nullptr) return std::numeric_limits<double>::quiet_NaN();
-  return mean_loss(*model, *text->validation(), std::min(windows, text->validation()->windows()), options_.batch);
+  return mean_loss(*model, *lm->validation(), std::min(windows, lm->validation()->windows()), options_.batch);
+}
+
+std::string Trainer::sample(int64_t tokens, uint64_t seed) {
+  const auto* lm = dynamic_cast<const TextTask*>(task_.get());
+  BRIGADE_CHECK(lm != nullptr && lm->tokenizer(), "brigade train: no tokenizer to write a sample with");
+  nn::GPT* model = whole_model();
+  if (model == nullptr) return "";
+  const text::Tokenizer& tokenizer = *lm->tokenizer();
+  // A new document, as every document of the training data starts.
+  const Tensor prompt = full({1, 1}, double(tokenizer.eot_id()), DType::i64, model->config().device);
+  nn::GenerateOptions g;
+  g.temperature = 0.8;
+  g.top_k = 40;
+  g.seed = seed;
+  g.vocab_limit = lm->tokenizer_vocab();
+  const bool was_training = model->is_training();
+  model->eval();
+  const std::vector<double> out = model->generate(prompt, std::min(tokens, model->config().block_size - 1), g).to_vector();
+  model->train(was_training);
+  std::vector<text::TokenId> ids;
+  for (size_t i = 1; i < out.size(); ++i) ids.push_back(text::TokenId(out[i]));
+  return tokenizer.decode(ids);
 }
 
 }  // namespace brigade::train

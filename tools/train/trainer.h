@@ -55,6 +55,9 @@ class Trainer {
   // shards), in the same way: every rank calls it, the leader's result is the one that counts (NaN
   // elsewhere).
   double validation_loss(int64_t windows);
+  // `tokens` tokens the whole model writes from the start of a new document (temperature 0.8, top-k
+  // 40, `seed`), decoded by the data's tokenizer: the leader's result, "" on the other ranks.
+  std::string sample(int64_t tokens, uint64_t seed);
 
   // Pipeline only: trace the next steps (pipeline/trace.h); the last traced step's timeline.
   void set_trace(bool on);

@@ -14,6 +14,8 @@
 #include "core/safetensors.h"
 #include "nn/checkpoint.h"
 #include "nn/gpt2_hf.h"
+#include "text/tokenizer_files.h"
+#include "text_task.h"
 
 namespace brigade::train {
 
@@ -142,6 +144,14 @@ void Trainer::save(const std::string& path) {
       {"data_position", std::to_string(position_)},
       {"first_loss", exact(first_loss_)}};
   for (const Setting& s : settings_of(options_, *task_, compute_dtype())) metadata[s.key()] = s.value;
+  // A language model carries its tokenizer, so that the checkpoint is all `brigade generate` needs.
+  if (const auto* lm = dynamic_cast<const TextTask*>(task_.get())) {
+    metadata["tokenizer_vocab"] = std::to_string(lm->tokenizer_vocab());
+    if (lm->tokenizer()) {
+      metadata["tokenizer.vocab_json"] = text::vocab_json(*lm->tokenizer());
+      metadata["tokenizer.merges_txt"] = text::merges_txt(*lm->tokenizer());
+    }
+  }
   nn::save_checkpoint(path, model, optim, metadata);
 }
 

@@ -1,0 +1,76 @@
+#include "data_prepare/options.h"
+
+#include <charconv>
+#include <cmath>
+#include <iomanip>
+#include <sstream>
+
+namespace brigade::data_cli {
+
+namespace {
+
+using Flag = cli::Flag<PrepareOptions>;
+
+const std::vector<Flag>& flags() {
+  static const std::vector<Flag> table = {
+      {"--tokenizer", "DIR", "the tokenizer (vocab.json, merges.txt: brigade tokenizer train, or GPT-2's)",
+       [](PrepareOptions& o, const std::string& v) { o.tokenizer = v; },
+       [](const PrepareOptions&) { return std::string("required"); }},
+      {"--out", "DIR", "where the shards go (created if missing)",
+       [](PrepareOptions& o, const std::string& v) { o.out = v; },
+       [](const PrepareOptions&) { return std::string("required"); }},
+      {"--val-fraction", "F", "the share of tokens held out for validation, in [0, 0.5]",
+       [](PrepareOptions& o, const std::string& v) {
+         double f = 0;
+         auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), f);
+         if (ec != std::errc() || end != v.data() + v.size() || !(f >= 0 && f <= 0.5))
+           throw UsageError("--val-fraction: expected a number in [0, 0.5], got '" + v + "'");
+         o.val_fraction = f;
+       },
+       [](const PrepareOptions& o) {
+         std::ostringstream os;
+         os << o.val_fraction;
+         return os.str();
+       }},
+      {"--shard-tokens", "N", "tokens per shard at most (a shard's header counts at most 2^31 - 1)",
+       [](PrepareOptions& o, const std::string& v) { o.shard_tokens = cli::parse_int("--shard-tokens", v, 1, INT32_MAX); },
+       [](const PrepareOptions& o) { return std::to_string(o.shard_tokens); }},
+  };
+  return table;
+}
+
+}  // namespace
+
+ParsedPrepareArgs parse_data_args(const std::vector<std::string>& args) {
+  ParsedPrepareArgs out;
+  if (args.empty()) throw UsageError("expected an action: prepare");
+  if (args[0] == "--help" || args[0] == "-h") {
+    out.help = true;
+    return out;
+  }
+  if (args[0] != "prepare") throw UsageError("unknown action '" + args[0] + "' (expected prepare)");
+  cli::parse_flags(std::vector<std::string>(args.begin() + 1, args.end()), flags(), out.options, out.help,
+                   &out.options.files);
+  if (out.help) return out;
+  if (out.options.tokenizer.empty()) throw UsageError("--tokenizer: required (a directory with vocab.json and merges.txt)");
+  if (out.options.out.empty()) throw UsageError("--out: required (the directory for the shards)");
+  if (out.options.files.empty()) throw UsageError("no corpus files given (brigade data prepare [flags] FILES...)");
+  return out;
+}
+
+std::string data_usage() {
+  std::ostringstream os;
+  os << "usage: brigade data prepare --tokenizer DIR --out DIR [flags] FILES...\n\n"
+        "Tokenizes the files (each one document, preceded by <|endoftext|>) and writes token shards in\n"
+        "llm.c's format: OUT/train_000000.bin ... and OUT/val_000000.bin ..., plus a copy of the tokenizer\n"
+        "in OUT/tokenizer/, so that `brigade train --data OUT` needs nothing else. Validation takes every\n"
+        "k-th block of 4096 tokens (k = 1 / fraction), so both splits sample the whole corpus.\n\nflags:\n";
+  PrepareOptions defaults;
+  for (const Flag& f : flags()) {
+    os << "  " << std::left << std::setw(20) << (f.name + " " + f.value) << f.help << " [" << f.get(defaults) << "]\n";
+  }
+  os << "  " << std::left << std::setw(20) << "-h, --help" << "show this help\n";
+  return os.str();
+}
+
+}  // namespace brigade::data_cli

@@ -1,0 +1,88 @@
+#include "generate/options.h"
+
+#include <charconv>
+#include <cmath>
+#include <iomanip>
+#include <sstream>
+
+namespace brigade::generate_cli {
+
+namespace {
+
+using Flag = cli::Flag<GenerateOptions>;
+
+Flag text_flag(std::string name, std::string value, std::string help, std::string GenerateOptions::*field,
+               std::string shown) {
+  return {name, std::move(value), std::move(help), [field](GenerateOptions& o, const std::string& v) { o.*field = v; },
+          [shown](const GenerateOptions&) { return shown; }};
+}
+
+const std::vector<Flag>& flags() {
+  static const std::vector<Flag> table = {
+      text_flag("--checkpoint", "PATH", "a `brigade train --data` checkpoint, or a Hugging Face GPT-2 model.safetensors",
+                &GenerateOptions::checkpoint, "required"),
+      text_flag("--tokenizer", "DIR", "vocab.json + merges.txt (for a Hugging Face file; else the checkpoint's own)",
+                &GenerateOptions::tokenizer, "the checkpoint's"),
+      text_flag("--prompt", "TEXT", "the text to continue (empty: a new document, <|endoftext|>)",
+                &GenerateOptions::prompt, "empty"),
+      {"--tokens", "N", "new tokens to generate",
+       [](GenerateOptions& o, const std::string& v) { o.tokens = cli::parse_int("--tokens", v, 1); },
+       [](const GenerateOptions& o) { return std::to_string(o.tokens); }},
+      {"--temperature", "T", "sampling temperature (0: greedy, always the most likely token)",
+       [](GenerateOptions& o, const std::string& v) {
+         double t = 0;
+         auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), t);
+         if (ec != std::errc() || end != v.data() + v.size() || !std::isfinite(t) || t < 0)
+           throw UsageError("--temperature: expected a number >= 0, got '" + v + "'");
+         o.temperature = t;
+       },
+       [](const GenerateOptions& o) {
+         std::ostringstream os;
+         os << o.temperature;
+         return os.str();
+       }},
+      {"--top-k", "K", "sample among the K most likely tokens only (0: all)",
+       [](GenerateOptions& o, const std::string& v) { o.top_k = cli::parse_int("--top-k", v, 0); },
+       [](const GenerateOptions& o) { return std::to_string(o.top_k); }},
+      {"--seed", "S", "seed of the sampling (the same seed, the same text)",
+       [](GenerateOptions& o, const std::string& v) { o.seed = uint64_t(cli::parse_int("--seed", v, 0)); },
+       [](const GenerateOptions& o) { return std::to_string(o.seed); }},
+      {"--samples", "N", "independent continuations of the prompt",
+       [](GenerateOptions& o, const std::string& v) { o.samples = cli::parse_int("--samples", v, 1, 64); },
+       [](const GenerateOptions& o) { return std::to_string(o.samples); }},
+      {"--device", "DEV", "auto, cpu or cuda",
+       [](GenerateOptions& o, const std::string& v) {
+         if (v != "auto" && v != "cpu" && v != "cuda" && v.rfind("cuda:", 0) != 0)
+           throw UsageError("--device: expected auto, cpu or cuda, got '" + v + "'");
+         o.device = v;
+       },
+       [](const GenerateOptions& o) { return o.device; }},
+      {"--no-cache", "", "no KV cache: run the whole context for every token (the reference, slower)",
+       [](GenerateOptions& o, const std::string&) { o.no_cache = true; },
+       [](const GenerateOptions&) { return std::string("off"); }},
+  };
+  return table;
+}
+
+}  // namespace
+
+ParsedGenerateArgs parse_generate_args(const std::vector<std::string>& args) {
+  ParsedGenerateArgs out;
+  cli::parse_flags(args, flags(), out.options, out.help);
+  if (!out.help && out.options.checkpoint.empty()) throw UsageError("--checkpoint: required");
+  return out;
+}
+
+std::string generate_usage() {
+  std::ostringstream os;
+  os << "usage: brigade generate --checkpoint PATH [flags]\n\n"
+        "Continues a prompt with a trained GPT, one token at a time, with a KV cache.\n\nflags:\n";
+  GenerateOptions defaults;
+  for (const Flag& f : flags()) {
+    os << "  " << std::left << std::setw(20) << (f.name + " " + f.value) << f.help << " [" << f.get(defaults) << "]\n";
+  }
+  os << "  " << std::left << std::setw(20) << "-h, --help" << "show this help\n";
+  return os.str();
+}
+
+}  // namespace brigade::generate_cli

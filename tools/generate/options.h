@@ -1,0 +1,35 @@
+// Settings of `brigade generate` and the parser of its command line (tools/cli/flags.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tools/cli/flags.h"
+
+namespace brigade::generate_cli {
+
+struct GenerateOptions {
+  std::string checkpoint;       // a `brigade train --data` checkpoint or a Hugging Face GPT-2 model.safetensors
+  std::string tokenizer;        // a tokenizer directory (needed for Hugging Face files; wins over the checkpoint's)
+  std::string prompt;           // the text to continue ("": start a new document with <|endoftext|>)
+  int64_t tokens = 100;         // new tokens
+  double temperature = 0.8;     // 0: greedy
+  int64_t top_k = 40;           // 0: all tokens
+  uint64_t seed = 1;
+  int64_t samples = 1;          // independent continuations, generated as one batch
+  std::string device = "auto";
+  bool no_cache = false;        // run the whole context for every token (slower; the reference)
+};
+
+using UsageError = cli::UsageError;
+
+struct ParsedGenerateArgs {
+  GenerateOptions options;
+  bool help = false;
+};
+
+ParsedGenerateArgs parse_generate_args(const std::vector<std::string>& args);
+std::string generate_usage();
+
+}  // namespace brigade::generate_cli
