@@ -22,6 +22,7 @@
 #include "generate/command.h"
 #include "text/tokenizer_files.h"
 #include "text/train.h"
+#include "tokenizer/command.h"
 #include "train/command.h"
 #include "train/mfu.h"
 #include "train/options.h"
@@ -358,4 +359,46 @@ TEST_CASE("language modelling end to end: data prepare, train --data, then gener
   std::ostringstream o2, e2;
   REQUIRE(generate_cli::generate_command(hf, o2, e2) == 1);
   REQUIRE_THAT(e2.str(), Catch::Contains("carries no tokenizer"));
+}
+
+TEST_CASE("the shipped corpus: the README's three commands, CI-sized, on docs/*.md give a falling validation loss",
+          "[train_text]") {
+  // The project's own documentation is the demo corpus: it ships with the sources, so CI trains on it
+  // as a user would, only smaller (a 512-token vocabulary, a tiny model, 200 steps).
+  std::vector<std::string> docs;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(BRIGADE_SOURCE_ROOT) + "/docs"))
+    if (e.path().extension() == ".md") docs.push_back(e.path().string());
+  std::sort(docs.begin(), docs.end());
+  REQUIRE(docs.size() >= 10);
+  TempDir work("brigade_test_shipped_corpus");
+  auto run = [](int (*command)(const std::vector<std::string>&, std::ostream&, std::ostream&),
+                std::vector<std::string> args, const std::vector<std::string>& files) {
+    args.insert(args.end(), files.begin(), files.end());
+    std::ostringstream out, err;
+    const int status = command(args, out, err);
+    INFO(out.str() << err.str());
+    REQUIRE(status == 0);
+    return out.str();
+  };
+  run(tokenizer_cli::tokenizer_command, {"train", "--vocab", "512", "--out", work.file("tok")}, docs);
+  run(data_cli::data_command, {"prepare", "--tokenizer", work.file("tok"), "--out", work.file("data")}, docs);
+  TrainOptions o = tiny_text_options(work.file("data"));
+  o.vocab = 0;
+  o.context = 64;
+  o.embd = 64;
+  o.heads = 4;
+  o.layers = 2;
+  o.batch = 16;
+  o.steps = 200;
+  o.lr = 4e-3;
+  o.warmup = 10;
+  o.eval_every = 200;
+  o.eval_examples = 32;
+  std::ostringstream out;
+  const TrainSummary summary = run_training(o, out);
+  INFO(out.str());
+  REQUIRE(summary.validation.size() == 2);
+  REQUIRE(summary.validation[0].second > 6.0);                                 // about ln 512 = 6.2
+  REQUIRE(summary.validation[1].second < 0.85 * summary.validation[0].second);  // clearly falling
+  REQUIRE_THAT(out.str(), Catch::Contains("sample (64 tokens"));
 }
