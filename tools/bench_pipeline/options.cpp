@@ -189,13 +189,7 @@ std::string bench_usage() {
         "time starting the gradient all-reduces during the backward saves.\n\n"
         "example: brigade bench pipeline --stages 4 --microbatches 8 --json pipeline.json --trace-dir traces\n\n"
         "flags:\n";
-  BenchOptions defaults;
-  for (const Flag& f : flags()) {
-    const std::string left = f.name + (f.value.empty() ? "" : " " + f.value);
-    os << "  " << std::left << std::setw(22) << left << f.help << " [" << f.get(defaults) << "]\n";
-  }
-  os << "  " << std::left << std::setw(22) << "-h, --help"
-     << "show this help\n";
+  os << cli::flag_lines(flags());
   return os.str();
 }
 

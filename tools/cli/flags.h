@@ -7,6 +7,7 @@
 // `--flag value`, `--flag=value`, switches and -h/--help, or in the messages they give.
 #pragma once
 
+#include <algorithm>
 #include <charconv>
 #include <cstddef>
 #include <cstdint>
@@ -80,6 +81,22 @@ void parse_flags(const std::vector<std::string>& args, const std::vector<Flag<Op
     }
     flag->set(options, value);
   }
+}
+
+// The "flags:" part of a usage text: one line per flag — its name and placeholder, its help, its
+// default in brackets — then -h/--help, the help texts lined up in one column.
+template <class Options>
+std::string flag_lines(const std::vector<Flag<Options>>& flags) {
+  size_t width = 18;
+  for (const Flag<Options>& f : flags) width = std::max(width, f.name.size() + 1 + f.value.size());
+  const Options defaults{};
+  std::string text;
+  auto line = [&](const std::string& left, const std::string& right) {
+    text += "  " + left + std::string(width + 2 - left.size(), ' ') + right + "\n";
+  };
+  for (const Flag<Options>& f : flags) line(f.name + (f.value.empty() ? "" : " " + f.value), f.help + " [" + f.get(defaults) + "]");
+  line("-h, --help", "show this help");
+  return text;
 }
 
 // The whole number `text` for `flag`, checked against [min, max]; throws UsageError naming the flag

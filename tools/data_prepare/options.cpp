@@ -65,11 +65,7 @@ std::string data_usage() {
         "llm.c's format: OUT/train_000000.bin ... and OUT/val_000000.bin ..., plus a copy of the tokenizer\n"
         "in OUT/tokenizer/, so that `brigade train --data OUT` needs nothing else. Validation takes every\n"
         "k-th block of 4096 tokens (k = 1 / fraction), so both splits sample the whole corpus.\n\nflags:\n";
-  PrepareOptions defaults;
-  for (const Flag& f : flags()) {
-    os << "  " << std::left << std::setw(20) << (f.name + " " + f.value) << f.help << " [" << f.get(defaults) << "]\n";
-  }
-  os << "  " << std::left << std::setw(20) << "-h, --help" << "show this help\n";
+  os << cli::flag_lines(flags());
   return os.str();
 }
 

@@ -9,6 +9,7 @@
 #include "core/format.h"
 #include "generate/options.h"
 #include "generate/saved_model.h"
+#include "tools/cli/command.h"
 #include "train/trainer.h"  // resolve_device
 
 namespace brigade::generate_cli {
@@ -55,24 +56,12 @@ void generate(const GenerateOptions& o, std::ostream& out) {
 }  // namespace
 
 int generate_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  ParsedGenerateArgs parsed;
-  try {
-    parsed = parse_generate_args(args);
-  } catch (const UsageError& e) {
-    err << "brigade generate: " << e.what() << "\n\n" << generate_usage();
-    return 2;
-  }
-  if (parsed.help) {
-    out << generate_usage();
-    return 0;
-  }
-  try {
-    generate(parsed.options, out);
-  } catch (const std::exception& e) {
-    err << "brigade generate: " << e.what() << "\n";
-    return 1;
-  }
-  return 0;
+  return cli::run_command(
+      "brigade generate", out, err, [&] { return parse_generate_args(args); }, [] { return generate_usage(); },
+      [&](const GenerateOptions& options) {
+        generate(options, out);
+        return 0;
+      });
 }
 
 }  // namespace brigade::generate_cli

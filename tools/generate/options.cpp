@@ -77,11 +77,7 @@ std::string generate_usage() {
   std::ostringstream os;
   os << "usage: brigade generate --checkpoint PATH [flags]\n\n"
         "Continues a prompt with a trained GPT, one token at a time, with a KV cache.\n\nflags:\n";
-  GenerateOptions defaults;
-  for (const Flag& f : flags()) {
-    os << "  " << std::left << std::setw(20) << (f.name + " " + f.value) << f.help << " [" << f.get(defaults) << "]\n";
-  }
-  os << "  " << std::left << std::setw(20) << "-h, --help" << "show this help\n";
+  os << cli::flag_lines(flags());
   return os.str();
 }
 

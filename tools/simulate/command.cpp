@@ -6,6 +6,7 @@
 
 #include "core/format.h"
 #include "options.h"
+#include "tools/cli/command.h"
 #include "pipeline/analysis/grid.h"
 #include "pipeline/schedule.h"
 #include "pipeline/analysis/simulator.h"
@@ -95,23 +96,9 @@ int run(const SimulateOptions& o, std::ostream& out, std::ostream& err) {
 }  // namespace
 
 int simulate_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  ParsedSimulateArgs parsed;
-  try {
-    parsed = parse_simulate_args(args);
-  } catch (const UsageError& e) {
-    err << "brigade simulate: " << e.what() << "\n\n" << simulate_usage();
-    return 2;
-  }
-  if (parsed.help) {
-    out << simulate_usage();
-    return 0;
-  }
-  try {
-    return run(parsed.options, out, err);
-  } catch (const std::exception& e) {  // a schedule that fails the dry run, an unwritable SVG
-    err << "brigade simulate: error: " << e.what() << "\n";
-    return 1;
-  }
+  return cli::run_command(
+      "brigade simulate", out, err, [&] { return parse_simulate_args(args); }, [] { return simulate_usage(); },
+      [&](const SimulateOptions& options) { return run(options, out, err); });
 }
 
 }  // namespace brigade::simulate_cli

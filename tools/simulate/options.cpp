@@ -106,13 +106,7 @@ std::string simulate_usage() {
         "(every dependency, no deadlock), prints its bubble, stashed activations and messages, and draws\n"
         "its timeline. Costs are in arbitrary time units.\n\n"
         "example: brigade simulate --stages 4 --microbatches 16 --schedule zb-h1 --svg zb.svg\n\nflags:\n";
-  SimulateOptions defaults;
-  for (const Flag& f : flags()) {
-    std::string left = f.name + (f.value.empty() ? "" : " " + f.value);
-    os << "  " << std::left << std::setw(24) << left << f.help << " [" << f.get(defaults) << "]\n";
-  }
-  os << "  " << std::left << std::setw(24) << "-h, --help"
-     << "show this help\n";
+  os << cli::flag_lines(flags());
   return os.str();
 }
 

@@ -126,12 +126,7 @@ std::string tokenizer_usage(const std::string& action) {
           "even a newline. IDS are whole numbers, as separate arguments or separated by spaces or commas\n"
           "in one ('15496 995', '15496,995').\n\nflags:\n";
   }
-  TokenizerOptions defaults;
-  for (const Flag& f : *flags) {
-    const std::string left = f.name + " " + f.value;
-    os << "  " << std::left << std::setw(20) << left << f.help << " [" << f.get(defaults) << "]\n";
-  }
-  os << "  " << std::left << std::setw(20) << "-h, --help" << "show this help\n";
+  os << cli::flag_lines(*flags);
   return os.str();
 }
 

@@ -194,12 +194,7 @@ std::string train_usage() {
         "generated on the fly, then reports its held-out accuracy. With --data DIR it trains a language\n"
         "model on DIR's token shards instead (brigade tokenizer train, then brigade data prepare), reporting\n"
         "validation loss and MFU.\n\nflags:\n";
-  TrainOptions defaults;
-  for (const Flag& f : flags()) {
-    std::string left = f.name + " " + f.value;
-    os << "  " << std::left << std::setw(20) << left << f.help << " [" << f.get(defaults) << "]\n";
-  }
-  os << "  " << std::left << std::setw(20) << "-h, --help" << "show this help\n";
+  os << cli::flag_lines(flags());
   os << "\n"
         "checkpoint directories: when --save names a directory (one that exists, or a path ending in '/',\n"
         "created if its parent exists), each save writes DIR/step-<8 digits>.safetensors, then deletes all\n"

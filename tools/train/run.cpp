@@ -43,7 +43,7 @@ std::string scientific(double v) {
 
 // The devices a run's ranks share: one when every rank is a thread on one device (the CPU's cores
 // or one GPU's streams); under `brigade launch`, one per process (each its own GPU or CPU).
-double devices_of(const TrainOptions& o) {
+double devices_of() {
   const int world = comm::read_launch_env().world_size;
   return world > 1 ? double(world) : 1.0;
 }
@@ -194,7 +194,7 @@ TrainSummary train_rank(const TrainOptions& options, const pipeline::PipelineGro
       // Every rank of a pipeline (or replica) shares the device's peak, so the run's MFU divides by
       // all of them: on one GPU the ranks are streams of that GPU, and they are counted once.
       if (peak.flops_per_second > 0)
-        report.mfu = report.tokens_per_second * flops_per_token / (peak.flops_per_second * devices_of(options));
+        report.mfu = report.tokens_per_second * flops_per_token / (peak.flops_per_second * devices_of());
       out << format_step(report) << "\n";
       out.flush();
       window_loss = 0;
