@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -15,13 +16,21 @@
 #include "comm/comm.h"
 #include "comm/thread_ranks.h"
 #include "core/factory.h"
+#include "core/rng.h"
 #include "core/stream.h"
 #include "kernels/ops.h"
 #include "nn/gpt.h"
 #include "pipeline/gpt_stages.h"
 #include "pipeline/runtime.h"
 #include "pipeline/trace.h"
+#include "data_prepare/command.h"  // tools/data_prepare/
+#include "generate/command.h"      // tools/generate/
+#include "temp_dir.h"
+#include "text/tokenizer_files.h"
+#include "text/train.h"
 #include "train/command.h"  // tools/train/
+#include "train/options.h"
+#include "train/trainer.h"
 
 using namespace brigade;
 using namespace brigade::pipeline;
@@ -259,4 +268,65 @@ TEST_CASE("gpu factories and autograd: full() fills on the device; an unused out
   tape.backward(loss);
   const std::vector<double> g = x.grad().to(Device::cpu()).to_vector();
   for (size_t i = 0; i < g.size(); ++i) REQUIRE(g[i] == (i < 8 ? 3.0 : 0.0));
+}
+
+TEST_CASE("gpu train --data: a language model on token shards, bf16 on the GPU through a 2-stage pipeline with 2 "
+          "replicas, starts at the CPU's loss and learns; generate runs on the GPU from its checkpoint",
+          "[gpu][train]") {
+  test::TempDir work("brigade_gpu_lm");
+  // A small corpus with structure (the same few sentences in a seeded order) and a tokenizer for it.
+  const char* sentences[] = {"the cat sees the ball. ", "a dog finds a red box. ", "my friend likes bread. "};
+  std::string corpus;
+  for (uint64_t i = 0; corpus.size() < 12000; ++i) corpus += sentences[philox4x32(i, 5)[0] % 3];
+  std::ofstream(work.file("corpus.txt")) << corpus;
+  text::save_tokenizer(text::train_bpe(std::vector<std::string>{corpus}, {.vocab_size = 280}), work.file("tok"));
+  std::ostringstream out, err;
+  REQUIRE(data_cli::data_command({"prepare", "--tokenizer", work.file("tok"), "--out", work.file("data"),
+                                  work.file("corpus.txt")},
+                                 out, err) == 0);
+
+  auto options = [&](const std::string& device) {
+    train::TrainOptions o;
+    o.data = work.file("data");
+    o.device = device;
+    o.context = 16;
+    o.layers = 1;
+    o.heads = 2;
+    o.embd = 32;
+    o.batch = 8;
+    o.steps = 40;
+    o.warmup = 5;
+    o.lr = 5e-3;
+    o.log_every = 20;
+    o.eval_every = 40;
+    o.eval_examples = 8;
+    o.trace = o.svg = "none";
+    return o;
+  };
+  train::TrainOptions cpu = options("cpu");
+  cpu.stages = 0;
+  cpu.steps = 1;
+  std::ostringstream cpu_out;
+  const train::TrainSummary reference = train::run_training(cpu, cpu_out);
+
+  train::TrainOptions gpu = options("cuda");
+  gpu.stages = 2;
+  gpu.replicas = 2;
+  gpu.microbatches = 2;
+  gpu.save = work.file("lm.safetensors");
+  std::ostringstream gpu_out;
+  const train::TrainSummary summary = train::run_training(gpu, gpu_out);
+  INFO(gpu_out.str());
+  REQUIRE_THAT(gpu_out.str(), Contains("(cuda:0), bf16 compute with f32 master weights"));
+  REQUIRE(summary.first_loss == Approx(reference.first_loss).epsilon(0.02));  // bf16 against f32
+  REQUIRE(summary.validation.size() == 2);
+  REQUIRE(summary.validation[1].second < 0.8 * summary.validation[0].second);
+
+  std::ostringstream gen_out, gen_err;
+  REQUIRE(generate_cli::generate_command({"--checkpoint", work.file("lm.safetensors"), "--device", "cuda", "--prompt",
+                                          "the cat", "--tokens", "8", "--temperature", "0"},
+                                         gen_out, gen_err) == 0);
+  INFO(gen_err.str());
+  REQUIRE(gen_out.str().rfind("the cat", 0) == 0);
+  REQUIRE_THAT(gen_out.str(), Contains("KV cache, cuda:0"));
 }
