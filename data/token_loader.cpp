@@ -38,12 +38,14 @@ TokenLoader::TokenLoader(const std::vector<std::string>& paths, int64_t T, int64
     total_windows_ += n > T ? (n - 1) / T : 0;
     first_window_.push_back(total_windows_);
   }
-  if (total_windows_ == 0) {
-    std::string names;
-    for (const std::string& p : paths) names += (names.empty() ? "'" : ", '") + p + "'";
-    fail("TokenLoader: ", names, " hold ", total_tokens_, " tokens, not even one window of T + 1 = ", T + 1,
-         " tokens (in one shard); use a shorter sequence length or more text");
-  }
+}
+
+void TokenLoader::check_not_empty() const {
+  if (total_windows_ > 0) return;
+  std::string names;
+  for (const std::string& p : paths_) names += (names.empty() ? "'" : ", '") + p + "'";
+  fail("TokenLoader: ", names, " hold ", total_tokens_, " tokens, not even one window of T + 1 = ", T_ + 1,
+       " tokens (in one shard); use a shorter sequence length or more text");
 }
 
 TokenLoader::~TokenLoader() = default;
@@ -55,6 +57,7 @@ uint32_t TokenLoader::max_token() const {
 }
 
 int64_t TokenLoader::window_index(int64_t position) const {
+  check_not_empty();
   BRIGADE_CHECK(position >= 0, "TokenLoader: negative stream position ", position);
   const int64_t epoch = position / total_windows_, k = position % total_windows_;
   if (order_ == WindowOrder::sequential) return k;

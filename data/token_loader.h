@@ -39,8 +39,8 @@ struct TokenBatch {
 class TokenLoader {
  public:
   // Opens every shard (TokenShard: checked, each token below vocab_size when that is > 0) and cuts
-  // them into windows of T + 1 tokens. Throws brigade::Error naming the files when they hold not even
-  // one window.
+  // them into windows of T + 1 tokens. Shards too short for one window are allowed (windows() is then
+  // 0, for the caller to decide about); reading from them throws brigade::Error naming the files.
   TokenLoader(const std::vector<std::string>& paths, int64_t T, int64_t vocab_size, WindowOrder order,
               uint64_t seed);
   ~TokenLoader();
@@ -50,6 +50,9 @@ class TokenLoader {
   int64_t tokens() const { return total_tokens_; }    // in all shards
   const std::vector<std::string>& paths() const { return paths_; }
   uint32_t max_token() const;
+
+  // Throws brigade::Error naming the shards when they hold no window at all.
+  void check_not_empty() const;
 
   // Stream positions [first, first + rows) as a batch.
   TokenBatch batch(int64_t first, int64_t rows) const;

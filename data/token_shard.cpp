@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
@@ -133,7 +134,16 @@ std::vector<std::string> find_shards(const std::string& dir, const std::string& 
   for (const fs::directory_entry& e : it) {
     const std::string name = e.path().filename().string();
     if (e.path().extension() != ".bin" || !e.is_regular_file()) continue;
-    if (name.rfind(split, 0) == 0 || name.find("_" + split) != std::string::npos) found.push_back(e.path().string());
+    // The split as a word of the name: "val_000000.bin", "tinyshakespeare_val.bin" — not "trainval.bin".
+    const bool named = name.rfind(split + "_", 0) == 0 || name.rfind(split + ".", 0) == 0 ||
+                       name.find("_" + split + "_") != std::string::npos ||
+                       name.find("_" + split + ".") != std::string::npos;
+    if (!named) continue;
+    // llm.c keeps other files beside its shards (hellaswag_val.bin, an evaluation set with magic
+    // 20240522): only files that start like a token shard are shards.
+    int32_t magic = 0;
+    std::ifstream(e.path(), std::ios::binary).read(reinterpret_cast<char*>(&magic), sizeof magic);
+    if (magic == kShardMagicU16 || magic == kShardMagicU32) found.push_back(e.path().string());
   }
   std::sort(found.begin(), found.end());
   return found;

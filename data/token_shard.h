@@ -9,11 +9,11 @@
 // Using llm.c's format as it is means the shards its preprocessing scripts write (tinyshakespeare,
 // fineweb, ...) train here unchanged, and shards written here train there.
 //
-// Reading maps the file into memory instead of copying it: a shard of a billion tokens costs no RAM
-// until its pages are touched, and the operating system shares them between the processes of a
-// data-parallel job. A shard is checked completely when it is opened — header, size, and every token
-// against the vocabulary — so a bad file fails at the start of a run, naming the file, rather than
-// hours into it.
+// Reading maps the file into memory instead of copying it: the pages are the operating system's page
+// cache, shared by every process of a data-parallel job and dropped under memory pressure, never
+// copies on the heap. A shard is checked completely when it is opened — header, size, and every token
+// against the vocabulary (one pass over the file) — so a bad file fails at the start of a run, naming
+// the file, rather than hours into it.
 #pragma once
 
 #include <cstdint>
@@ -68,9 +68,10 @@ class TokenShard {
   uint32_t max_token_ = 0;
 };
 
-// The shards of one split in a directory, in name order: files ending in ".bin" whose name contains
-// "_<split>" or starts with "<split>" ("train_000000.bin", "fineweb_val_000000.bin",
-// "tinyshakespeare_train.bin"). Empty when there are none; throws when the directory can't be read.
+// The shards of one split in a directory, in name order: files ending in ".bin" with the split as a
+// word of their name ("train_000000.bin", "fineweb_val_000000.bin", "tinyshakespeare_train.bin", not
+// "trainval.bin") that begin with a shard's magic number (llm.c's hellaswag_val.bin, an evaluation
+// set, does not). Empty when there are none; throws when the directory can't be read.
 std::vector<std::string> find_shards(const std::string& dir, const std::string& split);
 
 }  // namespace brigade::data

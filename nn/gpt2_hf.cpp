@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/factory.h"
 #include "core/json.h"
+#include "core/read_file.h"
 #include "core/safetensors.h"
 #include "kernels/ops.h"
 
@@ -100,19 +101,25 @@ GPTConfig hf_gpt2_config(const std::map<std::string, Tensor>& tensors, const std
   BRIGADE_CHECK(c.n_layer > 0, path, ": no transformer blocks (h.0.ln_1.weight ...)");
   // The head count is not in the weights: Hugging Face keeps it in config.json.
   const std::filesystem::path config_json = std::filesystem::path(path).parent_path() / "config.json";
+  bool from_config = false;
   if (std::filesystem::exists(config_json)) {
-    std::ifstream in(config_json);
-    std::stringstream text;
-    text << in.rdbuf();
     JsonLimits limits;
     limits.context = "'" + config_json.string() + "'";
     limits.object_root = true;
-    c.n_head = int64_t(parse_json(text.str(), limits)["n_head"].as_number());
-  } else {
+    const Json config = parse_json(read_file(config_json.string(), "hf_gpt2_config"), limits);
+    for (const auto& [key, value] : config.members) {
+      if (key != "n_head") continue;
+      BRIGADE_CHECK(value.kind == Json::Kind::number && value.integer && !value.negative, "'", config_json.string(),
+                    "': n_head is not a whole number");
+      c.n_head = int64_t(value.magnitude);
+      from_config = true;
+    }
+  }
+  if (!from_config) {
     const std::map<int64_t, int64_t> gpt2_heads = {{768, 12}, {1024, 16}, {1280, 20}, {1600, 25}};
     auto it = gpt2_heads.find(c.n_embd);
     BRIGADE_CHECK(it != gpt2_heads.end(), path, ": width ", c.n_embd,
-                  " is none of GPT-2's (768, 1024, 1280, 1600) and there is no config.json beside it to give n_head");
+                  " is none of GPT-2's (768, 1024, 1280, 1600) and no config.json beside it gives n_head");
     c.n_head = it->second;
   }
   BRIGADE_CHECK(c.n_head > 0 && c.n_embd % c.n_head == 0, path, ": ", c.n_head, " heads do not divide the width ",

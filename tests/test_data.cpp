@@ -116,8 +116,10 @@ TEST_CASE("token shards: bad files are refused with the file named", "[data][sha
 TEST_CASE("find_shards picks a split's files in name order, in llm.c's names too", "[data][shard]") {
   TempDir dir("brigade_test_data");
   for (const char* name : {"train_000001.bin", "train_000000.bin", "val_000000.bin", "fineweb_train_000002.bin",
-                           "tinyshakespeare_val.bin", "notes.txt", "train.txt"})
-    std::ofstream(dir.file(name)) << "x";
+                           "tinyshakespeare_val.bin", "trainval_000000.bin"})
+    write_token_shard(dir.file(name), {1, 2}, TokenWidth::u16);
+  for (const char* name : {"notes.txt", "train.txt"}) std::ofstream(dir.file(name)) << "x";
+  write_raw_shard(dir.file("hellaswag_val.bin"), 20240522, 1, 1, {0}, 2);  // llm.c's eval set: not a shard
   REQUIRE(find_shards(dir.path.string(), "train") ==
           std::vector<std::string>{dir.file("fineweb_train_000002.bin"), dir.file("train_000000.bin"),
                                    dir.file("train_000001.bin")});
@@ -200,8 +202,8 @@ TEST_CASE("loader: shuffled order is a permutation per epoch, fixed by the seed"
   }
 }
 
-TEST_CASE("loader: a run resumed from its saved position sees exactly the uninterrupted run's windows, "
-          "and data-parallel replicas never overlap", "[data][loader]") {
+TEST_CASE("loader: a new loader given the saved position serves what the first would have (the stream is a "
+          "function of the position alone), and the replicas' slices of a step never overlap", "[data][loader]") {
   TwoShards data({2001, 1000});
   const int64_t T = 16, B = 12, R = 3, steps = 40;  // 40 steps of 12 rows cross an epoch boundary
   auto step_rows = [&](const TokenLoader& l, int64_t position) {
@@ -235,10 +237,13 @@ TEST_CASE("loader: a run resumed from its saved position sees exactly the uninte
   REQUIRE(seen.size() == size_t(W));
 }
 
-TEST_CASE("loader: too little text for one window is an error naming the files", "[data][loader]") {
+TEST_CASE("loader: too little text for one window is an error naming the files, when read", "[data][loader]") {
   TwoShards data({8, 5});
-  REQUIRE_THROWS_WITH(TokenLoader(data.paths, 8, 1000, WindowOrder::sequential, 0),
+  const TokenLoader empty(data.paths, 8, 1000, WindowOrder::sequential, 0);
+  REQUIRE(empty.windows() == 0);
+  REQUIRE_THROWS_WITH(empty.batch(0, 1),
                       Catch::Contains("train_0.bin") && Catch::Contains("not even one window of T + 1 = 9"));
+  REQUIRE_THROWS_WITH(empty.check_not_empty(), Catch::Contains("not even one window"));
   REQUIRE(TokenLoader(data.paths, 7, 1000, WindowOrder::sequential, 0).windows() == 1);
   REQUIRE_THROWS_WITH(TokenLoader(data.paths, 4, 100, WindowOrder::sequential, 0),
                       Catch::Contains("outside the vocabulary of 100"));

@@ -862,6 +862,13 @@ TEST_CASE("GPT::generate: sampling is seeded, top-k keeps to the k most likely, 
   limited.temperature = 50;
   limited.vocab_limit = 6;
   for (double t : gpt.generate(prompt, 30, limited).to_vector()) REQUIRE(t < 6);
+  // Greedy too: the argmax over the allowed ids only, checked against the logits.
+  nn::GenerateOptions greedy_limited;
+  greedy_limited.vocab_limit = 4;
+  const std::vector<double> g = gpt.generate(prompt, 1, greedy_limited).to_vector();
+  const std::vector<double> last = gpt(prompt).to_vector();
+  const double* row = last.data() + 2 * 20;
+  REQUIRE(g[3] == double(std::max_element(row, row + 4) - row));
   REQUIRE_THROWS_WITH(gpt.generate(prompt, 2, nn::GenerateOptions{.temperature = -1}), Contains("temperature"));
   REQUIRE_THROWS_WITH(gpt.generate(ids({}, {1, 0}), 2), Contains("T >= 1"));
 }

@@ -137,6 +137,21 @@ TEST_CASE("train --data: save at step k, resume, run to n == an uninterrupted ru
   require_same_state(uninterrupted, resumed);
   REQUIRE(resumed.train_step() == uninterrupted.train_step());
 
+  // The position comes from the checkpoint, not from step x batch: a checkpoint whose position was moved
+  // on resumes there.
+  {
+    nn::Checkpoint moved = nn::load_checkpoint(ckpt.file("k.safetensors"));
+    moved.metadata["data_position"] = "1000";
+    nn::save_checkpoint(ckpt.file("moved.safetensors"), moved.model, moved.optimizer, moved.metadata);
+    TrainOptions from_moved = o;
+    from_moved.resume = ckpt.file("moved.safetensors");
+    Trainer elsewhere(from_moved);
+    REQUIRE(elsewhere.step() == 13);
+    REQUIRE(elsewhere.data_position() == 1000);
+    Trainer reference(again);  // the same weights at the saved position
+    REQUIRE(elsewhere.train_step() != reference.train_step());  // other rows, another loss
+  }
+
   // Another context is another model and another stream: refused, naming the flag.
   TrainOptions other = again;
   other.context = 16;
@@ -200,8 +215,13 @@ TEST_CASE("train --data: bad data directories are refused, naming the directory 
   o.vocab = 100;  // the text's bytes reach 'y' = 121
   REQUIRE_THROWS_WITH(Trainer(o), Catch::Contains("train_000000.bin") && Catch::Contains("outside the vocabulary of 100"));
   o = tiny_text_options(data.path());
-  o.context = 4000;  // longer than the validation text
-  REQUIRE_THROWS_WITH(Trainer(o), Catch::Contains("val_000000.bin") && Catch::Contains("not even one window"));
+  o.context = 30000;  // longer than the training text: nothing to train on
+  REQUIRE_THROWS_WITH(Trainer(o), Catch::Contains("train_000000.bin") && Catch::Contains("not even one window"));
+  // Longer than the validation text only: the run goes on without validation, and says why.
+  o.context = 4000;
+  const TextTask no_validation(o.data, o.context, o.vocab, 0);
+  REQUIRE(no_validation.validation() == nullptr);
+  REQUIRE_THAT(no_validation.describe(), Catch::Contains("not one window of 4001") && Catch::Contains("--val-fraction"));
 }
 
 TEST_CASE("train --data: the vocabulary is padded to a multiple of 128, GPT-2's by default", "[train_text]") {
@@ -319,6 +339,17 @@ TEST_CASE("language modelling end to end: data prepare, train --data, then gener
   REQUIRE_THAT(train_out.str(), Catch::Contains("vocabulary 300 from the tokenizer in"));
   REQUIRE_THAT(train_out.str(), Catch::Contains("padded to 384"));
   REQUIRE_THAT(train_out.str(), Catch::Contains("sample (64 tokens"));
+
+  // A --vocab larger than the tokenizer's: the sample still only uses ids the tokenizer can decode.
+  {
+    std::ostringstream o, e;
+    REQUIRE(train_command({"--data", work.file("data"), "--vocab", "1000", "--context", "32", "--layers", "1",
+                           "--heads", "2", "--embd", "32", "--batch", "8", "--steps", "2", "--stages", "0",
+                           "--device", "cpu", "--eval", "8"},
+                          o, e) == 0);
+    INFO(o.str() << e.str());
+    REQUIRE_THAT(o.str(), Catch::Contains("sample (64 tokens"));
+  }
 
   // The checkpoint is all generate needs; greedy with and without the KV cache write the same text.
   auto generate = [&](std::vector<std::string> extra) {

@@ -64,7 +64,9 @@ std::string data_usage() {
         "Tokenizes the files (each one document, preceded by <|endoftext|>) and writes token shards in\n"
         "llm.c's format: OUT/train_000000.bin ... and OUT/val_000000.bin ..., plus a copy of the tokenizer\n"
         "in OUT/tokenizer/, so that `brigade train --data OUT` needs nothing else. Validation takes every\n"
-        "k-th block of 4096 tokens (k = 1 / fraction), so both splits sample the whole corpus.\n\nflags:\n";
+        "k-th block of the token stream (k = 1 / fraction; blocks of 64 to 4096 tokens, smaller for a small\n"
+        "corpus), so both splits sample the whole corpus. Shards named train_NNNNNN.bin or val_NNNNNN.bin\n"
+        "that an earlier run left in OUT beyond the new ones are removed.\n\nflags:\n";
   os << cli::flag_lines(flags());
   return os.str();
 }

@@ -84,10 +84,12 @@ PrepareSummary prepare(const PrepareOptions& o, std::ostream& out) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   BRIGADE_CHECK(!ec && fs::is_directory(dir), "brigade data prepare: cannot create --out ", o.out, ": ", ec.message());
+  // The tokenizer first, then the shards, then what an earlier run left: every file is written
+  // atomically, but a run that fails part-way leaves a mix of old and new — run it again.
+  text::save_tokenizer(tokenizer, (dir / "tokenizer").string());
   const data::TokenWidth width = data::token_width_for(int64_t(tokenizer.vocab_size()));
   write_shards(train, dir, "train", o.shard_tokens, width, summary);
   write_shards(val, dir, "val", o.shard_tokens, width, summary);
-  text::save_tokenizer(tokenizer, (dir / "tokenizer").string());
 
   // Shards of an earlier, larger run in the same directory would be read as part of this one.
   const std::regex ours(R"((train|val)_\d{6}\.bin)");

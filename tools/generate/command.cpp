@@ -24,7 +24,10 @@ void generate(const GenerateOptions& o, std::ostream& out) {
 
   // An empty prompt starts a new document, as every document in the training data starts.
   std::vector<text::TokenId> prompt = tokenizer.encode(o.prompt);
-  if (prompt.empty()) prompt.push_back(tokenizer.eot_id());
+  if (prompt.empty()) {
+    BRIGADE_CHECK(tokenizer.has_eot(), "the tokenizer has no <|endoftext|> to start a new document with: give a --prompt");
+    prompt.push_back(tokenizer.eot_id());
+  }
   std::vector<double> ids;
   for (int64_t s = 0; s < o.samples; ++s)
     for (text::TokenId id : prompt) ids.push_back(double(id));

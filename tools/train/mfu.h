@@ -15,7 +15,8 @@
 //
 // The peak is the dense (no sparsity) throughput the vendor lists for the dtype, from the table in
 // mfu.cpp — or on the CPU, where no table fits every machine, a GEMM measured at the start of the run
-// with brigade's own kernel, the threads of the run, f32.
+// with brigade's own kernel, the threads of the run, f32 (also for --precision bf16: the CPU kernels
+// widen 16-bit data to f32 and compute there).
 #pragma once
 
 #include <cstdint>

@@ -116,6 +116,7 @@ void print_resume(const Trainer& trainer, std::ostream& out) {
   for (const std::string& warning : trainer.resume_warnings()) out << "warning: " << warning << "\n";
   if (!trainer.resumed_from().empty()) {
     out << "resumed from " << trainer.resumed_from() << " at step " << trainer.step() << "\n";
+    if (!o.init_from.empty()) out << "note: --init-from " << o.init_from << " is not used: the run resumes\n";
     for (const std::string& note : trainer.resume_notes()) out << "note: " << note << "\n";
   } else if (save_dir) {
     out << "no checkpoint to resume in " << o.save << "; starting at step 0\n";
@@ -152,7 +153,9 @@ TrainSummary train_rank(const TrainOptions& options, const pipeline::PipelineGro
   const int64_t eval_every = options.eval_every > 0 ? options.eval_every : 5 * options.log_every;
   Peak peak;
   double flops_per_token = 0;
-  if (lm) {
+  if (lm && trainer.is_leader()) {
+    // The leader alone measures (on the CPU, a GEMM): the other ranks wait for its first validation
+    // gather meanwhile, so the measurement has the cores to itself.
     const nn::GPTConfig& config = trainer.model().config();
     peak = device_peak(config.device, config.compute_dtype.value_or(config.dtype));
     flops_per_token = training_flops_per_token(trainer.model());

@@ -37,8 +37,18 @@ TextTask::TextTask(const std::string& dir, int64_t context, int64_t vocab, uint6
   // Tokens are checked against the real vocabulary, not the padded one: a token in the padding is a
   // shard made with another tokenizer.
   train_ = std::make_unique<data::TokenLoader>(train_paths, context, vocab_, data::WindowOrder::shuffled, seed);
-  if (!val_paths.empty())
+  train_->check_not_empty();  // no training without a window
+  if (!val_paths.empty()) {
     val_ = std::make_unique<data::TokenLoader>(val_paths, context, vocab_, data::WindowOrder::sequential, seed);
+    // Validation is optional: too little of it for one window (a long --context on a small corpus)
+    // is a note, not a failed run.
+    if (val_->windows() == 0) {
+      validation_note_ = "the validation shards hold " + with_commas(val_->tokens()) +
+                         " tokens, not one window of " + std::to_string(context + 1) +
+                         " (a larger --val-fraction in `brigade data prepare`, or a shorter --context): no validation loss";
+      val_.reset();
+    }
+  }
 }
 
 Batch TextTask::train_batch(int64_t first, int64_t rows) const {
@@ -51,6 +61,7 @@ std::string TextTask::describe() const {
   os << "data: " << dir_ << ", " << with_commas(train_->tokens()) << " training tokens in " << train_->paths().size()
      << " shard(s) (" << with_commas(train_->windows()) << " windows of " << context_ + 1 << " per epoch), ";
   if (val_) os << with_commas(val_->tokens()) << " validation tokens";
+  else if (!validation_note_.empty()) os << validation_note_;
   else os << "no validation shards";
   os << "; vocabulary " << with_commas(vocab_) << " from " << vocab_source_;
   if (padded_vocab_ != vocab_) os << ", padded to " << with_commas(padded_vocab_);

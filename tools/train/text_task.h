@@ -49,6 +49,7 @@ class TextTask : public Task {
   int64_t vocab_ = 0;
   int64_t padded_vocab_ = 0;
   std::string vocab_source_;  // where vocab_ came from, for the header
+  std::string validation_note_;  // why there is no validation, when there are validation shards
   std::optional<text::Tokenizer> tokenizer_;
   std::unique_ptr<data::TokenLoader> train_, val_;
 };

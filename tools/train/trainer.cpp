@@ -111,7 +111,7 @@ Trainer::Trainer(const TrainOptions& options, const pipeline::PipelineGroups* gr
   schedule_.warmup_steps = std::min(options_.warmup, options_.steps);
   if (!options_.resume.empty()) resume(options_.resume);
   else if (is_checkpoint_dir(options_.save)) resume_newest(options_.save);
-  if (!options_.init_from.empty() && step_ == 0) init_from(options_.init_from);
+  if (!options_.init_from.empty() && resumed_from_.empty()) init_from(options_.init_from);
 }
 
 Trainer::~Trainer() = default;
@@ -232,13 +232,16 @@ std::string Trainer::sample(int64_t tokens, uint64_t seed) {
   nn::GPT* model = whole_model();
   if (model == nullptr) return "";
   const text::Tokenizer& tokenizer = *lm->tokenizer();
-  // A new document, as every document of the training data starts.
-  const Tensor prompt = full({1, 1}, double(tokenizer.eot_id()), DType::i64, model->config().device);
+  // A new document, as every document `brigade data prepare` writes starts; a tokenizer without
+  // <|endoftext|> starts from its token 0.
+  const double start = tokenizer.has_eot() ? double(tokenizer.eot_id()) : 0.0;
+  const Tensor prompt = full({1, 1}, start, DType::i64, model->config().device);
   nn::GenerateOptions g;
   g.temperature = 0.8;
   g.top_k = 40;
   g.seed = seed;
-  g.vocab_limit = lm->tokenizer_vocab();
+  // Only ids the tokenizer can decode: not the padding, nor ids a larger --vocab adds.
+  g.vocab_limit = std::min(lm->tokenizer_vocab(), int64_t(tokenizer.vocab_size()));
   const bool was_training = model->is_training();
   model->eval();
   const std::vector<double> out = model->generate(prompt, std::min(tokens, model->config().block_size - 1), g).to_vector();
