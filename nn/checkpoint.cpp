@@ -30,8 +30,9 @@ void save_checkpoint(const std::string& path, const std::map<std::string, Tensor
   save_safetensors(path, tensors, meta);
 }
 
-Checkpoint load_checkpoint(const std::string& path) {
-  Safetensors file = load_safetensors(path);
+Checkpoint load_checkpoint(const std::string& path) { return checkpoint_from(load_safetensors(path), path); }
+
+Checkpoint checkpoint_from(Safetensors file, const std::string& path) {
   auto version = file.metadata.find(kVersionKey);
   BRIGADE_CHECK(version != file.metadata.end(), "load_checkpoint: '", path,
                 "' is a safetensors file but not a brigade checkpoint (no \"", kVersionKey, "\" metadata)");

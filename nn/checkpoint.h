@@ -15,6 +15,7 @@
 #include <map>
 #include <string>
 
+#include "core/safetensors.h"
 #include "core/tensor.h"
 
 namespace brigade::nn {
@@ -33,5 +34,8 @@ void save_checkpoint(const std::string& path, const std::map<std::string, Tensor
 
 // Reads a checkpoint written by save_checkpoint; throws Error for anything else or anything damaged.
 Checkpoint load_checkpoint(const std::string& path);
+// The same for a file already read (`path` for the messages): for callers that first look at a file
+// to tell a checkpoint from another kind of safetensors file (Hugging Face weights, nn/gpt2_hf.h).
+Checkpoint checkpoint_from(Safetensors file, const std::string& path);
 
 }  // namespace brigade::nn

@@ -26,7 +26,7 @@ int64_t metadata_int(const std::map<std::string, std::string>& meta, const std::
 }  // namespace
 
 SavedModel load_saved_model(const std::string& path, Device device, const std::string& tokenizer_dir) {
-  const Safetensors file = load_safetensors(path);
+  Safetensors file = load_safetensors(path);
   SavedModel saved;
   if (nn::is_hf_gpt2(file.tensors)) {
     nn::GPTConfig config = nn::hf_gpt2_config(file.tensors, path);
@@ -35,7 +35,7 @@ SavedModel load_saved_model(const std::string& path, Device device, const std::s
     nn::load_hf_gpt2(*saved.model, file.tensors, path);
     saved.vocab = config.vocab_size;
   } else {
-    const nn::Checkpoint ckpt = nn::load_checkpoint(path);
+    const nn::Checkpoint ckpt = nn::checkpoint_from(std::move(file), path);
     const auto& meta = ckpt.metadata;
     BRIGADE_CHECK(!meta.count("digits"), "'", path, "' is a checkpoint of the sort task (trained with --digits), not a "
                   "language model: train one with --data");

@@ -243,10 +243,10 @@ void Trainer::restore(const nn::Checkpoint& ckpt, const std::string& context) {
 
 void Trainer::init_from(const std::string& path) {
   // A brigade checkpoint, or GPT-2 weights in the Hugging Face layout (nn/gpt2_hf.h).
-  const Safetensors file = load_safetensors(path);
+  Safetensors file = load_safetensors(path);
   try {
     if (nn::is_hf_gpt2(file.tensors)) nn::load_hf_gpt2(*model_, file.tensors, path);
-    else model_->load_state_dict(nn::load_checkpoint(path).model);
+    else model_->load_state_dict(nn::checkpoint_from(std::move(file), path).model);
   } catch (const Error& e) {
     fail("--init-from ", path, ": its weights do not fit this model (", e.what(),
          "); the model flags (--model, --layers, --heads, --embd, --context, --vocab) must describe the model it holds");
