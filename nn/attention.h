@@ -7,6 +7,7 @@
 //   heads merged back to [B, T, C], then the output projection `proj`.
 #pragma once
 
+#include <array>
 #include <memory>
 
 #include "nn/activation.h"
@@ -36,6 +37,13 @@ class CausalSelfAttention : public Module {
   std::shared_ptr<Linear> proj;         // C -> C
   std::shared_ptr<Dropout> attn_drop;   // on the attention weights
   std::shared_ptr<Dropout> resid_drop;  // on the output
+
+ private:
+  // q, k, v [B, H, T, hd] of x [B, T, C] (checked), views of one qkv projection.
+  std::array<Tensor, 3> heads_of(const Tensor& x);
+  // softmax(q keys^T / sqrt(hd)) values with the causal mask of queries at positions [past, past + T),
+  // the heads merged back: [B, T, C]. `dropout`: attn_drop on the weights (training's forward).
+  Tensor attend(const Tensor& q, const Tensor& keys, const Tensor& values, int64_t past, bool dropout);
 };
 
 }  // namespace brigade::nn

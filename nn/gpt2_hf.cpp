@@ -2,9 +2,7 @@
 
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <vector>
 
 #include "core/error.h"
@@ -49,9 +47,8 @@ std::vector<Name> names_of(int64_t n_layer) {
 std::map<std::string, Tensor> normalized(const std::map<std::string, Tensor>& hf) {
   std::map<std::string, Tensor> out;
   for (const auto& [name, t] : hf) {
-    std::string n = name.rfind("transformer.", 0) == 0 ? name.substr(12) : name;
-    const bool mask = n.rfind("h.", 0) == 0 && (n.size() > 10 && (n.substr(n.size() - 10) == ".attn.bias" ||
-                                                                 n.find(".attn.masked_bias") != std::string::npos));
+    const std::string n = name.starts_with("transformer.") ? name.substr(12) : name;
+    const bool mask = n.starts_with("h.") && (n.ends_with(".attn.bias") || n.ends_with(".attn.masked_bias"));
     if (!mask) out.emplace(n, t);
   }
   return out;
@@ -69,13 +66,6 @@ const Tensor& need(const std::map<std::string, Tensor>& hf, const std::string& n
   return it->second;
 }
 
-std::string shape_text(const Shape& s) {
-  std::ostringstream os;
-  os << '[';
-  for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
-  return os.str() + ']';
-}
-
 }  // namespace
 
 bool is_hf_gpt2(const std::map<std::string, Tensor>& tensors) {
@@ -90,7 +80,7 @@ GPTConfig hf_gpt2_config(const std::map<std::string, Tensor>& tensors, const std
   const Tensor& wte = need(hf, "wte.weight", path);
   const Tensor& wpe = need(hf, "wpe.weight", path);
   BRIGADE_CHECK(wte.dim() == 2 && wpe.dim() == 2 && wte.shape()[1] == wpe.shape()[1], path,
-                ": wte.weight ", shape_text(wte.shape()), " and wpe.weight ", shape_text(wpe.shape()),
+                ": wte.weight ", shape_str(wte.shape()), " and wpe.weight ", shape_str(wpe.shape()),
                 " are not [vocab, C] and [context, C]");
   GPTConfig c;
   c.vocab_size = wte.shape()[0];
@@ -103,13 +93,14 @@ GPTConfig hf_gpt2_config(const std::map<std::string, Tensor>& tensors, const std
   const std::filesystem::path config_json = std::filesystem::path(path).parent_path() / "config.json";
   bool from_config = false;
   if (std::filesystem::exists(config_json)) {
+    const std::string file = config_json.string();
     JsonLimits limits;
-    limits.context = "'" + config_json.string() + "'";
+    limits.context = "'" + file + "'";
     limits.object_root = true;
-    const Json config = parse_json(read_file(config_json.string(), "hf_gpt2_config"), limits);
+    const Json config = parse_json(read_file(file, "hf_gpt2_config"), limits);
     for (const auto& [key, value] : config.members) {
       if (key != "n_head") continue;
-      BRIGADE_CHECK(value.kind == Json::Kind::number && value.integer && !value.negative, "'", config_json.string(),
+      BRIGADE_CHECK(value.kind == Json::Kind::number && value.integer && !value.negative, limits.context,
                     "': n_head is not a whole number");
       c.n_head = int64_t(value.magnitude);
       from_config = true;
@@ -137,7 +128,7 @@ std::map<std::string, Tensor> state_dict_from_hf_gpt2(const std::map<std::string
     Tensor t = need(hf, n.hf, source);
     unused.erase(n.hf);
     if (n.transposed) {
-      BRIGADE_CHECK(t.dim() == 2, source, ": '", n.hf, "' is ", shape_text(t.shape()), ", not a matrix");
+      BRIGADE_CHECK(t.dim() == 2, source, ": '", n.hf, "' is ", shape_str(t.shape()), ", not a matrix");
       t = t.transpose(0, 1);
     }
     t = t.to(config.dtype).contiguous();

@@ -91,7 +91,7 @@ TEST_CASE("gpt2_hf: a Hugging Face-layout file built by the test loads into a GP
   const auto ours = load_safetensors(dir.file("ours.safetensors"));
   REQUIRE(ours.metadata.at("format") == "pt");
   auto by_hand = hf_layout_by_hand(original, "");
-  for (auto it = by_hand.begin(); it != by_hand.end();) it = it->first.size() > 10 && it->first.substr(it->first.size() - 10) == ".attn.bias" ? by_hand.erase(it) : std::next(it);
+  std::erase_if(by_hand, [](const auto& entry) { return entry.first.ends_with(".attn.bias"); });
   REQUIRE(ours.tensors.size() == by_hand.size());
   for (auto& [name, t] : by_hand) {
     INFO(name);

@@ -9,9 +9,11 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <sstream>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -97,6 +99,21 @@ std::string flag_lines(const std::vector<Flag<Options>>& flags) {
   for (const Flag<Options>& f : flags) line(f.name + (f.value.empty() ? "" : " " + f.value), f.help + " [" + f.get(defaults) + "]");
   line("-h, --help", "show this help");
   return text;
+}
+
+// The number `text` for `flag`, checked against [min, max]; throws UsageError naming the flag
+// ("--temperature: expected a number >= 0, got 'x'", "--val-fraction: expected a number in [0, 0.5], ...").
+inline double parse_number(const std::string& flag, const std::string& text, double min,
+                           double max = std::numeric_limits<double>::infinity()) {
+  double v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(v) || v < min || v > max) {
+    std::ostringstream range;
+    if (std::isinf(max)) range << ">= " << min;
+    else range << "in [" << min << ", " << max << "]";
+    throw UsageError(flag + ": expected a number " + range.str() + ", got '" + text + "'");
+  }
+  return v;
 }
 
 // The whole number `text` for `flag`, checked against [min, max]; throws UsageError naming the flag

@@ -1,9 +1,8 @@
 #include "data_prepare/options.h"
 
-#include <charconv>
-#include <cmath>
-#include <iomanip>
 #include <sstream>
+
+#include "core/json.h"  // json_number: the shortest text of a number
 
 namespace brigade::data_cli {
 
@@ -20,18 +19,8 @@ const std::vector<Flag>& flags() {
        [](PrepareOptions& o, const std::string& v) { o.out = v; },
        [](const PrepareOptions&) { return std::string("required"); }},
       {"--val-fraction", "F", "the share of tokens held out for validation, in [0, 0.5]",
-       [](PrepareOptions& o, const std::string& v) {
-         double f = 0;
-         auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), f);
-         if (ec != std::errc() || end != v.data() + v.size() || !(f >= 0 && f <= 0.5))
-           throw UsageError("--val-fraction: expected a number in [0, 0.5], got '" + v + "'");
-         o.val_fraction = f;
-       },
-       [](const PrepareOptions& o) {
-         std::ostringstream os;
-         os << o.val_fraction;
-         return os.str();
-       }},
+       [](PrepareOptions& o, const std::string& v) { o.val_fraction = cli::parse_number("--val-fraction", v, 0, 0.5); },
+       [](const PrepareOptions& o) { return json_number(o.val_fraction); }},
       {"--shard-tokens", "N", "tokens per shard at most (a shard's header counts at most 2^31 - 1)",
        [](PrepareOptions& o, const std::string& v) { o.shard_tokens = cli::parse_int("--shard-tokens", v, 1, INT32_MAX); },
        [](const PrepareOptions& o) { return std::to_string(o.shard_tokens); }},

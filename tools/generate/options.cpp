@@ -1,9 +1,8 @@
 #include "generate/options.h"
 
-#include <charconv>
-#include <cmath>
-#include <iomanip>
 #include <sstream>
+
+#include "core/json.h"  // json_number: the shortest text of a number
 
 namespace brigade::generate_cli {
 
@@ -29,18 +28,8 @@ const std::vector<Flag>& flags() {
        [](GenerateOptions& o, const std::string& v) { o.tokens = cli::parse_int("--tokens", v, 1); },
        [](const GenerateOptions& o) { return std::to_string(o.tokens); }},
       {"--temperature", "T", "sampling temperature (0: greedy, always the most likely token)",
-       [](GenerateOptions& o, const std::string& v) {
-         double t = 0;
-         auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), t);
-         if (ec != std::errc() || end != v.data() + v.size() || !std::isfinite(t) || t < 0)
-           throw UsageError("--temperature: expected a number >= 0, got '" + v + "'");
-         o.temperature = t;
-       },
-       [](const GenerateOptions& o) {
-         std::ostringstream os;
-         os << o.temperature;
-         return os.str();
-       }},
+       [](GenerateOptions& o, const std::string& v) { o.temperature = cli::parse_number("--temperature", v, 0); },
+       [](const GenerateOptions& o) { return json_number(o.temperature); }},
       {"--top-k", "K", "sample among the K most likely tokens only (0: all)",
        [](GenerateOptions& o, const std::string& v) { o.top_k = cli::parse_int("--top-k", v, 0); },
        [](const GenerateOptions& o) { return std::to_string(o.top_k); }},

@@ -153,6 +153,7 @@ TrainSummary train_rank(const TrainOptions& options, const pipeline::PipelineGro
   const int64_t eval_every = options.eval_every > 0 ? options.eval_every : 5 * options.log_every;
   Peak peak;
   double flops_per_token = 0;
+  const double devices = devices_of();
   if (lm && trainer.is_leader()) {
     // The leader alone measures (on the CPU, a GEMM): the other ranks wait for its first validation
     // gather meanwhile, so the measurement has the cores to itself.
@@ -197,7 +198,7 @@ TrainSummary train_rank(const TrainOptions& options, const pipeline::PipelineGro
       // Every rank of a pipeline (or replica) shares the device's peak, so the run's MFU divides by
       // all of them: on one GPU the ranks are streams of that GPU, and they are counted once.
       if (peak.flops_per_second > 0)
-        report.mfu = report.tokens_per_second * flops_per_token / (peak.flops_per_second * devices_of());
+        report.mfu = report.tokens_per_second * flops_per_token / (peak.flops_per_second * devices);
       out << format_step(report) << "\n";
       out.flush();
       window_loss = 0;

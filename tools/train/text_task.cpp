@@ -1,7 +1,6 @@
 #include "text_task.h"
 
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "core/error.h"
