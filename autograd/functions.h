@@ -69,6 +69,13 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
 
+// Fused attention: softmax(q k^T / sqrt(D), causal mask) v with dropout p on the weights, one
+// kernel each way, never holding the [Tq, Tk] weights (ops::attention, kernels/params.h for the
+// mask and dropout rules). q [B, H, Tq, D], k and v [B, H, Tk, D]. Dropout's (seed, offset) come from
+// the default generator, as dropout() on the composed weights would take them.
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal = true, double dropout = 0);
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& params);
+
 // ---- normalisation (over the last dim) ----
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-6);

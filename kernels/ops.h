@@ -70,6 +70,21 @@ Tensor log_softmax(const Tensor& x, int64_t dim);
 Tensor softmax_backward(const Tensor& grad_y, const Tensor& y, int64_t dim);
 Tensor log_softmax_backward(const Tensor& grad_y, const Tensor& y, int64_t dim);
 
+// ---- fused attention (kernels/attention.cpp) ----
+// softmax(scale q k^T, causal mask) v with dropout on the weights, never holding the [Tq, Tk] scores
+// (AttentionParams in kernels/params.h says which keys a query sees and how dropout draws its mask).
+// q [B, H, Tq, D], k and v [B, H, Tk, D], the same floating dtype and device; any strides.
+struct AttentionOutput {
+  Tensor y;    // [B, H, Tq, D], laid out as [B, Tq, H, D]: y.transpose(1, 2) is contiguous
+  Tensor lse;  // [B, H, Tq] log-sum-exp of each query's scaled scores, saved for the backward
+};
+AttentionOutput attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& p);
+struct AttentionGrads {
+  Tensor q, k, v;  // contiguous, shaped like the inputs
+};
+AttentionGrads attention_backward(const Tensor& grad_y, const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const AttentionOutput& saved, const AttentionParams& p);
+
 // ---- matmul (kernels/matmul.cpp) ----
 // a [..., m, k] @ b [..., k, n] -> [..., m, n], batch dims broadcast; 1-D operands are treated as a
 // row (a) or column (b) vector and that dim is removed from the result, as in NumPy.

@@ -12,9 +12,24 @@ namespace brigade {
 // call like cross_entropy(x, t, -100, Reduction::sum) doesn't also find ops::cross_entropy by ADL.)
 enum class Reduction { mean, sum };
 
+// Fused attention's settings (ops::attention, brigade::attention; in namespace brigade for the
+// reason Reduction is). Query i of Tq attends to keys j of Tk; with `causal` the queries are the
+// last Tq positions of the Tk (past = Tk - Tq, as with a KV cache), so query i sees keys j <= past + i. Dropout zeroes a softmax weight (b, h, i, j) when
+// philox_uniform(seed, offset + ((b * H + h) * Tq + i) * Tk + j) < dropout and scales the kept ones
+// by 1 / (1 - dropout): the element index of that weight in a contiguous [B, H, Tq, Tk] tensor, so
+// the fused op draws exactly the mask that dropout() on the composed weights would.
+struct AttentionParams {
+  bool causal = true;
+  double scale = 0;    // multiplies q k^T; 0 means 1 / sqrt(head dim)
+  double dropout = 0;  // in [0, 1)
+  uint64_t seed = 0, offset = 0;
+};
+
 }  // namespace brigade
 
 namespace brigade::ops {
+
+using brigade::AttentionParams;
 
 // AdamW's hyperparameters, declared once: optim::AdamWOptions is this same struct, so what a user
 // sets on the optimizer is exactly what the kernel (ops::adamw_step_) receives. They live at the
@@ -25,5 +40,6 @@ struct AdamWParams {
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 1e-2;
   int64_t step = 1;
 };
+
 
 }  // namespace brigade::ops

@@ -36,13 +36,20 @@ std::array<Tensor, 3> CausalSelfAttention::heads_of(const Tensor& x) {
 Tensor CausalSelfAttention::attend(const Tensor& q, const Tensor& keys, const Tensor& values, int64_t past,
                                    bool dropout) {
   const int64_t B = q.size(0), T = q.size(2), hd = q.size(3);
+  const double p = dropout && attn_drop->is_training() ? attn_drop->p : 0.0;
+  // TODO(cuda attention): the CUDA twin is being written; until then GPUs take the composition.
+  if (fused && q.device().is_cpu()) {
+    // One kernel each way; y comes laid out as [B, T, H, hd], so merging the heads is a free view.
+    // The causal rule puts the T queries at positions [past, past + T) of the keys.
+    return attention(q, keys, values, /*causal=*/true, p).transpose(1, 2).view({B, T, n_embd});
+  }
   Tensor scores = matmul(q, keys.transpose(-2, -1)) * (1.0 / std::sqrt(double(hd)));  // [B, H, T, past + T]
   // -inf (not just a large negative) makes masked weights exactly 0 after softmax in every dtype; each
   // row keeps its diagonal, so no row is all -inf.
   scores = masked_fill(scores, causal_mask(T, q.device(), past), -std::numeric_limits<double>::infinity());
   Tensor weights = softmax(scores, -1);
-  if (dropout) weights = (*attn_drop)(weights);
-  Tensor y = matmul(weights, values);             // [B, H, T, hd]
+  if (p > 0) weights = (*attn_drop)(weights);
+  Tensor y = matmul(weights, values);                // [B, H, T, hd]
   return y.transpose(1, 2).reshape({B, T, n_embd});  // heads side by side again (reshape copies here)
 }
 

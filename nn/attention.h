@@ -5,6 +5,8 @@
 //   scores[.., i, j] = -inf for j > i               (the future is masked out)
 //   y = softmax(scores) v                           [B, H, T, hd]
 //   heads merged back to [B, T, C], then the output projection `proj`.
+// By default the middle three lines run as one fused kernel (brigade::attention); `fused = false`
+// runs them as the separate ops written above.
 #pragma once
 
 #include <array>
@@ -37,6 +39,10 @@ class CausalSelfAttention : public Module {
   std::shared_ptr<Linear> proj;         // C -> C
   std::shared_ptr<Dropout> attn_drop;   // on the attention weights
   std::shared_ptr<Dropout> resid_drop;  // on the output
+  // Fused attention (brigade::attention: one kernel each way, no [T, T] weights kept for the
+  // backward) or the composition above, step by step — the reference, and what a reader can follow.
+  // Both give the same numbers up to rounding, dropout masks included.
+  bool fused = true;
 
  private:
   // q, k, v [B, H, T, hd] of x [B, T, C] (checked), views of one qkv projection.

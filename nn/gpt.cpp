@@ -68,8 +68,11 @@ GPT::GPT(const GPTConfig& c) : config_(c) {
             .residual_std = 0.02 / std::sqrt(2.0 * double(c.n_layer))};
   embed = register_module("embed", std::make_shared<GPTEmbedding>(c.vocab_size, c.block_size, c.n_embd, c.dropout, init));
   blocks = register_module("blocks", std::make_shared<Sequential>());
-  for (int64_t i = 0; i < c.n_layer; ++i)
-    blocks->push_back(std::make_shared<TransformerBlock>(c.n_embd, c.n_head, c.dropout, c.bias, init));
+  for (int64_t i = 0; i < c.n_layer; ++i) {
+    auto block = std::make_shared<TransformerBlock>(c.n_embd, c.n_head, c.dropout, c.bias, init);
+    block->attn->fused = c.fused_attention;
+    blocks->push_back(block);
+  }
   head = register_module("head", std::make_shared<GPTHead>(c.n_embd, c.bias, embed->wte->weight, init));
   if (c.compute_dtype) set_compute_dtype(*c.compute_dtype);
 }

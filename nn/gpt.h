@@ -59,6 +59,8 @@ struct GPTConfig {
   std::optional<DType> compute_dtype = std::nullopt;
   Device device = Device::cpu();
   uint64_t seed = 0;  // initial weights depend only on the config and this seed
+  // Attention as one fused kernel each way (CausalSelfAttention::fused) or as separate ops.
+  bool fused_attention = true;
 };
 
 // Stage 0 of the layer list: idx [B, T] (i32/i64) -> wte[idx] + wpe[positions], then dropout.

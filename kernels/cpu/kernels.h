@@ -33,6 +33,7 @@ namespace brigade::cpu {
 #include "kernels/twins/conv.inc"
 #include "kernels/twins/pool.inc"
 #include "kernels/twins/indices.inc"
+#include "kernels/twins/attention.inc"
 
 }  // namespace brigade::cpu
 
