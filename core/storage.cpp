@@ -1,5 +1,7 @@
 #include "core/storage.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <new>
 
@@ -8,14 +10,27 @@
 namespace brigade {
 namespace {
 
+// Relaxed atomics: the counts are statistics, read after the work they describe has been joined.
+std::atomic<size_t> g_host_allocated{0}, g_host_peak{0};
+
+void raise_host_peak(size_t now) {
+  size_t peak = g_host_peak.load(std::memory_order_relaxed);
+  while (now > peak && !g_host_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+}
+
 class CpuAllocator final : public Allocator {
  public:
   std::shared_ptr<void> allocate(size_t nbytes, Device /*device: there is one host*/) override {
     // 64-byte alignment: one cache line, and enough for any vector load the kernels use.
-    size_t rounded = (nbytes + 63) / 64 * 64;
-    void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+    const size_t rounded = std::max<size_t>((nbytes + 63) / 64 * 64, 64);
+    void* p = std::aligned_alloc(64, rounded);
     BRIGADE_CHECK(p != nullptr, "out of memory: the CPU allocator could not provide ", nbytes, " bytes");
-    return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+    raise_host_peak(g_host_allocated.fetch_add(rounded, std::memory_order_relaxed) + rounded);
+    return std::shared_ptr<void>(p, [rounded](void* q) {
+      std::free(q);
+      g_host_allocated.fetch_sub(rounded, std::memory_order_relaxed);
+    });
   }
 };
 
@@ -32,6 +47,12 @@ Allocator& allocator_for(Device device) {
 }
 
 void set_cuda_allocator(Allocator* allocator) { g_cuda_allocator = allocator; }
+
+HostMemoryStats host_memory_stats() {
+  return {g_host_allocated.load(std::memory_order_relaxed), g_host_peak.load(std::memory_order_relaxed)};
+}
+
+void reset_host_peak_memory() { g_host_peak.store(g_host_allocated.load(std::memory_order_relaxed), std::memory_order_relaxed); }
 
 Storage::Storage(size_t nbytes, Device device)
     : data_(allocator_for(device).allocate(nbytes, device)),

@@ -22,6 +22,17 @@ class Allocator {
   virtual std::shared_ptr<void> allocate(size_t nbytes, Device device) = 0;
 };
 
+// Host memory held by tensors: what the CPU allocator handed out and has not had back (sizes as
+// rounded up to 64 bytes), and the high-water mark since start or reset_host_peak_memory(). The
+// CPU's counterpart of cuda_memory_stats (core/stream.h); benchmarks and the pipeline's memory
+// report read it.
+struct HostMemoryStats {
+  size_t allocated = 0;
+  size_t peak_allocated = 0;
+};
+HostMemoryStats host_memory_stats();
+void reset_host_peak_memory();  // the peak restarts from what is allocated now
+
 // The allocator for a device; throws when that device's backend is not available.
 Allocator& allocator_for(Device device);
 // Installs the allocator used for CUDA devices (called once by the CUDA backend at start-up).

@@ -371,3 +371,23 @@ TEST_CASE("tensor literals of any rank", "[core][factory]") {
   REQUIRE_THROWS_WITH(tensor({{1, 2}, {3}}), Catch::Contains("ragged literal: element 1 has shape [1] where element 0 has [2]"));
   REQUIRE_THROWS_WITH(tensor({{{1}}, {2}}), Catch::Contains("ragged literal"));
 }
+
+TEST_CASE("host memory statistics count what tensors hold, rounded to 64 bytes, and the peak", "[core][memory]") {
+  const HostMemoryStats before = host_memory_stats();
+  reset_host_peak_memory();
+  REQUIRE(host_memory_stats().peak_allocated == before.allocated);
+  {
+    Tensor a = empty({1000}, DType::f32);  // 4000 bytes -> 4032
+    REQUIRE(host_memory_stats().allocated == before.allocated + 4032);
+    {
+      Tensor b = empty({3}, DType::f64);  // 24 bytes -> 64
+      Tensor view = a.slice(0, 10, 20);   // a view allocates nothing
+      REQUIRE(host_memory_stats().allocated == before.allocated + 4032 + 64);
+    }
+    REQUIRE(host_memory_stats().allocated == before.allocated + 4032);
+    REQUIRE(host_memory_stats().peak_allocated == before.allocated + 4032 + 64);
+  }
+  REQUIRE(host_memory_stats().allocated == before.allocated);
+  reset_host_peak_memory();
+  REQUIRE(host_memory_stats().peak_allocated == before.allocated);
+}

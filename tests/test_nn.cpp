@@ -489,14 +489,58 @@ TEST_CASE("CausalSelfAttention matches an f64 loop reference", "[nn]") {
   std::vector<double> expected = attention_ref(x.to_vector(), B, T, C, H, attn.qkv->weight.to_vector(),
                                                attn.qkv->bias.to_vector(), attn.proj->weight.to_vector(),
                                                attn.proj->bias.to_vector());
-  Tensor y = attn(x);
-  REQUIRE(y.shape() == Shape{B, T, C});
-  test::require_close(y, expected, 1e-10, 1e-10);
-  test::require_close(attn(test::strided(x)), expected, 1e-10, 1e-10);
-  test::require_close(attn(test::transposed(x)), expected, 1e-10, 1e-10);
+  for (bool fused : {true, false}) {
+    INFO((fused ? "fused" : "composed"));
+    attn.fused = fused;
+    Tensor y = attn(x);
+    REQUIRE(y.shape() == Shape{B, T, C});
+    test::require_close(y, expected, 1e-10, 1e-10);
+    test::require_close(attn(test::strided(x)), expected, 1e-10, 1e-10);
+    test::require_close(attn(test::transposed(x)), expected, 1e-10, 1e-10);
+  }
 
   REQUIRE_THROWS_WITH(attn(zeros({2, 5}, DType::f64)), Contains("CausalSelfAttention: expected input [B, T, 6], got [2, 5]"));
   REQUIRE_THROWS_WITH(nn::CausalSelfAttention(6, 4), Contains("n_embd=6 must be a positive multiple of n_head=4"));
+}
+
+TEST_CASE("fused and composed attention agree in a GPT: loss, every gradient, dropout, the KV cache", "[nn]") {
+  nn::GPTConfig c;
+  c.vocab_size = 11;
+  c.block_size = 70;  // past the fused kernel's 64-query blocks
+  c.n_layer = 2;
+  c.n_head = 2;
+  c.n_embd = 8;
+  c.dropout = 0.2;
+  c.dtype = DType::f64;
+  c.seed = 3;
+  Generator data(4);
+  const Tensor idx = ops::to_dtype(uniform({2, 70}, 0, 10.99, DType::f64, Device::cpu(), &data), DType::i64);
+  const Tensor targets = ops::to_dtype(uniform({2, 70}, 0, 10.99, DType::f64, Device::cpu(), &data), DType::i64);
+  std::vector<double> losses;
+  std::vector<std::vector<double>> grads;
+  for (bool fused : {true, false}) {
+    c.fused_attention = fused;
+    nn::GPT model(c);
+    manual_seed(9);  // the same dropout stream for both
+    Tape tape;
+    const Tensor loss = tape.record([&] { return model.loss(idx, targets); });
+    tape.backward(loss);
+    losses.push_back(loss.item());
+    std::vector<double> all;
+    for (const Tensor& p : model.parameters()) {
+      const std::vector<double> g = p.grad().to_vector();
+      all.insert(all.end(), g.begin(), g.end());
+    }
+    grads.push_back(all);
+  }
+  CHECK(losses[0] == Approx(losses[1]).epsilon(1e-12));
+  REQUIRE(grads[0].size() == grads[1].size());
+  for (size_t i = 0; i < grads[0].size(); ++i) REQUIRE(std::abs(grads[0][i] - grads[1][i]) < 1e-11);
+  // A changed dropout stream changes the fused loss: the mask is really drawn.
+  c.fused_attention = true;
+  nn::GPT model(c);
+  manual_seed(10);
+  CHECK(model.loss(idx, targets).item() != Approx(losses[0]).epsilon(1e-9));
 }
 
 TEST_CASE("CausalSelfAttention is causal: changing position t leaves earlier outputs unchanged", "[nn]") {
@@ -783,24 +827,28 @@ TEST_CASE("GPT::generate appends greedy predictions", "[nn]") {
 }
 
 TEST_CASE("GPT::forward_cached: prefill and steps through a KV cache equal forward on the whole sequence", "[nn]") {
-  nn::GPTConfig c = tiny_config(DType::f32);
-  c.vocab_size = 11;
-  c.block_size = 10;
-  nn::GPT gpt(c);
-  const std::vector<double> tokens = {1, 5, 2, 9, 0, 3, 3, 7, 10, 4, 6, 2, 8, 1, 0, 5, 9, 9, 2, 4};  // 2 rows of 10
-  const Tensor whole = gpt(ids(tokens, {2, 10}));                                                  // [2, 10, 11]
-  nn::KVCache cache(c.n_layer, c.block_size);
-  std::vector<Tensor> pieces;
-  for (auto [first, last] : std::vector<std::pair<int64_t, int64_t>>{{0, 4}, {4, 5}, {5, 9}, {9, 10}}) {
-    std::vector<double> part;
-    for (int64_t b = 0; b < 2; ++b)
-      for (int64_t t = first; t < last; ++t) part.push_back(tokens[size_t(b * 10 + t)]);
-    pieces.push_back(gpt.forward_cached(ids(part, {2, last - first}), cache));
-    REQUIRE(cache.length == last);
+  for (bool fused : {true, false}) {
+    INFO((fused ? "fused" : "composed") << " attention");
+    nn::GPTConfig c = tiny_config(DType::f32);
+    c.vocab_size = 11;
+    c.block_size = 10;
+    c.fused_attention = fused;
+    nn::GPT gpt(c);
+    const std::vector<double> tokens = {1, 5, 2, 9, 0, 3, 3, 7, 10, 4, 6, 2, 8, 1, 0, 5, 9, 9, 2, 4};  // 2 rows of 10
+    const Tensor whole = gpt(ids(tokens, {2, 10}));                                                  // [2, 10, 11]
+    nn::KVCache cache(c.n_layer, c.block_size);
+    std::vector<Tensor> pieces;
+    for (auto [first, last] : std::vector<std::pair<int64_t, int64_t>>{{0, 4}, {4, 5}, {5, 9}, {9, 10}}) {
+      std::vector<double> part;
+      for (int64_t b = 0; b < 2; ++b)
+        for (int64_t t = first; t < last; ++t) part.push_back(tokens[size_t(b * 10 + t)]);
+      pieces.push_back(gpt.forward_cached(ids(part, {2, last - first}), cache));
+      REQUIRE(cache.length == last);
+    }
+    test::require_close(concat(pieces, 1), whole.to_vector(), 1e-5, 1e-5);
+    REQUIRE_THROWS_WITH(gpt.forward_cached(ids({1, 2}, {2, 1}), cache),
+                        Contains("GPT: sequence length 1 after 10 cached positions exceeds block_size 10"));
   }
-  test::require_close(concat(pieces, 1), whole.to_vector(), 1e-5, 1e-5);
-  REQUIRE_THROWS_WITH(gpt.forward_cached(ids({1, 2}, {2, 1}), cache),
-                      Contains("GPT: sequence length 1 after 10 cached positions exceeds block_size 10"));
 }
 
 TEST_CASE("GPT::generate: greedy with the KV cache equals greedy without it, token for token", "[nn]") {
