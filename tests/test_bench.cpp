@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <sstream>
 
 #include "bench/cpu_info.h"
@@ -18,6 +17,7 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "core/read_file.h"
+#include "temp_dir.h"
 
 using namespace brigade::bench;
 
@@ -311,14 +311,13 @@ const brigade::Json* ceiling_named(const brigade::Json& ceilings, const std::str
 }  // namespace
 
 TEST_CASE("bench kernels --quick on the CPU: ceilings, every group, and percentages that add up") {
-  const std::string path = "test_bench_cpu_quick.json";
-  std::remove(path.c_str());
+  const test::TempDir dir;
+  const std::string path = dir.file("report.json");
   std::ostringstream out, err;
   REQUIRE(kernels_command({"--device", "cpu", "--quick", "--json", path}, out, err) == 0);
   INFO(out.str() + err.str());
   CHECK(out.str().find("brigade bench kernels on the CPU (quick)") != std::string::npos);
   const brigade::Json report = brigade::parse_json(brigade::read_file(path, "test"));
-  std::remove(path.c_str());
 
   CHECK(report["device"].string == "cpu");
   CHECK(report["quick"].boolean);
