@@ -7,6 +7,8 @@
 #include <sstream>
 
 #include "bench/commit.h"
+#include "bench/cpu_info.h"
+#include "core/parallel.h"
 
 #if BRIGADE_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -43,13 +45,22 @@ std::string utc_timestamp() {
   return text;
 }
 
-Environment describe_environment([[maybe_unused]] Device device) {
+Environment describe_environment(Device device) {
   Environment e;
   e.date = utc_timestamp();
   // Built from a copy without .git (a lent GPU machine gets the files, not the history), the build
   // knows no commit: BRIGADE_GIT_COMMIT in the environment then says which one it was.
   const char* given = std::getenv("BRIGADE_GIT_COMMIT");
   e.git_commit = given != nullptr && *given != '\0' ? given : BRIGADE_GIT_COMMIT;
+  e.device = device.str();
+  if (device.is_cpu()) {
+    const CpuInfo cpu = describe_cpu();
+    e.cpu_name = cpu.name;
+    e.cpu_logical_cores = cpu.logical_cores;
+    e.cpu_threads = num_threads();
+    e.cpu_llc_mib = double(cpu.llc_bytes) / double(1 << 20);
+    return e;
+  }
   std::ifstream proc("/proc/driver/nvidia/version");
   if (proc) {
     std::stringstream text;

@@ -8,8 +8,9 @@
 
 namespace brigade::bench {
 
-// Everything known about `device` and this build. Without CUDA (or without a GPU) the GPU fields stay
-// empty; the date and commit are always filled in.
+// Everything known about `device` and this build: for the CPU its name, cores, the threads brigade
+// uses and its last-level cache; for a GPU its properties, driver and CUDA versions (empty without
+// CUDA or without a GPU). The date and commit are always filled in.
 Environment describe_environment(Device device);
 
 // "12.8" for the CUDA runtime's and driver's integer versions (12080).

@@ -62,21 +62,34 @@ std::string percent_text(const Measurement& m) {
   return format_number(m.percent, 3) + "% of " + m.baseline;
 }
 
+bool is_cpu_run(const Environment& e) { return e.device == "cpu"; }
+
+// The lines that describe the machine: the CPU's for a CPU run, the GPU's and its driver's otherwise.
+std::string machine_text(const Environment& e) {
+  std::ostringstream os;
+  if (is_cpu_run(e)) {
+    os << "  CPU      " << e.cpu_name << " (" << e.cpu_logical_cores << " logical cores, brigade uses "
+       << e.cpu_threads << " threads, last-level cache " << format_number(e.cpu_llc_mib) << " MiB)\n";
+  } else {
+    os << "  GPU      " << e.gpu_name << " (sm_" << e.compute_capability << ", " << e.sm_count << " SMs, "
+       << format_number(e.memory_gib) << " GiB, L2 " << format_number(e.l2_mib) << " MiB)\n"
+       << "  driver   " << (e.driver_version.empty() ? "unknown" : e.driver_version) << " (CUDA "
+       << e.driver_cuda_version << "), runtime CUDA " << e.runtime_version << "\n";
+  }
+  return os.str();
+}
+
 }  // namespace
 
 std::string report_text(const Report& report) {
   const Environment& e = report.env;
   std::ostringstream os;
-  os << "brigade bench kernels" << (report.quick ? " (quick)" : "") << "\n"
-     << "  GPU      " << e.gpu_name << " (sm_" << e.compute_capability << ", " << e.sm_count << " SMs, "
-     << format_number(e.memory_gib) << " GiB, L2 " << format_number(e.l2_mib) << " MiB)\n"
-     << "  driver   " << (e.driver_version.empty() ? "unknown" : e.driver_version) << " (CUDA "
-     << e.driver_cuda_version << "), runtime CUDA " << e.runtime_version << "\n"
-     << "  commit   " << e.git_commit << ", " << e.date << "\n\n";
+  os << "brigade bench kernels" << (is_cpu_run(e) ? " on the CPU" : "") << (report.quick ? " (quick)" : "") << "\n"
+     << machine_text(e) << "  commit   " << e.git_commit << ", " << e.date << "\n\n";
 
   std::vector<std::vector<std::string>> ceilings;
   for (const Ceiling& c : report.ceilings) ceilings.push_back({c.name, format_number(c.value, 4), c.unit});
-  os << "Ceilings measured on this GPU\n"
+  os << "Ceilings measured on this " << (is_cpu_run(e) ? "CPU" : "GPU") << "\n"
      << format_table({{"ceiling"}, {"value", true}, {"unit"}}, ceilings) << "\n";
 
   std::vector<std::vector<std::string>> rows;
@@ -99,6 +112,9 @@ std::string report_json(const Report& report) {
      << "  \"quick\": " << (report.quick ? "true" : "false") << ",\n"
      << "  \"date\": " << json_string(e.date) << ",\n"
      << "  \"git_commit\": " << json_string(e.git_commit) << ",\n"
+     << "  \"device\": " << json_string(e.device) << ",\n"
+     << "  \"cpu\": {\"name\": " << json_string(e.cpu_name) << ", \"logical_cores\": " << e.cpu_logical_cores
+     << ", \"threads\": " << e.cpu_threads << ", \"llc_mib\": " << json_number(e.cpu_llc_mib) << "},\n"
      << "  \"gpu\": {\"name\": " << json_string(e.gpu_name)
      << ", \"compute_capability\": " << json_string(e.compute_capability) << ", \"sm_count\": " << e.sm_count
      << ", \"memory_gib\": " << json_number(e.memory_gib) << ", \"l2_mib\": " << json_number(e.l2_mib) << "},\n"

@@ -16,7 +16,13 @@
 namespace brigade::bench {
 
 // The machine and the code that produced a report: without these a number cannot be compared.
+// A run measures one device: the GPU fields are empty in a CPU run, the CPU fields in a GPU run.
 struct Environment {
+  std::string device;               // what was measured: "cpu" or "cuda:0"
+  std::string cpu_name;             // "AMD EPYC 7B13" (/proc/cpuinfo)
+  int cpu_logical_cores = 0;        // hardware threads the OS offers
+  int cpu_threads = 0;              // threads brigade's CPU kernels use (core/parallel.h)
+  double cpu_llc_mib = 0;           // the last-level cache, all instances together
   std::string gpu_name;             // "NVIDIA H200"
   std::string compute_capability;   // "9.0"
   int sm_count = 0;
@@ -31,9 +37,9 @@ struct Environment {
 
 // A roofline measured on this machine: the best a kernel of its kind can hope for.
 struct Ceiling {
-  std::string name;  // "device-to-device copy", "cuBLAS bf16 GEMM 4096^3"
+  std::string name;  // "device-to-device copy", "cuBLAS bf16 GEMM 4096^3", "FMA peak: AVX2+FMA on 2 threads"
   double value = 0;
-  std::string unit;  // "GB/s" or "TFLOP/s"
+  std::string unit;  // "GB/s", "TFLOP/s" (a GPU) or "GFLOP/s" (the CPU)
 };
 
 struct Measurement {
@@ -43,8 +49,9 @@ struct Measurement {
   std::string dtype;   // "bf16"
   Summary time_ms;     // over the repeats
   double achieved = 0;        // in `unit`, computed from the median time
-  std::string unit;           // "GB/s" or "TFLOP/s"
-  std::string baseline;       // what `percent` is a percentage of; empty: none
+  std::string unit;           // "GB/s", "TFLOP/s" (a GPU) or "GFLOP/s" (the CPU)
+  std::string baseline;       // what `percent` is a percentage of; empty: none. In a CPU run it is
+                              // the start of a ceiling's name ("copy bandwidth", "FMA peak")
   double percent = -1;        // achieved (or speed) relative to the baseline, in %
   std::string error;          // why the measurement failed (an exception); empty when it ran
 };

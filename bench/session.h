@@ -1,12 +1,11 @@
-// One run of `brigade bench kernels`: the device, the timing settings, the ceilings measured so far
-// and the report being filled. The benchmark groups (memory-bound kernels, GEMMs, convolutions) each
-// add their measurements through it, so every row gets its rate and percentage the same way.
+// One run of `brigade bench kernels`: the device (the CPU or a GPU), the timing settings, the ceilings
+// measured so far and the report being filled. The benchmark groups (memory-bound kernels, GEMMs,
+// convolutions) each add their measurements through it, so every row gets its rate and percentage the
+// same way.
 #pragma once
 
-#if BRIGADE_HAVE_CUDA
-
 #include <functional>
-#include <initializer_list>
+#include <vector>
 #include <map>
 #include <ostream>
 #include <string>
@@ -29,11 +28,23 @@ class Session {
   Device device() const { return device_; }
   bool quick() const { return quick_; }
   Report& report() { return report_; }
+  const TimingOptions& timing() const { return timing_; }
 
-  // The device-to-device copy bandwidth every memory-bound kernel is compared with.
+  // The rate FLOP counts are reported in: "TFLOP/s" on a GPU, "GFLOP/s" on the CPU (which is a
+  // thousand times slower: TFLOP/s would read 0.0x).
+  const char* flop_unit() const;
+
+  // The copy bandwidth every memory-bound kernel is compared with (the baseline "copy bandwidth"):
+  // device-to-device cudaMemcpyAsync on a GPU, memcpy on brigade's threads on the CPU.
   void measure_copy_ceiling();
+  // The CPU only: the FMA peak (bench/fma_peak.cpp) every GEMM and convolution is compared with (the
+  // baseline "FMA peak"), in GFLOP/s; fma_peak() is 0 until it was measured.
+  void measure_fma_peak();
+  double fma_peak() const { return fma_gflops_; }
+#if BRIGADE_HAVE_CUDA
   // Raw cuBLAS at m x n x k (cached: each shape and dtype is measured once per run).
   double cublas_tflops(DType dtype, int64_t m, int64_t n, int64_t k);
+#endif
   void add_ceiling(const std::string& name, double value, const std::string& unit);
 
   // A measurement that throws (a kernel that fails, a dtype a backend lacks) is recorded with its
@@ -41,10 +52,11 @@ class Session {
 
   // Times `run` as a memory-bound kernel moving `bytes` per call: GB/s, % of the copy bandwidth.
   void bandwidth(const Label& label, double bytes, const std::function<void()>& run);
-  // Times `run` as a kernel doing `flops` per call: TFLOP/s, and % of `baseline_tflops` (<= 0: none).
-  // Returns the TFLOP/s reached (0 if it failed), for rows that are someone else's baseline.
+  // Times `run` as a kernel doing `flops` per call: flop_unit(), and % of `baseline_rate` (in the same
+  // unit; <= 0: none). Returns the rate reached (0 if it failed), for rows that are someone else's
+  // baseline.
   double throughput(const Label& label, double flops, const std::function<void()>& run, const std::string& baseline,
-                    double baseline_tflops);
+                    double baseline_rate);
   // A row for something that failed outside a measurement (setting up a group's inputs, say).
   void record_failure(const Label& label, const std::string& error);
 
@@ -59,12 +71,11 @@ class Session {
   std::ostream& progress_;
   Report report_;
   double copy_gbps_ = 0;
+  double fma_gflops_ = 0;
   std::map<std::string, double> cublas_tflops_;
 };
 
 // "4096x4096", "16384x768x3072"
-std::string dims_text(std::initializer_list<int64_t> dims);
+std::string dims_text(const std::vector<int64_t>& dims);
 
 }  // namespace brigade::bench
-
-#endif  // BRIGADE_HAVE_CUDA

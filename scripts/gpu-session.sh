@@ -233,7 +233,8 @@ stage_launch() {
 }
 
 stage_bench() {
-  "$build_dir/tools/brigade" bench kernels --json "$OUT/bench-kernels.json" >"$OUT/bench.log" 2>&1
+  # --device cuda: where the GPU is missing, say so rather than measure the CPU instead.
+  "$build_dir/tools/brigade" bench kernels --device cuda --json "$OUT/bench-kernels.json" >"$OUT/bench.log" 2>&1
   local kernels=$?
   "$build_dir/tools/brigade" bench pipeline --json "$OUT/bench-pipeline.json" >>"$OUT/bench.log" 2>&1
   local pipeline=$?

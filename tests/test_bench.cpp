@@ -1,16 +1,23 @@
 // The benchmark harness's CPU-side pieces: statistics, the table and the JSON it writes, the
-// environment strings, and `brigade bench kernels` flag parsing and its no-GPU behaviour.
+// environment strings, `brigade bench kernels` flag parsing, its no-GPU behaviour, and a whole quick
+// run of its CPU mode, read back from its JSON.
 #include <cstdlib>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <sstream>
 
+#include "bench/cpu_info.h"
 #include "bench/environment.h"
 #include "bench_kernels/command.h"
 #include "bench/report.h"
 #include "bench/stats.h"
 #include "core/device.h"
 #include "core/error.h"
+#include "core/json.h"
+#include "core/read_file.h"
+#include "temp_dir.h"
 
 using namespace brigade::bench;
 
@@ -156,6 +163,58 @@ TEST_CASE("report_text shows the machine, the ceilings and a row per measurement
   CHECK(text.find("FAILED: matmul (tiled): no kernel") != std::string::npos);
 }
 
+TEST_CASE("report_text and report_json describe the CPU in a CPU run") {
+  Report r = sample_report();
+  r.env = {};
+  r.env.device = "cpu";
+  r.env.cpu_name = "AMD EPYC 7B13";
+  r.env.cpu_logical_cores = 2;
+  r.env.cpu_threads = 2;
+  r.env.cpu_llc_mib = 32;
+  r.ceilings = {{"copy bandwidth: memcpy of 256 MiB on 2 threads", 12.5, "GB/s"},
+                {"FMA peak: AVX2+FMA on 2 threads", 190.25, "GFLOP/s"}};
+  const std::string text = report_text(r);
+  CHECK(text.find("brigade bench kernels on the CPU\n") != std::string::npos);
+  CHECK(text.find("CPU      AMD EPYC 7B13 (2 logical cores, brigade uses 2 threads, last-level cache 32.0 MiB)") !=
+        std::string::npos);
+  CHECK(text.find("Ceilings measured on this CPU") != std::string::npos);
+  CHECK(text.find("GPU ") == std::string::npos);  // no empty GPU line
+  CHECK(text.find("driver") == std::string::npos);
+  const std::string json = report_json(r);
+  CHECK(json.find("\"device\": \"cpu\"") != std::string::npos);
+  CHECK(json.find("\"cpu\": {\"name\": \"AMD EPYC 7B13\", \"logical_cores\": 2, \"threads\": 2, \"llc_mib\": 32}") !=
+        std::string::npos);
+  CHECK(json.find("\"gpu\": {\"name\": \"\"") != std::string::npos);
+  CHECK(brigade::parse_json(json)["ceilings"][1]["unit"].string == "GFLOP/s");
+}
+
+TEST_CASE("describing the CPU: /proc/cpuinfo and sysfs texts") {
+  CHECK(cpu_model_name("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7B13\nflags\t: fpu\n") ==
+        "AMD EPYC 7B13");
+  CHECK(cpu_model_name("Processor\t: ARMv7 Processor rev 4 (v7l)\n") == "ARMv7 Processor rev 4 (v7l)");
+  CHECK(cpu_model_name("processor\t: 0\nBogoMIPS\t: 50.00\n") == "");
+  CHECK(parse_cache_size("32768K") == (size_t(32) << 20));
+  CHECK(parse_cache_size("1M") == (size_t(1) << 20));
+  CHECK(parse_cache_size("512") == 512);
+  CHECK(parse_cache_size("") == 0);
+  CHECK(parse_cache_size("big") == 0);
+  CHECK(parse_cache_size("12X") == 0);
+  CHECK(count_cpu_list("0-1") == 2);
+  CHECK(count_cpu_list("0-7,64-71") == 16);
+  CHECK(count_cpu_list("3") == 1);
+  CHECK(count_cpu_list("5-2") == 0);
+  CHECK(count_cpu_list("a") == 0);
+  const CpuInfo cpu = describe_cpu();
+  CHECK(!cpu.name.empty());
+  CHECK(cpu.logical_cores >= 1);
+  CHECK(cpu.llc_bytes >= (size_t(1) << 20));
+  const brigade::bench::Environment e = describe_environment(brigade::Device::cpu());
+  CHECK(e.device == "cpu");
+  CHECK(e.cpu_name == cpu.name);
+  CHECK(e.cpu_threads >= 1);
+  CHECK(e.gpu_name.empty());
+}
+
 TEST_CASE("environment strings") {
   CHECK(cuda_version_text(12080) == "12.8");
   CHECK(cuda_version_text(13000) == "13.0");
@@ -188,6 +247,15 @@ TEST_CASE("bench kernels: flags") {
     REQUIRE(o);
     CHECK(!o->quick);
     CHECK(o->json_path.empty());
+    CHECK(o->device.empty());  // chosen at run time: cuda where a GPU is present, else cpu
+  }
+  SECTION("--device cpu|cuda") {
+    CHECK(parse_kernels_options({"--device", "cpu"}, error)->device == "cpu");
+    CHECK(parse_kernels_options({"--device=cuda"}, error)->device == "cuda");
+    CHECK(!parse_kernels_options({"--device", "gpu"}, error));
+    CHECK(error == "--device must be cpu or cuda, got 'gpu'");
+    CHECK(!parse_kernels_options({"--device"}, error));
+    CHECK(error == "--device needs a value: cpu or cuda");
   }
   SECTION("--json FILE, --json=FILE and --quick") {
     auto o = parse_kernels_options({"--quick", "--json", "out.json"}, error);
@@ -216,11 +284,96 @@ TEST_CASE("bench kernels: flags") {
   }
 }
 
-TEST_CASE("bench kernels without a GPU says so and exits 0") {
+TEST_CASE("bench kernels --device cuda without a usable GPU says so and exits 0") {
   // On a machine with a GPU this would run the real benchmarks: that belongs to `brigade bench`, not
-  // to a unit test.
+  // to a unit test. (The emulator build refuses --device cuda whatever cuda_device_count says.)
+#if !BRIGADE_CUDA_EMULATOR
   if (brigade::cuda_device_count() > 0) return;
+#endif
   std::ostringstream out, err;
-  CHECK(kernels_command({"--quick", "--json", "/nonexistent/dir/never-written.json"}, out, err) == 0);
-  CHECK(out.str().find("nothing to measure") != std::string::npos);
+  CHECK(kernels_command({"--device", "cuda", "--quick", "--json", "/nonexistent/dir/never-written.json"}, out, err) ==
+        0);
+  CHECK(out.str().find("--device cpu measures the CPU") != std::string::npos);
+}
+
+namespace {
+
+// The ceiling a row's baseline names: in a CPU run, the baseline is the start of a ceiling's name
+// ("FMA peak" for "FMA peak: AVX2+FMA on 2 threads"). Null when there is none.
+const brigade::Json* ceiling_named(const brigade::Json& ceilings, const std::string& baseline) {
+  for (const brigade::Json& c : ceilings.items) {
+    const std::string& name = c["name"].string;
+    if (name == baseline || name.rfind(baseline + ":", 0) == 0) return &c;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("bench kernels --quick on the CPU: ceilings, every group, and percentages that add up") {
+  const test::TempDir dir;
+  const std::string path = dir.file("report.json");
+  std::ostringstream out, err;
+  REQUIRE(kernels_command({"--device", "cpu", "--quick", "--json", path}, out, err) == 0);
+  INFO(out.str() + err.str());
+  CHECK(out.str().find("brigade bench kernels on the CPU (quick)") != std::string::npos);
+  const brigade::Json report = brigade::parse_json(brigade::read_file(path, "test"));
+
+  CHECK(report["device"].string == "cpu");
+  CHECK(report["quick"].boolean);
+  CHECK(!report["cpu"]["name"].string.empty());
+  CHECK(report["cpu"]["threads"].as_number() >= 1);
+  CHECK(report["gpu"]["name"].string.empty());
+
+  // The ceilings: all positive; the copy bandwidth, the FMA peak, and brigade's GEMM for reference.
+  const brigade::Json& ceilings = report["ceilings"];
+  REQUIRE(ceilings.items.size() == 3);
+  for (const brigade::Json& c : ceilings.items) {
+    INFO(c["name"].string);
+    CHECK(c["value"].as_number() > 0);
+  }
+  const brigade::Json* copy = ceiling_named(ceilings, "copy bandwidth");
+  const brigade::Json* fma = ceiling_named(ceilings, "FMA peak");
+  REQUIRE(copy != nullptr);
+  REQUIRE(fma != nullptr);
+  CHECK((*copy)["unit"].string == "GB/s");
+  CHECK((*fma)["unit"].string == "GFLOP/s");
+  const double fma_peak = (*fma)["value"].as_number();
+  // The FMA peak is a peak: brigade's GEMM (its reference ceiling and every GEMM row) stays below it.
+  // The 20% margin is for timing noise; the GEMM reaches 60-80% of the peak, so a FLOP miscounted by
+  // 2x (in the GEMM rows or in the peak), or a rate in the wrong unit, breaks it.
+  CHECK(ceilings[2]["name"].string.rfind("brigade f32 GEMM", 0) == 0);
+  CHECK(ceilings[2]["value"].as_number() < 1.2 * fma_peak);
+
+  std::vector<std::string> groups;
+  double best_gemm = 0;
+  for (const brigade::Json& m : report["results"].items) {
+    INFO(m["group"].string + " " + m["name"].string + " " + m["shape"].string + " " + m["dtype"].string);
+    bool failed = false;
+    for (const auto& member : m.members) failed = failed || member.first == "error";
+    CHECK(!failed);
+    if (failed) continue;
+    groups.push_back(m["group"].string);
+    CHECK(m["median_ms"].as_number() > 0);
+    CHECK(m["min_ms"].as_number() <= m["median_ms"].as_number());
+    CHECK(m["repeats"].as_number() >= 3);
+    const double achieved = m["achieved"].as_number();
+    CHECK(achieved > 0);
+    // Each percentage is of the ceiling its row names, in that ceiling's unit.
+    const brigade::Json* ceiling = ceiling_named(ceilings, m["baseline"].string);
+    REQUIRE(ceiling != nullptr);
+    CHECK(m["unit"].string == (*ceiling)["unit"].string);
+    CHECK(m["percent_of_baseline"].as_number() == Approx(100 * achieved / (*ceiling)["value"].as_number()).epsilon(1e-9));
+    // The GEMM's fastest repeat, as the FMA peak is its fastest (bench/fma_peak.cpp): on a machine
+    // shared with other work, best against best is the comparison noise cannot tilt.
+    if (m["group"].string == "gemm")
+      best_gemm = std::max(best_gemm, achieved * m["median_ms"].as_number() / m["min_ms"].as_number());
+  }
+  for (const char* group : {"elementwise", "copy", "random", "reduce", "softmax", "norm", "embedding", "loss",
+                            "optimizer", "pool", "gemm", "conv"}) {
+    INFO(group);
+    CHECK(std::find(groups.begin(), groups.end(), group) != groups.end());
+  }
+  CHECK(best_gemm > 0);
+  CHECK(best_gemm < 1.2 * fma_peak);
 }

@@ -1,17 +1,15 @@
 // The groups of `brigade bench kernels`, in the order the report lists them; each measures its
-// kernels through a Session (bench/session.h) against the ceilings it measured first.
+// kernels through a Session (bench/session.h) against the ceilings it measured first, at the shapes
+// `sizes` gives for the session's device (sizes.h).
 #pragma once
 
-#if BRIGADE_HAVE_CUDA
-
 #include "bench/session.h"
+#include "bench_kernels/sizes.h"
 
 namespace brigade::bench {
 
-void run_memory_benchmarks(Session& session);  // memory.cpp: copies, elementwise, reductions
-void run_gemm_benchmarks(Session& session);    // gemm.cpp: matmuls of a GPT's shapes, vs cuBLAS
-void run_conv_benchmarks(Session& session);    // conv.cpp: convolutions, vs cuDNN
+void run_memory_benchmarks(Session& session, const Sizes& sizes);  // memory.cpp: copies, elementwise, reductions
+void run_gemm_benchmarks(Session& session, const Sizes& sizes);    // gemm.cpp: matmuls of a GPT's shapes
+void run_conv_benchmarks(Session& session, const Sizes& sizes);    // conv.cpp: convolutions
 
 }  // namespace brigade::bench
-
-#endif  // BRIGADE_HAVE_CUDA

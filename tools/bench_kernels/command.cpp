@@ -1,35 +1,41 @@
 #include "bench_kernels/command.h"
 
 #include "bench/report.h"
+#include "bench_kernels/benchmarks.h"
 #include "core/atomic_file.h"
 #include "core/device.h"
 #include "core/error.h"
+#include "core/rng.h"
+#include "kernels/ops.h"
 
-// The GPU benchmarks need a real GPU: the CPU emulator's timings would mean nothing.
+// The GPU benchmarks need a real GPU: the CPU emulator's timings would mean nothing. (Its CPU kernels
+// are the real ones, so the CPU benchmarks run in an emulator build too.)
 #define BRIGADE_BENCH_GPU (BRIGADE_HAVE_CUDA && !BRIGADE_CUDA_EMULATOR)
-
-#if BRIGADE_BENCH_GPU
-#include "bench_kernels/benchmarks.h"
-#endif
 
 namespace brigade::bench {
 namespace {
 
 const char* kUsage =
-    "usage: brigade bench kernels [--json FILE] [--quick]\n"
+    "usage: brigade bench kernels [--device cpu|cuda] [--json FILE] [--quick]\n"
     "\n"
-    "Measures this GPU's ceilings (device-to-device copy bandwidth, cuBLAS bf16/f32 GEMM at 4096^3 and\n"
-    "8192^3), then brigade's kernels against them: memory-bound kernels in GB/s and % of the copy\n"
-    "bandwidth, the three matmul backends in TFLOP/s and % of cuBLAS, the direct convolution as % of\n"
-    "cuDNN. Prints a table; --json also writes the results with the GPU, driver, CUDA version, date\n"
-    "and commit (see bench/results/README.md).\n"
+    "Measures the machine's ceilings, then brigade's kernels against them, and prints a table; --json\n"
+    "also writes the results with the machine, date and commit (see bench/results/README.md).\n"
     "\n"
-    "  --json FILE   write the report as JSON to FILE\n"
-    "  --quick       fewer sizes and repeats (a smoke run)\n";
+    "On a GPU (the default when there is one): device-to-device copy bandwidth and cuBLAS bf16/f32\n"
+    "GEMM at 4096^3 and 8192^3; memory-bound kernels in GB/s and % of the copy bandwidth, the three\n"
+    "matmul backends in TFLOP/s and % of cuBLAS, the direct convolution as % of cuDNN.\n"
+    "On the CPU (the default without a GPU): the copy bandwidth of memcpy on brigade's threads, the FMA\n"
+    "peak (independent AVX2 FMAs on every thread) and brigade's f32 GEMM at 2048^3 for reference;\n"
+    "memory-bound kernels in GB/s and % of the copy bandwidth, GEMMs and convolutions in GFLOP/s and %\n"
+    "of the FMA peak. Shapes are CPU-sized (a full run takes a minute or two); f32 throughout, bf16\n"
+    "for the elementwise rows only (the CPU computes bf16 through f32 copies).\n"
+    "\n"
+    "  --device cpu|cuda   what to measure (default: cuda where a GPU is present, else cpu)\n"
+    "  --json FILE         write the report as JSON to FILE\n"
+    "  --quick             fewer sizes and repeats (a smoke run: seconds on the CPU)\n";
 
 #if BRIGADE_BENCH_GPU
-Report run_all(bool quick, std::ostream& progress) {
-  Session s(Device::cuda(0), quick, progress);
+void measure_gpu_ceilings(Session& s) {
   s.measure_copy_ceiling();
   for (int64_t n : {4096, 8192}) {
     for (DType t : {DType::bf16, DType::f32}) {
@@ -39,17 +45,44 @@ Report run_all(bool quick, std::ostream& progress) {
     }
   }
   // What ops::set_allow_tf32(true) would buy f32 matmuls (brigade leaves it off: f32 means f32).
-  if (!quick) {
+  if (!s.quick()) {
     const double tf32 = cublas_gemm(s.device(), DType::f32, 8192, 8192, 8192, true, TimingOptions{}).value;
     s.add_ceiling("cuBLAS f32 GEMM 8192^3 with TF32 (opt-in)", tf32, "TFLOP/s");
   }
+}
+#endif
+
+void measure_cpu_ceilings(Session& s) {
+  s.measure_copy_ceiling();
+  s.measure_fma_peak();
+  // brigade's own GEMM at a size where packing and threading overheads are small: what the FMA peak
+  // means in practice. A reference only: the GEMM rows are compared with the FMA peak.
+  const int64_t n = s.quick() ? 1024 : 2048;
+  const Tensor a = randn({n, n}, DType::f32, s.device()), b = randn({n, n}, DType::f32, s.device());
+  const Summary ms = time_cpu([&] { ops::matmul(a, b); }, s.timing());
+  const double gflops = 2.0 * double(n) * double(n) * double(n) / (ms.median * 1e-3) / 1e9;
+  s.add_ceiling("brigade f32 GEMM " + std::to_string(n) + "^3 (for reference)", gflops, "GFLOP/s");
+}
+
+Report run_all(Device device, bool quick, std::ostream& progress) {
+  Session s(device, quick, progress);
+  if (device.is_cpu()) {
+    measure_cpu_ceilings(s);
+  } else {
+#if BRIGADE_BENCH_GPU
+    measure_gpu_ceilings(s);
+#else
+    throw Error("bench kernels: this build cannot measure " + device.str());
+#endif
+  }
+  const Sizes sizes = sizes_for(device, quick);
   // A group that throws outside a measurement (while making its inputs) is reported, and the next
   // group still runs.
-  const std::pair<const char*, void (*)(Session&)> groups[] = {
+  const std::pair<const char*, void (*)(Session&, const Sizes&)> groups[] = {
       {"memory", run_memory_benchmarks}, {"gemm", run_gemm_benchmarks}, {"conv", run_conv_benchmarks}};
   for (const auto& [name, run] : groups) {
     try {
-      run(s);
+      run(s, sizes);
     } catch (const std::exception& e) {
       s.record_failure({name, "(the rest of the group)", "", ""}, e.what());
     }
@@ -62,7 +95,14 @@ size_t count_failures(const Report& report) {
   for (const Measurement& m : report.results) n += !m.error.empty();
   return n;
 }
+
+// cuda where this build can measure a real GPU and one is present, else cpu.
+std::string default_device() {
+#if BRIGADE_BENCH_GPU
+  if (cuda_device_count() > 0) return "cuda";
 #endif
+  return "cpu";
+}
 
 }  // namespace
 
@@ -82,6 +122,17 @@ std::optional<KernelsOptions> parse_kernels_options(const std::vector<std::strin
       o.json_path = args[++i];
     } else if (a.rfind("--json=", 0) == 0 && a.size() > 7) {
       o.json_path = a.substr(7);
+    } else if (a == "--device" || a.rfind("--device=", 0) == 0) {
+      const bool inline_value = a != "--device";
+      if (!inline_value && i + 1 >= args.size()) {
+        error = "--device needs a value: cpu or cuda";
+        return std::nullopt;
+      }
+      o.device = inline_value ? a.substr(9) : args[++i];
+      if (o.device != "cpu" && o.device != "cuda") {
+        error = "--device must be cpu or cuda, got '" + o.device + "'";
+        return std::nullopt;
+      }
     } else {
       error = "unknown argument '" + a + "'";
       return std::nullopt;
@@ -101,23 +152,26 @@ int kernels_command(const std::vector<std::string>& args, std::ostream& out, std
     out << kUsage;
     return 0;
   }
+  const std::string device = options->device.empty() ? default_device() : options->device;
+  if (device == "cuda") {
 #if BRIGADE_CUDA_EMULATOR
-  out << "brigade bench kernels: this build runs CUDA kernels on the CPU emulator (-Dgpu_emulator=true), "
-         "whose timings mean nothing: build with nvcc on a GPU machine.\n";
-  return 0;
-#endif
-  if (cuda_device_count() == 0) {
-#if BRIGADE_HAVE_CUDA
-    out << "brigade bench kernels: no GPU found (no device or no CUDA driver): nothing to measure.\n";
-#else
-    out << "brigade bench kernels: this build has no CUDA backend (configured with -Dcuda=disabled or without "
-           "nvcc): nothing to measure.\n";
-#endif
+    out << "brigade bench kernels: this build runs CUDA kernels on the CPU emulator (-Dgpu_emulator=true), "
+           "whose timings mean nothing: build with nvcc on a GPU machine (--device cpu measures the CPU).\n";
     return 0;
+#endif
+    if (cuda_device_count() == 0) {
+#if BRIGADE_HAVE_CUDA
+      out << "brigade bench kernels: no GPU found (no device or no CUDA driver): nothing to measure with "
+             "--device cuda (--device cpu measures the CPU).\n";
+#else
+      out << "brigade bench kernels: this build has no CUDA backend (configured with -Dcuda=disabled or without "
+             "nvcc): nothing to measure with --device cuda (--device cpu measures the CPU).\n";
+#endif
+      return 0;
+    }
   }
-#if BRIGADE_BENCH_GPU
   try {
-    const Report report = run_all(options->quick, err);
+    const Report report = run_all(device == "cpu" ? Device::cpu() : Device::cuda(0), options->quick, err);
     out << "\n" << report_text(report);
     if (!options->json_path.empty()) {
       // A reader (or a committed results file being replaced) never sees half a report; a failure
@@ -134,9 +188,6 @@ int kernels_command(const std::vector<std::string>& args, std::ostream& out, std
     err << "brigade bench kernels: " << e.what() << "\n";
     return 1;
   }
-#else
-  return 0;
-#endif
 }
 
 }  // namespace brigade::bench

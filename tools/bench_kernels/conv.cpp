@@ -1,5 +1,7 @@
-// Convolutions: the hand-written direct kernel against cuDNN, forward and both backward passes, on
-// ResNet-style layers. (In a build without cuDNN only the direct kernel is measured, with no baseline.)
+// Convolutions, forward and both backward passes, on ResNet-style layers:
+//  - a GPU: the hand-written direct kernel against cuDNN (in a build without cuDNN only the direct
+//    kernel is measured, with no baseline);
+//  - the CPU: its direct loops over kernel taps (kernels/cpu/conv.cpp) against the FMA peak.
 #include "bench_kernels/benchmarks.h"
 #include "core/rng.h"
 #include "kernels/ops.h"
@@ -9,10 +11,6 @@
 
 namespace brigade::bench {
 namespace {
-
-struct Layer {
-  int64_t n, c, h, w, o, kernel, stride, padding;
-};
 
 // Restores the process-wide conv backend when a measurement is done.
 class ConvBackendScope {
@@ -26,7 +24,7 @@ class ConvBackendScope {
   ops::ConvBackend previous_;
 };
 
-void conv_layer(Session& s, const Layer& l, DType t) {
+void conv_layer(Session& s, const ConvLayer& l, DType t) {
   const Device dev = s.device();
   const ops::Conv2dParams p{l.stride, l.padding};
   const Tensor x = randn({l.n, l.c, l.h, l.w}, t, dev), w = randn({l.o, l.c, l.kernel, l.kernel}, t, dev);
@@ -46,6 +44,11 @@ void conv_layer(Session& s, const Layer& l, DType t) {
       {"backward weight", [&] { ops::conv2d_backward_weight(gy, x, w.shape(), p); }},
   };
   for (const Pass& pass : passes) {
+    if (dev.is_cpu()) {
+      s.throughput({"conv", std::string("conv2d ") + pass.name, shape, dtype_name(t)}, flops, pass.run, "FMA peak",
+                   s.fma_peak());
+      continue;
+    }
     double cudnn = 0;
 #if BRIGADE_HAVE_CUDNN
     {
@@ -69,16 +72,9 @@ void conv_layer(Session& s, const Layer& l, DType t) {
 
 }  // namespace
 
-void run_conv_benchmarks(Session& s) {
-  std::vector<Layer> layers = {
-      {32, 64, 56, 56, 64, 3, 1, 1},
-      {32, 128, 28, 28, 128, 3, 1, 1},
-      {32, 256, 14, 14, 256, 3, 1, 1},
-      {32, 3, 224, 224, 64, 7, 2, 3},  // the stem: few channels, large image
-  };
-  if (s.quick()) layers.resize(2);
-  for (DType t : {DType::f32, DType::bf16})
-    for (const Layer& l : layers) conv_layer(s, l, t);
+void run_conv_benchmarks(Session& s, const Sizes& sizes) {
+  for (DType t : sizes.conv_dtypes)
+    for (const ConvLayer& l : sizes.conv_layers) conv_layer(s, l, t);
 }
 
 }  // namespace brigade::bench

@@ -1,6 +1,9 @@
 // Memory-bound kernels: everything in a training step except the GEMMs. Each reads and writes its
 // tensors about once, so the fair yardstick is bytes moved per second against the copy bandwidth;
 // "bytes" below is the minimum traffic the op needs (each input read once, each output written once).
+// The same rows on a GPU and on the CPU, at the sizes of sizes.h.
+#include <algorithm>
+
 #include "bench_kernels/benchmarks.h"
 #include "core/factory.h"
 #include "core/rng.h"
@@ -77,11 +80,11 @@ void reductions(Session& s, DType t, int64_t n) {
 }
 
 // The ends of a language model: the embedding lookup and the loss over a GPT-2-sized vocabulary.
-void model_ends(Session& s, DType t) {
+void model_ends(Session& s, const Sizes& sizes, DType t) {
   const Device dev = s.device();
   const double e = double(dtype_size(t));
   const std::string dt = dtype_name(t);
-  const int64_t vocab = 50304, dim = 768, tokens = s.quick() ? 4096 : 16384;
+  const int64_t vocab = sizes.vocab, dim = 768, tokens = sizes.embedding_tokens;
 
   const Tensor table = randn({vocab, dim}, t, dev);
   const Tensor idx = ops::to_dtype(uniform({tokens}, 0, double(vocab), DType::f64, dev), DType::i64);
@@ -91,7 +94,7 @@ void model_ends(Session& s, DType t) {
   s.bandwidth({"embedding", "embedding backward", dims_text({vocab, dim}) + " [" + std::to_string(tokens) + "]", dt},
               double(tokens * dim + vocab * dim) * e, [&] { ops::embedding_backward(grad_rows, idx, vocab); });
 
-  const int64_t rows = s.quick() ? 1024 : 4096;
+  const int64_t rows = sizes.loss_rows;
   const Tensor logits = randn({rows, vocab}, t, dev);
   const Tensor targets = ops::to_dtype(uniform({rows}, 0, double(vocab), DType::f64, dev), DType::i64);
   const ops::CrossEntropyOutput ce = ops::cross_entropy(logits, targets, -100, Reduction::mean);
@@ -103,13 +106,14 @@ void model_ends(Session& s, DType t) {
               [&] { ops::cross_entropy_backward(one, logits, targets, ce, -100, Reduction::mean); });
 }
 
-// AdamW over GPT-2 small's parameter list (124M parameters in 148 tensors; one launch for all).
-void optimizer(Session& s, DType param_dtype) {
+// AdamW over GPT-2 small's parameter list (on a GPU: 124M parameters in 148 tensors; one launch for
+// all), or the same list with fewer blocks and a smaller vocabulary (the CPU).
+void optimizer(Session& s, const Sizes& sizes, DType param_dtype) {
   const Device dev = s.device();
-  std::vector<Shape> shapes = {{50304, 768}, {1024, 768}};  // token and position embeddings
+  std::vector<Shape> shapes = {{sizes.optimizer_vocab, 768}, {1024, 768}};  // token and position embeddings
   const std::vector<Shape> block = {{768}, {768},  {768, 2304}, {2304}, {768, 768}, {768},
                                     {768}, {768},  {768, 3072}, {3072}, {3072, 768}, {768}};
-  for (int layer = 0; layer < (s.quick() ? 2 : 12); ++layer) shapes.insert(shapes.end(), block.begin(), block.end());
+  for (int layer = 0; layer < sizes.optimizer_layers; ++layer) shapes.insert(shapes.end(), block.begin(), block.end());
   shapes.push_back({768});  // the final layer norm's weight
   shapes.push_back({768});  // and bias
   std::vector<Tensor> p, g, m, v;
@@ -130,28 +134,29 @@ void optimizer(Session& s, DType param_dtype) {
               bytes, [&] { ops::adamw_step_(p, g, m, v, hp); });
 }
 
-void pooling(Session& s, DType t) {
+void pooling(Session& s, const Sizes& sizes, DType t) {
   const Device dev = s.device();
   const double e = double(dtype_size(t));
-  const Tensor x = randn({32, 64, 112, 112}, t, dev);
+  const Tensor x = randn(sizes.pool_input, t, dev);
   const int64_t in = x.numel(), out = in / 4;
-  s.bandwidth({"pool", "max_pool2d 2x2 with indices", dims_text({32, 64, 112, 112}), dtype_name(t)},
-              double(in) * e + double(out) * (e + 8), [&] { ops::max_pool2d(x, {2, 2, 0}); });
-  s.bandwidth({"pool", "avg_pool2d 2x2", dims_text({32, 64, 112, 112}), dtype_name(t)}, double(in + out) * e,
+  const std::string shape = dims_text(sizes.pool_input);
+  s.bandwidth({"pool", "max_pool2d 2x2 with indices", shape, dtype_name(t)}, double(in) * e + double(out) * (e + 8),
+              [&] { ops::max_pool2d(x, {2, 2, 0}); });
+  s.bandwidth({"pool", "avg_pool2d 2x2", shape, dtype_name(t)}, double(in + out) * e,
               [&] { ops::avg_pool2d(x, {2, 2, 0}); });
 }
 
 }  // namespace
 
-void run_memory_benchmarks(Session& s) {
-  // 64 Mi elements: 256 MB per f32 tensor, four times the L2 of the largest GPUs.
-  const int64_t n = s.quick() ? (int64_t(1) << 24) : (int64_t(1) << 26);
-  for (DType t : {DType::f32, DType::bf16}) {
+void run_memory_benchmarks(Session& s, const Sizes& sizes) {
+  const int64_t n = sizes.elements;
+  for (DType t : sizes.elementwise_dtypes) {
     elementwise(s, t, n);
+    if (std::find(sizes.memory_dtypes.begin(), sizes.memory_dtypes.end(), t) == sizes.memory_dtypes.end()) continue;
     reductions(s, t, n);
-    model_ends(s, t);
-    optimizer(s, t == DType::f32 ? DType::f32 : DType::bf16);
-    pooling(s, t);
+    model_ends(s, sizes, t);
+    optimizer(s, sizes, t == DType::f32 ? DType::f32 : DType::bf16);
+    pooling(s, sizes, t);
   }
 }
 
