@@ -11,6 +11,7 @@
 #include "bench/cpu_info.h"
 #include "bench/environment.h"
 #include "bench_kernels/command.h"
+#include "bench_step/command.h"
 #include "bench/report.h"
 #include "bench/stats.h"
 #include "core/device.h"
@@ -376,4 +377,34 @@ TEST_CASE("bench kernels --quick on the CPU: ceilings, every group, and percenta
   }
   CHECK(best_gemm > 0);
   CHECK(best_gemm < 1.2 * fma_peak);
+}
+
+TEST_CASE("bench step: times a GPT step, reports tokens/s and memory, and checks its flags") {
+  const test::TempDir dir;
+  const std::string path = dir.file("step.json");
+  std::ostringstream out, err;
+  REQUIRE(brigade::bench_step::bench_step_command({"--layers", "1", "--embd", "16", "--heads", "2", "--seq", "8",
+                                                   "--batch", "4", "--steps", "3", "--warmup", "1", "--json", path},
+                                                  out, err) == 0);
+  INFO(out.str() + err.str());
+  const brigade::Json j = brigade::parse_json(brigade::read_file(path, "test"));
+  CHECK(j["config"]["layers"].as_number() == 1);
+  CHECK(j["config"]["attention"].string == "fused");
+  CHECK(j["step_ms"]["steps"].as_number() == 3);
+  const double median = j["step_ms"]["median"].as_number();
+  CHECK(median > 0);
+  CHECK(j["step_ms"]["min"].as_number() <= median);
+  CHECK(j["step_ms"]["max"].as_number() >= median);
+  // tokens/s is the batch's 32 tokens over the median step.
+  CHECK(j["tokens_per_s"].as_number() == Approx(32 / (median / 1e3)).epsilon(1e-9));
+  // The weights and AdamW's two moments stay between steps; a step's activations and gradients come on top.
+  const double params = j["parameters"].as_number();
+  CHECK(j["resident_bytes"].as_number() >= 3 * 4 * params);
+  CHECK(j["peak_bytes"].as_number() > j["resident_bytes"].as_number());
+
+  std::ostringstream out2, err2;
+  CHECK(brigade::bench_step::bench_step_command({"--embd", "10", "--heads", "4"}, out2, err2) == 2);
+  CHECK(err2.str().find("--heads 4 must divide --embd 10") != std::string::npos);
+  CHECK(brigade::bench_step::bench_step_command({"--attention", "flash"}, out2, err2) == 2);
+  CHECK(err2.str().find("--attention: expected one of fused, composed, got 'flash'") != std::string::npos);
 }

@@ -62,7 +62,9 @@ double ref_unary(UnaryOp op, double x) {
     case UnaryOp::rsqrt: return 1 / std::sqrt(x);
     case UnaryOp::tanh: return std::tanh(x);
     case UnaryOp::relu: return x > 0 ? x : 0;
-    case UnaryOp::gelu: return 0.5 * x * (1 + std::tanh(std::sqrt(2 / pi) * (x + 0.044715 * std::pow(x, 3))));
+    // 0.5 x (1 + tanh u) written as x / (1 + exp(-2u)), the same in exact arithmetic but without
+    // 1 + tanh(u) cancelling to 0 for x below about -9 (where gelu is ~1e-37, not 0).
+    case UnaryOp::gelu: return x / (1 + std::exp(-2 * std::sqrt(2 / pi) * (x + 0.044715 * std::pow(x, 3))));
     case UnaryOp::silu: return x / (1 + std::exp(-x));
     case UnaryOp::sigmoid: return 1 / (1 + std::exp(-x));
   }
@@ -661,5 +663,70 @@ TEST_CASE("view gradients", "[views][grad]") {
     require_gradcheck([&f](const std::vector<Tensor>& in) { return f(in[0]) * 1.5; }, {x});
     Tensor xs = strided_leaf(test::random({2, 3, 4}, 511));
     require_gradcheck([&f](const std::vector<Tensor>& in) { return f(in[0]); }, {xs});
+  }
+}
+
+// On CPUs with AVX2 the exponential activations on contiguous f32 run eight at a time with their own
+// exp (kernels/cpu/elementwise_avx2.cpp); elsewhere through libm. Either way: within a few ulp of the
+// f64 value over exp's whole range, the special values right, and an element's result independent of
+// where it sits (the last partial group of eight included).
+TEST_CASE("f32 exp, sigmoid, silu and gelu: within a few ulp of f64 everywhere, special values exact", "[unary]") {
+  std::vector<double> xs;
+  for (double x = -100; x <= 100; x += 0.01) xs.push_back(x);
+  for (double x : {-87.4, -87.3365, -87.33, -0.0, 0.0, 1e-30, -1e-30, 88.72, 88.7228, 88.73}) xs.push_back(x);
+  const Tensor x = from_vector(xs, {int64_t(xs.size())}, DType::f32);
+  const std::vector<double> xv = x.to_vector();  // the f32 values, exactly
+  const auto ulp_error = [](double got, double want) {
+    if (std::isinf(want)) return got == want ? 0.0 : 1e9;
+    // Results near the bottom of the float range (sigmoid(-100) = 3.8e-44, silu(-91.85) = -1.2e-38)
+    // may flush to 0 once exp(-x) overflows: an absolute error below 2^-120 (7.5e-37) is fine.
+    if (std::abs(want) < std::ldexp(1.0, -120)) return std::abs(got - want) <= std::ldexp(1.0, -120) ? 0.0 : 1e9;
+    const double ulp = std::ldexp(1.0, std::ilogb(float(want)) - 23);  // an f32 ulp at want
+    return std::abs(got - want) / ulp;
+  };
+  // An f32 computation of f(x) errs by a few ulp times f's condition number |x f'(x) / f(x)| (an
+  // ulp's change in an intermediate value moves the result that many ulp): gelu(-9.9) has a
+  // condition of ~225, so even a correctly rounded exp leaves it ~50 ulp from the f64 value.
+  const auto condition = [](UnaryOp op, double x) {
+    const double h = 1e-6 * std::max(1.0, std::abs(x)), f = ref_unary(op, x);
+    return f == 0 ? 0.0 : std::abs(x * (ref_unary(op, x + h) - ref_unary(op, x - h)) / (2 * h) / f);
+  };
+  for (UnaryOp op : {UnaryOp::exp, UnaryOp::sigmoid, UnaryOp::silu, UnaryOp::gelu}) {
+    INFO(ops::unary_op_name(op));
+    const std::vector<double> got = ops::unary(op, x).to_vector();
+    for (size_t i = 0; i < xv.size(); ++i) {
+      const double want = double(float(ref_unary(op, xv[i])));  // the f64 value rounded to f32
+      const double err = ulp_error(got[i], want);
+      if (err > 3 + 2 * condition(op, xv[i])) {
+        INFO("x = " << xv[i] << ": got " << got[i] << ", want " << want << ", " << err << " ulp, condition "
+                    << condition(op, xv[i]));
+        FAIL("beyond a few ulp");
+      }
+    }
+  }
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  // Nine values, so the last one goes through the partial group.
+  const Tensor special = tensor({-inf, inf, 0.0, -200.0, 200.0, 1.0, -1.0, 2.0, nan}, DType::f32);
+  const std::vector<double> e = ops::unary(UnaryOp::exp, special).to_vector();
+  CHECK(e[0] == 0);  // softmax's masked scores rely on exp(-inf) = 0 exactly
+  CHECK(std::isinf(e[1]));
+  CHECK(e[2] == 1);
+  CHECK(e[3] == 0);
+  CHECK(std::isinf(e[4]));
+  CHECK(std::isnan(e[8]));
+  const std::vector<double> s = ops::unary(UnaryOp::sigmoid, special).to_vector();
+  CHECK(s[0] == 0);
+  CHECK(s[1] == 1);
+  CHECK(s[2] == 0.5);
+  const std::vector<double> g = ops::unary(UnaryOp::gelu, special).to_vector();
+  CHECK(g[1] == inf);
+  CHECK(g[2] == 0);
+  CHECK(g[3] == 0);  // -200 / (1 + inf)
+  CHECK(g[4] == 200);
+  // Position independence: each element alone equals the same element inside a long run.
+  const std::vector<double> whole = ops::unary(UnaryOp::gelu, x).to_vector();
+  for (size_t i : {size_t(0), size_t(7), size_t(8), size_t(13), xv.size() - 1}) {
+    const Tensor one = from_vector(std::vector<double>{xv[i]}, {1}, DType::f32);
+    CHECK(ops::unary(UnaryOp::gelu, one).to_vector()[0] == whole[i]);
   }
 }

@@ -15,6 +15,7 @@
 #include "bench_kernels/command.h"
 #include "bench_comm/bench_comm.h"
 #include "bench_pipeline/command.h"
+#include "bench_step/command.h"
 #include "data_prepare/command.h"
 #include "generate/command.h"
 #include "launch/command.h"
@@ -50,10 +51,12 @@ int run_bench(const std::vector<std::string>& args) {
   const char* usage =
       "usage: brigade bench <benchmark> [flags]\n\n"
       "benchmarks:\n"
-      "  kernels   every kernel against this GPU's copy bandwidth and cuBLAS/cuDNN (--json FILE, --quick)\n"
+      "  kernels   every kernel against the machine's measured ceilings: a GPU's copy bandwidth and\n"
+      "            cuBLAS/cuDNN, or the CPU's copy bandwidth and FMA peak (--json FILE, --quick)\n"
       "  comm      point-to-point bandwidth and latency per communication backend (--quick)\n"
       "  pipeline  every pipeline schedule run on a GPT: bubble vs the simulator, speed-up, exposed comm\n"
-      "            (--json FILE, --trace-dir DIR, --quick; --help for the rest)\n";
+      "            (--json FILE, --trace-dir DIR, --quick; --help for the rest)\n"
+      "  step      one device's GPT training step: median time, tokens/s, peak memory (--help)\n";
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     (args.empty() ? std::cerr : std::cout) << usage;
     return args.empty() ? 2 : 0;
@@ -62,6 +65,7 @@ int run_bench(const std::vector<std::string>& args) {
   if (args[0] == "kernels") return brigade::bench::kernels_command(rest, std::cout, std::cerr);
   if (args[0] == "comm") return brigade::bench_comm::bench_comm_command(rest, std::cout, std::cerr);
   if (args[0] == "pipeline") return brigade::bench_pipeline::bench_pipeline_command(rest, std::cout, std::cerr);
+  if (args[0] == "step") return brigade::bench_step::bench_step_command(rest, std::cout, std::cerr);
   std::cerr << "brigade bench: unknown benchmark '" << args[0] << "'\n\n" << usage;
   return 2;
 }
@@ -69,7 +73,7 @@ int run_bench(const std::vector<std::string>& args) {
 const Subcommand kSubcommands[] = {
     {"train", "train a small GPT to sort digits and report its held-out accuracy", run_train},
     {"simulate", "dry-run a pipeline-parallel schedule: its bubble, memory and timeline", run_simulate},
-    {"bench", "benchmarks: 'bench kernels' against this GPU's ceilings, 'bench comm' per transport", run_bench},
+    {"bench", "benchmarks: 'bench kernels' against measured ceilings, 'bench comm' per transport, 'bench step' a training step", run_bench},
     {"launch", "start a program's ranks on this machine (or several: --nnodes), with a rendezvous", run_launch},
     {"tokenizer", "GPT-2's byte-level BPE: 'tokenizer train' on text files, 'encode' and 'decode' with it", run_tokenizer},
     {"data", "'data prepare': text files to llm.c token shards for `train --data`", run_data},

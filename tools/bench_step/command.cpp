@@ -1,0 +1,180 @@
+#include "bench_step/command.h"
+
+#include <algorithm>
+#include <chrono>
+#include <ostream>
+
+#include "bench/stats.h"
+#include "brigade.h"
+#include "core/atomic_file.h"
+#include "core/format.h"
+#include "core/json.h"
+#include "core/stream.h"
+#include "tools/cli/command.h"
+
+namespace brigade::bench_step {
+namespace {
+
+struct Options {
+  int64_t layers = 2, embd = 64, heads = 4, seq = 24, batch = 32, vocab = 16;
+  int64_t steps = 20, warmup = 3, threads = 0;
+  std::string device = "cpu";
+  std::string precision = "f32";
+  std::string attention = "fused";
+  std::string json_path;
+};
+
+struct Parsed {
+  Options options;
+  bool help = false;
+};
+
+std::vector<cli::Flag<Options>> flags() {
+  auto named = [](const char* name, int64_t Options::*field, int64_t min) {
+    return [name, field, min](Options& o, const std::string& v) { o.*field = cli::parse_int(name, v, min); };
+  };
+  auto show = [](int64_t Options::*field) { return [field](const Options& o) { return std::to_string(o.*field); }; };
+  auto word = [](std::string Options::*field, std::vector<std::string> allowed, const char* name) {
+    return [field, allowed, name](Options& o, const std::string& v) {
+      if (std::find(allowed.begin(), allowed.end(), v) == allowed.end()) {
+        std::string choices;
+        for (const std::string& a : allowed) choices += (choices.empty() ? "" : ", ") + a;
+        throw cli::UsageError(std::string(name) + ": expected one of " + choices + ", got '" + v + "'");
+      }
+      o.*field = v;
+    };
+  };
+  auto text = [](std::string Options::*field) { return [field](const Options& o) { return o.*field; }; };
+  return {
+      {"--layers", "N", "transformer blocks", named("--layers", &Options::layers, 1), show(&Options::layers)},
+      {"--embd", "C", "model width", named("--embd", &Options::embd, 1), show(&Options::embd)},
+      {"--heads", "H", "attention heads (must divide --embd)", named("--heads", &Options::heads, 1),
+       show(&Options::heads)},
+      {"--seq", "T", "tokens per sequence", named("--seq", &Options::seq, 1), show(&Options::seq)},
+      {"--batch", "B", "sequences per step", named("--batch", &Options::batch, 1), show(&Options::batch)},
+      {"--vocab", "V", "vocabulary size", named("--vocab", &Options::vocab, 2), show(&Options::vocab)},
+      {"--steps", "N", "timed steps (the report gives their median)", named("--steps", &Options::steps, 1),
+       show(&Options::steps)},
+      {"--warmup", "K", "untimed steps first", named("--warmup", &Options::warmup, 0), show(&Options::warmup)},
+      {"--threads", "N", "CPU worker threads (0: all cores, or BRIGADE_NUM_THREADS)",
+       named("--threads", &Options::threads, 0), show(&Options::threads)},
+      {"--device", "DEV", "cpu or cuda", word(&Options::device, {"cpu", "cuda"}, "--device"), text(&Options::device)},
+      {"--precision", "P", "f32 or bf16 compute (weights stay f32)",
+       word(&Options::precision, {"f32", "bf16"}, "--precision"), text(&Options::precision)},
+      {"--attention", "HOW", "fused (one kernel each way) or composed (separate ops)",
+       word(&Options::attention, {"fused", "composed"}, "--attention"), text(&Options::attention)},
+      {"--json", "FILE", "also write the numbers as JSON (atomically)",
+       [](Options& o, const std::string& v) { o.json_path = v; },
+       [](const Options& o) { return o.json_path.empty() ? std::string("none") : o.json_path; }},
+  };
+}
+
+std::string usage() {
+  return "usage: brigade bench step [flags]\n\n"
+         "Times training steps of a GPT on one device — forward, cross-entropy loss, backward, AdamW — on\n"
+         "random tokens, after untimed warm-up steps, and reports the median step time, tokens/s and the\n"
+         "peak memory its tensors held. bench/compare_pytorch.py runs the same models in PyTorch beside it.\n\n"
+         "example: brigade bench step --layers 4 --embd 256 --heads 4 --seq 128 --batch 8 --threads 1\n\n"
+         "flags:\n" +
+         cli::flag_lines(flags());
+}
+
+Parsed parse(const std::vector<std::string>& args) {
+  Parsed p;
+  cli::parse_flags(args, flags(), p.options, p.help);
+  const Options& o = p.options;
+  if (o.embd % o.heads != 0)
+    throw cli::UsageError("--heads " + std::to_string(o.heads) + " must divide --embd " + std::to_string(o.embd));
+  return p;
+}
+
+// Bytes tensors hold on the device: the allocator's counters.
+size_t memory_in_use(Device device, bool peak) {
+  if (device.is_cuda()) {
+    const CudaMemoryStats s = cuda_memory_stats(device);
+    return peak ? s.peak_allocated : s.allocated;
+  }
+  const HostMemoryStats s = host_memory_stats();
+  return peak ? s.peak_allocated : s.allocated;
+}
+
+int run(const Options& o, std::ostream& out) {
+  if (o.threads > 0) set_num_threads(int(o.threads));
+  const Device device = o.device == "cuda" ? Device::cuda(0) : Device::cpu();
+  nn::GPTConfig c;
+  c.vocab_size = o.vocab;
+  c.block_size = o.seq;
+  c.n_layer = o.layers;
+  c.n_head = o.heads;
+  c.n_embd = o.embd;
+  c.device = device;
+  c.seed = 1;
+  c.fused_attention = o.attention == "fused";
+  if (o.precision == "bf16") c.compute_dtype = DType::bf16;
+  nn::GPT model(c);
+  optim::AdamW optimizer(model.named_parameters(), optim::AdamWOptions{.lr = 1e-4});
+  Generator gen(2);
+  const auto tokens = [&] {
+    return to_dtype(uniform({o.batch, o.seq}, 0, double(o.vocab) - 0.5, DType::f32, Device::cpu(), &gen), DType::i64)
+        .to(device);
+  };
+  const Tensor idx = tokens(), targets = tokens();
+  const auto step = [&] {
+    optimizer.zero_grad();
+    Tape tape;
+    const Tensor loss = tape.record([&] { return model.loss(idx, targets); });
+    tape.backward(loss);
+    optimizer.step();
+    if (device.is_cuda()) device_synchronize(device);
+  };
+  for (int64_t i = 0; i < o.warmup; ++i) step();
+  const size_t resident = memory_in_use(device, false);  // weights, gradients' absence, optimizer state
+  if (device.is_cuda()) reset_peak_memory(device);
+  else reset_host_peak_memory();
+  std::vector<double> ms;
+  for (int64_t i = 0; i < o.steps; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    step();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  const bench::Summary s = bench::summarize(ms);
+  const double tokens_per_s = double(o.batch * o.seq) / (s.median / 1e3);
+  const size_t peak = memory_in_use(device, true);
+
+  out << "model: GPT, " << o.layers << " layers, " << o.embd << " wide, " << o.heads << " heads, vocab " << o.vocab
+      << ", " << model.parameter_count() << " parameters; " << o.attention << " attention\n";
+  out << "step: " << o.batch << " x " << o.seq << " tokens on " << device.str() << ", " << o.precision
+      << (device.is_cpu() ? ", " + std::to_string(num_threads()) + " threads" : "") << "\n";
+  out << "step time: median " << format_fixed(s.median, 3) << " ms (min " << format_fixed(s.min, 3) << ", max "
+      << format_fixed(s.max, 3) << ") over " << s.count << " steps after " << o.warmup << " warm-up\n";
+  out << "tokens/s: " << format_fixed(tokens_per_s, 0) << "\n";
+  out << "peak memory: " << format_fixed(double(peak) / (1 << 20), 2) << " MiB held by tensors ("
+      << format_fixed(double(resident) / (1 << 20), 2) << " MiB between steps)\n";
+  if (!o.json_path.empty()) {
+    std::string j = "{\n";
+    j += "  \"benchmark\": \"brigade bench step\",\n";
+    j += "  \"config\": {\"layers\": " + std::to_string(o.layers) + ", \"embd\": " + std::to_string(o.embd) +
+         ", \"heads\": " + std::to_string(o.heads) + ", \"seq\": " + std::to_string(o.seq) +
+         ", \"batch\": " + std::to_string(o.batch) + ", \"vocab\": " + std::to_string(o.vocab) +
+         ", \"device\": " + json_string(device.str()) + ", \"precision\": " + json_string(o.precision) +
+         ", \"attention\": " + json_string(o.attention) + ", \"threads\": " + std::to_string(num_threads()) + "},\n";
+    j += "  \"parameters\": " + std::to_string(model.parameter_count()) + ",\n";
+    j += "  \"step_ms\": {\"median\": " + json_number(s.median) + ", \"min\": " + json_number(s.min) +
+         ", \"max\": " + json_number(s.max) + ", \"steps\": " + std::to_string(s.count) + "},\n";
+    j += "  \"tokens_per_s\": " + json_number(tokens_per_s) + ",\n";
+    j += "  \"peak_bytes\": " + std::to_string(peak) + ",\n";
+    j += "  \"resident_bytes\": " + std::to_string(resident) + "\n}\n";
+    write_file_atomically(o.json_path, j, "--json");
+  }
+  return 0;
+}
+
+}  // namespace
+
+int bench_step_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  return cli::run_command(
+      "brigade bench step", out, err, [&] { return parse(args); }, usage,
+      [&](const Options& o) { return run(o, out); });
+}
+
+}  // namespace brigade::bench_step
