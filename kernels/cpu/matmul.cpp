@@ -176,34 +176,42 @@ void run_macro_kernel(int64_t mc, int64_t nc, int64_t kc, const T* pa, const T* 
   macro_kernel<T, 16>(mc, nc, kc, pa, pb, c, accumulate);
 }
 
-// Computes one tile of C: rows [i0, i0 + mc), cols [j0, j0 + nc), over all of K. The pack buffers
-// are per thread and reused across calls.
+// Computes one tile of C: rows [i0, i0 + mc), cols [j0, j0 + nc), over all of K. For each block of
+// KC along K, the tile's columns of B are packed once and stay in L2 while the rows go past in
+// blocks of MC, each packed in turn (the loop order of Goto and van de Geijn's GEMM). A tile spans
+// many MC row blocks, so B is packed once per tile rather than once per MC rows: packing a block of
+// B costs about as much as multiplying it by a few rows of A. The pack buffers are per thread and
+// reused across calls.
 template <class T>
 void compute_tile(const MatrixView<T>& c, const MatrixView<const T>& a, const MatrixView<const T>& b, int64_t i0,
                   int64_t mc, int64_t j0, int64_t nc, bool accumulate) {
   using B = Blocking<T>;
   const int64_t k = a.cols;
-  MatrixView<T> c_tile{&c(i0, j0), mc, nc, c.row_stride, c.col_stride};
   if (k == 0) {  // an empty sum: C = 0 (or unchanged when accumulating)
     if (!accumulate)
       for (int64_t i = 0; i < mc; ++i)
-        for (int64_t j = 0; j < nc; ++j) c_tile(i, j) = T(0);
+        for (int64_t j = 0; j < nc; ++j) c(i0 + i, j0 + j) = T(0);
     return;
   }
   thread_local std::vector<T> packed_a, packed_b;
-  packed_a.resize(size_t(ceil_div(mc, B::MR) * B::MR * std::min(k, B::KC)));
+  packed_a.resize(size_t(ceil_div(std::min(mc, B::MC), B::MR) * B::MR * std::min(k, B::KC)));
   packed_b.resize(size_t(ceil_div(nc, B::NR) * B::NR * std::min(k, B::KC)));
   for (int64_t p0 = 0; p0 < k; p0 += B::KC) {
     const int64_t kc = std::min(B::KC, k - p0);
-    pack_a(packed_a.data(), a, i0, mc, p0, kc);
     pack_b(packed_b.data(), b, p0, kc, j0, nc);
-    run_macro_kernel(mc, nc, kc, packed_a.data(), packed_b.data(), c_tile, accumulate || p0 > 0);
+    for (int64_t i = i0; i < i0 + mc; i += B::MC) {
+      const int64_t rows = std::min(B::MC, i0 + mc - i);
+      pack_a(packed_a.data(), a, i, rows, p0, kc);
+      const MatrixView<T> c_block{&c(i, j0), rows, nc, c.row_stride, c.col_stride};
+      run_macro_kernel(rows, nc, kc, packed_a.data(), packed_b.data(), c_block, accumulate || p0 > 0);
+    }
   }
 }
 
-// How C is cut into tiles: at most MC x NC, as even as possible, with edges on register-block
-// boundaries. Tile shape never changes any element's sum (that is fixed by KC), so it may depend on
-// the thread count: small products are cut finer until every thread gets a fair share.
+// How C is cut into tiles, one per task: at most NC columns, and rows as many as keep every thread
+// busy — all of them when the column strips alone are enough, else split evenly (on register-block
+// boundaries) until the tile count is a multiple of the thread count or large enough to even out.
+// Tile shape never changes any element's sum (that is fixed by KC), so it may depend on the thread count.
 struct Tiling {
   int64_t rows, cols;      // tile size
   int64_t count_m, count_n;  // tiles along m and n
@@ -218,10 +226,7 @@ Tiling choose_tiling(int64_t batch, int64_t m, int64_t n, int64_t k) {
   int64_t count_n = ceil_div(n, B::NC);
   const int64_t cols = even_split(n, count_n, B::NR);
   count_n = ceil_div(n, cols);
-  int64_t count_m = ceil_div(m, B::MC);
-  int64_t rows = even_split(m, count_m, B::MR);
-  // Split rows further while the tile count leaves threads idle at the end (not a multiple of the
-  // thread count and too few to even out), and tiles stay big enough to be worth a thread.
+  int64_t rows = even_split(m, 1, B::MR);
   const int64_t threads = num_threads();
   constexpr int64_t kMinTileWork = int64_t(1) << 21;  // multiply-adds
   auto tiles = [&] { return batch * ceil_div(m, rows) * count_n; };
@@ -230,8 +235,7 @@ Tiling choose_tiling(int64_t batch, int64_t m, int64_t n, int64_t k) {
     if (finer == rows || finer * cols * k < kMinTileWork) break;
     rows = finer;
   }
-  count_m = ceil_div(m, rows);
-  return {rows, cols, count_m, count_n};
+  return {rows, cols, ceil_div(m, rows), count_n};
 }
 
 // Runs every tile of `batch` products c_i (+)= a_i @ b_i on the thread pool. `matrices(i)` returns

@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""brigade's GPT training step beside PyTorch eager's, on the CPU, in one run.
+
+For each model configuration and thread count, the same GPT (token and position embeddings, pre-norm
+blocks of causal self-attention and a GELU MLP, a final LayerNorm, the head tied to the token
+embedding; cross-entropy; AdamW) is trained on random tokens by `brigade bench step` and by PyTorch,
+each in a fresh process. The two alternate, round after round, so that anything else the machine does
+lands on both alike; each round reports the median step after warm-up, and the table gives the median
+over rounds and the speed ratio brigade / PyTorch (above 1: brigade is faster).
+
+Memory: each process's peak resident set (the operating system's count: code, libraries and tensors),
+and brigade's peak of bytes held by tensors (its allocator's count).
+
+This is a benchmark, not a test: it installs nothing and runs only where PyTorch is importable.
+
+    python3 bench/compare_pytorch.py                      # every configuration, 1 and 2 threads
+    python3 bench/compare_pytorch.py --configs tiny --threads 2 --rounds 5
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+# name: layers, width, heads, sequence length, batch, vocabulary. The first two are the
+# configurations the issue "Speed on both backends" measured (the default `brigade train` model
+# and a 4 x 256 model); the third is larger.
+CONFIGS = {
+    "tiny": dict(layers=2, embd=64, heads=4, seq=24, batch=32, vocab=16),
+    "medium": dict(layers=4, embd=256, heads=4, seq=128, batch=8, vocab=256),
+    "large": dict(layers=6, embd=384, heads=6, seq=256, batch=8, vocab=256),
+}
+
+
+def pytorch_worker(cfg, threads, steps, warmup):
+    """Runs in its own process: times PyTorch eager on cfg and prints one JSON line."""
+    import time
+
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(1)
+    L, C, H, T, B, V = (cfg[k] for k in ("layers", "embd", "heads", "seq", "batch", "vocab"))
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(C), nn.LayerNorm(C)
+            self.qkv, self.proj = nn.Linear(C, 3 * C), nn.Linear(C, C)
+            self.fc, self.out = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
+
+        def forward(self, x):
+            b, t, _ = x.shape
+            q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, H, C // H).permute(2, 0, 3, 1, 4)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(y.transpose(1, 2).reshape(b, t, C))
+            return x + self.out(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte, self.wpe = nn.Embedding(V, C), nn.Embedding(T, C)
+            self.blocks = nn.ModuleList(Block() for _ in range(L))
+            self.ln_f = nn.LayerNorm(C)
+
+        def forward(self, idx, targets):
+            x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+            for block in self.blocks:
+                x = block(x)
+            logits = self.ln_f(x) @ self.wte.weight.t()
+            return F.cross_entropy(logits.view(-1, V), targets.view(-1))
+
+    model = GPT()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    idx = torch.randint(0, V, (B, T))
+    targets = torch.randint(0, V, (B, T))
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        model(idx, targets).backward()
+        optimizer.step()
+
+    for _ in range(warmup):
+        step()
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        step()
+        times.append((time.perf_counter() - start) * 1e3)
+    print(json.dumps({"median_ms": statistics.median(times), "torch": torch.__version__}))
+
+
+def run_child(argv):
+    """Runs argv; returns its stdout, or stops with its error output."""
+    proc = subprocess.run(argv, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"{' '.join(argv)} failed ({proc.returncode}):\n{proc.stderr}")
+    return proc.stdout
+
+
+def measured(argv):
+    """Runs argv; returns (its stdout, its peak resident set in MiB)."""
+    # RUSAGE_CHILDREN keeps the largest peak of all children so far, so each run goes through a fresh
+    # Python process that has exactly one child: its count is that child's peak alone.
+    wrapper = (
+        "import resource, subprocess, sys, json\n"
+        "p = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+        "sys.stderr.write(p.stderr)\n"
+        "print(json.dumps({'rc': p.returncode, 'out': p.stdout,"
+        " 'rss_mib': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))\n"
+    )
+    result = json.loads(run_child([sys.executable, "-c", wrapper] + argv))
+    if result["rc"] != 0:
+        sys.exit(f"{' '.join(argv)} failed ({result['rc']})")
+    return result["out"], result["rss_mib"]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--brigade", default=os.path.join(os.path.dirname(__file__), "..", "build", "tools", "brigade"),
+                        help="the brigade binary [build/tools/brigade]")
+    parser.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated: " + ", ".join(CONFIGS))
+    parser.add_argument("--threads", default="1,2", help="comma-separated thread counts [1,2]")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per row [3]")
+    parser.add_argument("--steps", type=int, default=10, help="timed steps per round [10]")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed steps per round [3]")
+    parser.add_argument("--json", help="also write the rows as JSON to this file")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)  # internal: run PyTorch on this JSON config
+    args = parser.parse_args()
+
+    if args.worker:
+        w = json.loads(args.worker)
+        pytorch_worker(w["cfg"], w["threads"], w["steps"], w["warmup"])
+        return
+    try:
+        import torch  # noqa: F401  (only to say early that it is missing)
+    except ImportError:
+        sys.exit("compare_pytorch.py: PyTorch is not importable here; this benchmark needs it (it installs nothing)")
+    if not os.path.exists(args.brigade):
+        sys.exit(f"compare_pytorch.py: no brigade binary at {args.brigade} (build first, or pass --brigade)")
+
+    rows = []
+    header = f"{'config':<8} {'threads':>7} {'brigade ms':>10} {'PyTorch ms':>10} {'speed':>7} " \
+             f"{'brigade RSS':>11} {'PyTorch RSS':>11} {'brigade tensors':>15}"
+    print(header)
+    print("-" * len(header))
+    for name in args.configs.split(","):
+        cfg = CONFIGS[name]
+        for threads in (int(t) for t in args.threads.split(",")):
+            ours, theirs, our_rss, their_rss, tensors = [], [], [], [], []
+            with tempfile.TemporaryDirectory() as tmp:
+                report = os.path.join(tmp, "step.json")
+                for _ in range(args.rounds):
+                    flags = [f"--{k}={v}" for k, v in cfg.items()]
+                    _, rss = measured([args.brigade, "bench", "step", *flags, f"--threads={threads}",
+                                       f"--steps={args.steps}", f"--warmup={args.warmup}", f"--json={report}"])
+                    with open(report) as f:
+                        r = json.load(f)
+                    ours.append(r["step_ms"]["median"])
+                    tensors.append(r["peak_bytes"] / 2**20)
+                    our_rss.append(rss)
+                    worker = json.dumps(dict(cfg=cfg, threads=threads, steps=args.steps, warmup=args.warmup))
+                    out, rss = measured([sys.executable, __file__, "--worker", worker])
+                    theirs.append(json.loads(out)["median_ms"])
+                    their_rss.append(rss)
+            row = dict(config=name, threads=threads, brigade_ms=statistics.median(ours),
+                       pytorch_ms=statistics.median(theirs), brigade_rss_mib=max(our_rss),
+                       pytorch_rss_mib=max(their_rss), brigade_tensor_peak_mib=max(tensors), **cfg)
+            row["speed"] = row["pytorch_ms"] / row["brigade_ms"]
+            rows.append(row)
+            print(f"{name:<8} {threads:>7} {row['brigade_ms']:>10.2f} {row['pytorch_ms']:>10.2f} "
+                  f"{row['speed']:>6.2f}x {row['brigade_rss_mib']:>8.0f} MiB {row['pytorch_rss_mib']:>8.0f} MiB "
+                  f"{row['brigade_tensor_peak_mib']:>11.1f} MiB", flush=True)
+    if args.json:
+        with open(args.json + ".tmp", "w") as f:
+            json.dump(rows, f, indent=2)
+        os.replace(args.json + ".tmp", args.json)
+
+
+if __name__ == "__main__":
+    main()
