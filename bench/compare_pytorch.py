@@ -6,7 +6,9 @@ blocks of causal self-attention and a GELU MLP, a final LayerNorm, the head tied
 embedding; cross-entropy; AdamW) is trained on random tokens by `brigade bench step` and by PyTorch,
 each in a fresh process. The two alternate, round after round, so that anything else the machine does
 lands on both alike; each round reports the median step after warm-up, and the table gives the median
-over rounds and the speed ratio brigade / PyTorch (above 1: brigade is faster).
+over rounds and the speed ratio PyTorch time / brigade time (above 1: brigade is faster) — of wall
+time, and of the CPU time the process used (all threads), which on a machine shared with other work
+moves much less than wall time (with one thread it is the steadier comparison).
 
 Memory: each process's peak resident set (the operating system's count: code, libraries and tensors),
 and brigade's peak of bytes held by tensors (its allocator's count).
@@ -86,12 +88,14 @@ def pytorch_worker(cfg, threads, steps, warmup):
 
     for _ in range(warmup):
         step()
-    times = []
+    times, cpu_times = [], []
     for _ in range(steps):
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         step()
+        cpu_times.append((time.process_time() - cpu_start) * 1e3)
         times.append((time.perf_counter() - start) * 1e3)
-    print(json.dumps({"median_ms": statistics.median(times), "torch": torch.__version__}))
+    print(json.dumps({"median_ms": statistics.median(times), "cpu_ms": statistics.median(cpu_times),
+                      "torch": torch.__version__}))
 
 
 def run_child(argv):
@@ -145,13 +149,14 @@ def main():
 
     rows = []
     header = f"{'config':<8} {'threads':>7} {'brigade ms':>10} {'PyTorch ms':>10} {'speed':>7} " \
+             f"{'CPU ms: brigade':>15} {'PyTorch':>8} {'speed':>7} " \
              f"{'brigade RSS':>11} {'PyTorch RSS':>11} {'brigade tensors':>15}"
     print(header)
     print("-" * len(header))
     for name in args.configs.split(","):
         cfg = CONFIGS[name]
         for threads in (int(t) for t in args.threads.split(",")):
-            ours, theirs, our_rss, their_rss, tensors = [], [], [], [], []
+            ours, theirs, our_cpu, their_cpu, our_rss, their_rss, tensors = [], [], [], [], [], [], []
             with tempfile.TemporaryDirectory() as tmp:
                 report = os.path.join(tmp, "step.json")
                 for _ in range(args.rounds):
@@ -161,19 +166,24 @@ def main():
                     with open(report) as f:
                         r = json.load(f)
                     ours.append(r["step_ms"]["median"])
+                    our_cpu.append(r["cpu_ms"]["median"])
                     tensors.append(r["peak_bytes"] / 2**20)
                     our_rss.append(rss)
                     worker = json.dumps(dict(cfg=cfg, threads=threads, steps=args.steps, warmup=args.warmup))
                     out, rss = measured([sys.executable, __file__, "--worker", worker])
                     theirs.append(json.loads(out)["median_ms"])
+                    their_cpu.append(json.loads(out)["cpu_ms"])
                     their_rss.append(rss)
             row = dict(config=name, threads=threads, brigade_ms=statistics.median(ours),
-                       pytorch_ms=statistics.median(theirs), brigade_rss_mib=max(our_rss),
+                       pytorch_ms=statistics.median(theirs), brigade_cpu_ms=statistics.median(our_cpu),
+                       pytorch_cpu_ms=statistics.median(their_cpu), brigade_rss_mib=max(our_rss),
                        pytorch_rss_mib=max(their_rss), brigade_tensor_peak_mib=max(tensors), **cfg)
             row["speed"] = row["pytorch_ms"] / row["brigade_ms"]
+            row["cpu_speed"] = row["pytorch_cpu_ms"] / row["brigade_cpu_ms"]
             rows.append(row)
             print(f"{name:<8} {threads:>7} {row['brigade_ms']:>10.2f} {row['pytorch_ms']:>10.2f} "
-                  f"{row['speed']:>6.2f}x {row['brigade_rss_mib']:>8.0f} MiB {row['pytorch_rss_mib']:>8.0f} MiB "
+                  f"{row['speed']:>6.2f}x {row['brigade_cpu_ms']:>15.2f} {row['pytorch_cpu_ms']:>8.2f} "
+                  f"{row['cpu_speed']:>6.2f}x {row['brigade_rss_mib']:>8.0f} MiB {row['pytorch_rss_mib']:>8.0f} MiB "
                   f"{row['brigade_tensor_peak_mib']:>11.1f} MiB", flush=True)
     if args.json:
         with open(args.json + ".tmp", "w") as f:

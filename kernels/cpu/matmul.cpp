@@ -90,15 +90,18 @@ template <> struct Vector<float, 32> { typedef float type __attribute__((vector_
 template <> struct Vector<double, 16> { typedef double type __attribute__((vector_size(16))); };
 template <> struct Vector<double, 32> { typedef double type __attribute__((vector_size(32))); };
 
-// tile[MR][NR] = packed A panel (kc x MR) times packed B panel (kc x NR), with vectors of VecBytes.
+// tile[MR][NR] = an A panel (MR rows x kc) times a packed B panel (kc x NR), with vectors of VecBytes.
+// The A panel's value (i, p) is at a[p * p_step + i * i_step]: a packed panel has p_step = MR and
+// i_step = 1; MR rows read in place from a row-major A have p_step = 1 and i_step = the row stride
+// (six sequential streams, one per row, which the prefetchers follow as well as a packed panel).
 //
 // The accumulators are an MR x (2 vectors) block: 12 registers, which with the two B vectors and
 // the broadcast A value fits the 16 vector registers of both SSE and AVX2 without spilling. With
 // AVX2 that block is all NR columns at once; with 16-byte vectors the kernel makes two passes over
 // the column halves (re-reading the small A panel, which is in L1).
 template <class T, int VecBytes>
-[[gnu::always_inline]] inline void micro_kernel(int64_t kc, const T* __restrict a, const T* __restrict b,
-                                                T* __restrict tile) {
+[[gnu::always_inline]] inline void micro_kernel(int64_t kc, const T* __restrict a, int64_t p_step, int64_t i_step,
+                                                const T* __restrict b, T* __restrict tile) {
   constexpr int MR = Blocking<T>::MR, NR = Blocking<T>::NR;
   using Vec = typename Vector<T, VecBytes>::type;
   constexpr int W = int(sizeof(Vec) / sizeof(T));  // values per vector
@@ -107,14 +110,14 @@ template <class T, int VecBytes>
     Vec acc[MR][2] = {};
     const T* ap = a;
     const T* bp = b + j0;
-    for (int64_t p = 0; p < kc; ++p, ap += MR, bp += NR) {
+    for (int64_t p = 0; p < kc; ++p, ap += p_step, bp += NR) {
       Vec row[2];
       std::memcpy(&row[0], bp, sizeof(Vec));  // unaligned vector loads
       std::memcpy(&row[1], bp + W, sizeof(Vec));
 #pragma GCC unroll 8
       for (int i = 0; i < MR; ++i) {
-        acc[i][0] += ap[i] * row[0];
-        acc[i][1] += ap[i] * row[1];
+        acc[i][0] += ap[i * i_step] * row[0];
+        acc[i][1] += ap[i * i_step] * row[1];
       }
     }
 #pragma GCC unroll 8
@@ -125,18 +128,36 @@ template <class T, int VecBytes>
   }
 }
 
-// C block (mc x nc, at c) = or += packed A block @ packed B block, one register block at a time.
+// Where a macro kernel's rows of A come from: packed panels (data = the packed block), or read in
+// place (data = &A(first row, first p), row_stride its row stride) when A's rows are contiguous.
+// Reading in place skips packing A, which for the short K of small models (64-256) costs a
+// sizeable fraction of the multiply itself. A last panel of fewer than MR rows is still packed (into
+// `edge`), so the kernel never reads past A's last row.
+template <class T>
+struct ASource {
+  const T* data;
+  int64_t row_stride;  // 0: packed
+};
+
+// C block (mc x nc, at c) = or += A block @ packed B block, one register block at a time.
 // The B panel is the outer loop so it stays in L1 while the A panels stream past it.
 template <class T, int VecBytes>
-[[gnu::always_inline]] inline void macro_kernel(int64_t mc, int64_t nc, int64_t kc, const T* packed_a,
+[[gnu::always_inline]] inline void macro_kernel(int64_t mc, int64_t nc, int64_t kc, ASource<T> a,
                                                 const T* packed_b, const MatrixView<T>& c, bool accumulate) {
   constexpr int MR = Blocking<T>::MR, NR = Blocking<T>::NR;
   alignas(64) T tile[MR * NR];
+  alignas(64) T edge[MR * Blocking<T>::KC];
+  const bool in_place = a.row_stride != 0;
+  const int64_t full_rows = in_place ? mc / MR * MR : mc;  // rows read in place; the rest packed into `edge`
+  if (in_place && full_rows < mc)
+    pack_panel(edge, MR, a.data + full_rows * a.row_stride, mc - full_rows, kc, a.row_stride, 1);
   for (int64_t j = 0; j < nc; j += NR) {
     const int64_t cols = std::min<int64_t>(NR, nc - j);
     for (int64_t i = 0; i < mc; i += MR) {
       const int64_t rows = std::min<int64_t>(MR, mc - i);
-      micro_kernel<T, VecBytes>(kc, packed_a + i * kc, packed_b + j * kc, tile);
+      if (!in_place) micro_kernel<T, VecBytes>(kc, a.data + i * kc, MR, 1, packed_b + j * kc, tile);
+      else if (i < full_rows) micro_kernel<T, VecBytes>(kc, a.data + i * a.row_stride, 1, a.row_stride, packed_b + j * kc, tile);
+      else micro_kernel<T, VecBytes>(kc, edge, MR, 1, packed_b + j * kc, tile);
       for (int64_t ii = 0; ii < rows; ++ii) {
         T* out = &c(i + ii, j);
         const T* t = tile + ii * NR;
@@ -152,13 +173,13 @@ template <class T, int VecBytes>
 
 #ifdef BRIGADE_GEMM_AVX2
 // The same loops compiled for AVX2 + FMA (the build itself targets baseline x86-64).
-[[gnu::target("avx2,fma")]] void macro_kernel_avx2(int64_t mc, int64_t nc, int64_t kc, const float* pa,
+[[gnu::target("avx2,fma")]] void macro_kernel_avx2(int64_t mc, int64_t nc, int64_t kc, ASource<float> a,
                                                    const float* pb, const MatrixView<float>& c, bool accumulate) {
-  macro_kernel<float, 32>(mc, nc, kc, pa, pb, c, accumulate);
+  macro_kernel<float, 32>(mc, nc, kc, a, pb, c, accumulate);
 }
-[[gnu::target("avx2,fma")]] void macro_kernel_avx2(int64_t mc, int64_t nc, int64_t kc, const double* pa,
+[[gnu::target("avx2,fma")]] void macro_kernel_avx2(int64_t mc, int64_t nc, int64_t kc, ASource<double> a,
                                                    const double* pb, const MatrixView<double>& c, bool accumulate) {
-  macro_kernel<double, 32>(mc, nc, kc, pa, pb, c, accumulate);
+  macro_kernel<double, 32>(mc, nc, kc, a, pb, c, accumulate);
 }
 
 bool cpu_has_avx2_fma() {
@@ -168,12 +189,12 @@ bool cpu_has_avx2_fma() {
 #endif
 
 template <class T>
-void run_macro_kernel(int64_t mc, int64_t nc, int64_t kc, const T* pa, const T* pb, const MatrixView<T>& c,
+void run_macro_kernel(int64_t mc, int64_t nc, int64_t kc, ASource<T> a, const T* pb, const MatrixView<T>& c,
                       bool accumulate) {
 #ifdef BRIGADE_GEMM_AVX2
-  if (cpu_has_avx2_fma()) return macro_kernel_avx2(mc, nc, kc, pa, pb, c, accumulate);
+  if (cpu_has_avx2_fma()) return macro_kernel_avx2(mc, nc, kc, a, pb, c, accumulate);
 #endif
-  macro_kernel<T, 16>(mc, nc, kc, pa, pb, c, accumulate);
+  macro_kernel<T, 16>(mc, nc, kc, a, pb, c, accumulate);
 }
 
 // Computes one tile of C: rows [i0, i0 + mc), cols [j0, j0 + nc), over all of K. For each block of
@@ -201,9 +222,13 @@ void compute_tile(const MatrixView<T>& c, const MatrixView<const T>& a, const Ma
     pack_b(packed_b.data(), b, p0, kc, j0, nc);
     for (int64_t i = i0; i < i0 + mc; i += B::MC) {
       const int64_t rows = std::min(B::MC, i0 + mc - i);
-      pack_a(packed_a.data(), a, i, rows, p0, kc);
+      ASource<T> source{&a(i, p0), a.row_stride};
+      if (a.col_stride != 1 || a.row_stride == 0) {
+        pack_a(packed_a.data(), a, i, rows, p0, kc);
+        source = {packed_a.data(), 0};
+      }
       const MatrixView<T> c_block{&c(i, j0), rows, nc, c.row_stride, c.col_stride};
-      run_macro_kernel(rows, nc, kc, packed_a.data(), packed_b.data(), c_block, accumulate || p0 > 0);
+      run_macro_kernel(rows, nc, kc, source, packed_b.data(), c_block, accumulate || p0 > 0);
     }
   }
 }
