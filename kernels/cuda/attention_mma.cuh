@@ -62,21 +62,39 @@ __device__ __forceinline__ void load_tile(uint32_t tile, const HeadRows<const T>
   }
 }
 
-// acc[n] (16 rows x 8 n columns, n < N) += A (16 x D, fragments a[D / 16]) times the tile's rows
-// [col0, col0 + 8 N) read as Bᵀ: S = Q Kᵀ with K the tile.
+// One k-step (head-dim columns [16 kk, 16 kk + 16)) of the product below.
 template <class T, int D, int N>
-__device__ __forceinline__ void multiply_by_rows(float (&acc)[N][4], const uint32_t (&a)[D / 16][4], uint32_t tile) {
+__device__ __forceinline__ void multiply_step(float (&acc)[N][4], const uint32_t (&a)[4], uint32_t tile, int kk) {
   const int lane = int(threadIdx.x) % kWarp;
 #pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk)
+  for (int n = 0; n < N; n += 2) {
+    uint32_t r[4];
+    ldmatrix_x4<false>(r, tile + TileLayout<D>::rows_fragment(lane, n * 8, kk * 16));
+    const uint32_t b0[2] = {r[0], r[2]}, b1[2] = {r[1], r[3]};
+    mma_16x8x16<T>(acc[n], a, b0);
+    mma_16x8x16<T>(acc[n + 1], a, b1);
+  }
+}
+
+// acc[n] (16 rows x 8 n columns, n < N) += A (16 x D, fragments a[D / 16]) times the tile's rows
+// [0, 8 N) read as Bᵀ: S = Q Kᵀ with K the tile.
+template <class T, int D, int N>
+__device__ __forceinline__ void multiply_by_rows(float (&acc)[N][4], const uint32_t (&a)[D / 16][4], uint32_t tile) {
 #pragma unroll
-    for (int n = 0; n < N; n += 2) {
-      uint32_t r[4];
-      ldmatrix_x4<false>(r, tile + TileLayout<D>::rows_fragment(lane, n * 8, kk * 16));
-      const uint32_t b0[2] = {r[0], r[2]}, b1[2] = {r[1], r[3]};
-      mma_16x8x16<T>(acc[n], a[kk], b0);
-      mma_16x8x16<T>(acc[n + 1], a[kk], b1);
-    }
+  for (int kk = 0; kk < D / 16; ++kk) multiply_step<T, D>(acc, a[kk], tile, kk);
+}
+
+// The same with A read from shared memory (rows a_row0.. of a_tile) one k-step at a time: for an
+// operand that would otherwise hold D / 4 registers per lane for the whole kernel.
+template <class T, int D, int N>
+__device__ __forceinline__ void multiply_by_rows(float (&acc)[N][4], uint32_t a_tile, int a_row0, uint32_t tile) {
+  const int lane = int(threadIdx.x) % kWarp;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    uint32_t a[4];
+    ldmatrix_x4<false>(a, a_tile + TileLayout<D>::rows_fragment(lane, a_row0, kk * 16));
+    multiply_step<T, D>(acc, a, tile, kk);
+  }
 }
 
 // out (16 x D) += P (16 x 16 K, given as K / 8 f32 accumulator tiles, rounded to T here) times the

@@ -1,8 +1,9 @@
 // Fused attention backward on tensor cores (bf16, f16; head dim 64 or 128). Deterministic without
 // atomics: two kernels, each output row owned by one warp that sums in a fixed order.
 //
-//   grad_k, grad_v: a block per (batch, head, 64 keys); each warp holds its 16 keys' k and v as
-//     mma A fragments in registers and walks the query tiles that see them (from the first query
+//   grad_k, grad_v: a block per (batch, head, 64 keys); each warp holds its 16 keys' k as mma A
+//     fragments in registers (v stays in shared memory, read a k-step at a time: registers are what
+//     this kernel runs short of) and walks the query tiles that see them (from the first query
 //     whose causal window reaches the block), recomputing per tile, transposed (keys x queries):
 //       Sᵀ = K Qᵀ,  Pᵀ = exp(scale Sᵀ - lse),  dPᵀ = V dOᵀ,
 //       grad_v += (Pᵀ o Zᵀ) dO,   grad_k += scale (Pᵀ o (Zᵀ o dPᵀ - D)) Q
@@ -15,9 +16,13 @@
 namespace brigade::cuda {
 namespace {
 
-// Query tiles of the grad_k / grad_v pass have 32 rows, not 64: with k, v, grad_k and grad_v all
-// per lane, 64-wide Sᵀ and dPᵀ tiles would need more registers than a thread has at head dim 128.
-constexpr int kQueryTile = 32;
+// The streamed tiles are narrower than 64 rows: with k, grad_k and grad_v (or q, dO and grad_q) per
+// lane, 64-wide score tiles would need more registers than a thread has. nvcc -Xptxas -v (sm_90):
+// 32-row tiles spill ~180 bytes per thread at head dim 128 with v in registers too, 80 without; 16-row
+// query tiles at head dim 128 leave the grad_k / grad_v kernel without spills.
+template <int D>
+constexpr int kQueryTile = D > 64 ? 16 : 32;
+constexpr int kKeyTile = 32;
 
 template <class T, int D>
 __global__ void __launch_bounds__(kMmaThreads)
@@ -25,9 +30,11 @@ __global__ void __launch_bounds__(kMmaThreads)
                        HeadRows<const T> k, HeadRows<const T> v, const float* lse, const float* di, int blocks,
                        AttentionGeometry g) {
   using L = TileLayout<D>;
-  __shared__ __align__(128) unsigned char smem[2 * L::kBytes];  // K then Q tiles; V then dO tiles
-  __shared__ float tile_lse[kQueryTile], tile_di[kQueryTile];
-  const uint32_t first = shared_address(smem), second = first + L::kBytes;
+  // K's tile, then each query tile: Q in rows [0, kTile), dO in rows 32..; and V's tile, kept.
+  __shared__ __align__(128) unsigned char smem[2 * L::kBytes];
+  constexpr int kTile = kQueryTile<D>;
+  __shared__ float tile_lse[kTile], tile_di[kTile];
+  const uint32_t q_tile = shared_address(smem), dy_tile = q_tile + L::kBytes / 2, v_tile = q_tile + L::kBytes;
 
   const int bh = int(blockIdx.x) / blocks, j0 = int(blockIdx.x) % blocks * kMmaRows;
   const int b = bh / g.heads, h = bh % g.heads;
@@ -35,24 +42,23 @@ __global__ void __launch_bounds__(kMmaThreads)
   const int key0 = j0 + warp * 16;
   const int keys[2] = {key0 + lane / 4, key0 + lane / 4 + 8};  // the two key rows this lane holds
 
-  load_tile<D>(first, k, b, h, j0, g.tk);
-  load_tile<D>(second, v, b, h, j0, g.tk);
+  load_tile<D>(q_tile, k, b, h, j0, g.tk);
+  load_tile<D>(v_tile, v, b, h, j0, g.tk);
   cp_async_commit();
   cp_async_wait<0>();
   __syncthreads();
-  uint32_t kf[D / 16][4], vf[D / 16][4];
-  load_a_fragments<D>(kf, first, warp * 16);
-  load_a_fragments<D>(vf, second, warp * 16);
+  uint32_t kf[D / 16][4];
+  load_a_fragments<D>(kf, q_tile, warp * 16);
 
   float dk[D / 8][4] = {}, dv[D / 8][4] = {};
   const float scale = float(g.scale);
   const int64_t stats = int64_t(bh) * g.tq;
-  for (int i0 = g.first_query(j0); i0 < g.tq; i0 += kQueryTile) {
-    __syncthreads();  // everyone is done with the previous tiles (or with K and V's)
-    load_tile<D, kQueryTile>(first, q, b, h, i0, g.tq);  // the first 32 rows of the 64-row tiles
-    load_tile<D, kQueryTile>(second, grad_y, b, h, i0, g.tq);
+  for (int i0 = g.first_query(j0); i0 < g.tq; i0 += kTile) {
+    __syncthreads();  // everyone is done with the previous tiles (or with K's)
+    load_tile<D, kTile>(q_tile, q, b, h, i0, g.tq);
+    load_tile<D, kTile>(dy_tile, grad_y, b, h, i0, g.tq);
     cp_async_commit();
-    if (int(threadIdx.x) < kQueryTile) {
+    if (int(threadIdx.x) < kTile) {
       const int i = i0 + int(threadIdx.x);
       tile_lse[threadIdx.x] = i < g.tq ? lse[stats + i] : 0.0f;
       tile_di[threadIdx.x] = i < g.tq ? di[stats + i] : 0.0f;
@@ -60,11 +66,11 @@ __global__ void __launch_bounds__(kMmaThreads)
     cp_async_wait<0>();
     __syncthreads();
 
-    float s[kQueryTile / 8][4] = {}, dp[kQueryTile / 8][4] = {};
-    multiply_by_rows<T, D>(s, kf, first);    // Sᵀ: keys x queries
-    multiply_by_rows<T, D>(dp, vf, second);  // dPᵀ
+    float s[kTile / 8][4] = {}, dp[kTile / 8][4] = {};
+    multiply_by_rows<T, D>(s, kf, q_tile);                    // Sᵀ: keys x queries
+    multiply_by_rows<T, D>(dp, v_tile, warp * 16, dy_tile);  // dPᵀ = V dOᵀ
 #pragma unroll
-    for (int n = 0; n < kQueryTile / 8; ++n)
+    for (int n = 0; n < kTile / 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int c = n * 8 + 2 * (lane % 4) + (e & 1), i = i0 + c, j = keys[e / 2];
@@ -78,8 +84,8 @@ __global__ void __launch_bounds__(kMmaThreads)
         s[n][e] = pz;
         dp[n][e] = ds;
       }
-    multiply_into<T, D, kQueryTile>(dv, s, second);  // (Pᵀ o Zᵀ) dO
-    multiply_into<T, D, kQueryTile>(dk, dp, first);  // dSᵀ Q
+    multiply_into<T, D, kTile>(dv, s, dy_tile);  // (Pᵀ o Zᵀ) dO
+    multiply_into<T, D, kTile>(dk, dp, q_tile);  // dSᵀ Q
   }
   const float one[2] = {1.0f, 1.0f};
   store_rows<T, D>(grad_k, b, h, key0, g.tk, dk, one);
@@ -118,19 +124,19 @@ __global__ void __launch_bounds__(kMmaThreads)
   float dq[D / 8][4] = {};
   const float scale = float(g.scale);
   const int end = g.key_end(min(g.tq, i0 + kMmaRows));
-  for (int j0 = 0; j0 < end; j0 += kMmaRows) {
+  for (int j0 = 0; j0 < end; j0 += kKeyTile) {
     __syncthreads();
-    load_tile<D>(first, k, b, h, j0, g.tk);
-    load_tile<D>(second, v, b, h, j0, g.tk);
+    load_tile<D, kKeyTile>(first, k, b, h, j0, g.tk);
+    load_tile<D, kKeyTile>(second, v, b, h, j0, g.tk);
     cp_async_commit();
     cp_async_wait<0>();
     __syncthreads();
 
-    float s[kMmaRows / 8][4] = {}, dp[kMmaRows / 8][4] = {};
+    float s[kKeyTile / 8][4] = {}, dp[kKeyTile / 8][4] = {};
     multiply_by_rows<T, D>(s, qf, first);    // S = Q Kᵀ
     multiply_by_rows<T, D>(dp, gf, second);  // dP = dO Vᵀ
 #pragma unroll
-    for (int n = 0; n < kMmaRows / 8; ++n)
+    for (int n = 0; n < kKeyTile / 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int i = rows[e / 2], j = j0 + n * 8 + 2 * (lane % 4) + (e & 1);
@@ -141,7 +147,7 @@ __global__ void __launch_bounds__(kMmaThreads)
         }
         s[n][e] = ds;
       }
-    multiply_into<T, D, kMmaRows>(dq, s, first);  // dS K
+    multiply_into<T, D, kKeyTile>(dq, s, first);  // dS K
   }
   const float one[2] = {1.0f, 1.0f};
   store_rows<T, D>(grad_q, b, h, row0, g.tq, dq, one);

@@ -70,6 +70,7 @@ inline std::vector<OpCase> attention_cases() {
       {DType::bf16, {2, 1, 17, 130, 64, false}},
       {DType::f16, {1, 2, 17, 130, 64, true}},  // the last 17 queries of 130 positions (KV cache)
       {DType::f16, {1, 1, 70, 70, 128, true, 0, true}},
+      {DType::bf16, {1, 1, 20, 90, 128, true}},
       {DType::bf16, {1, 1, 1, 1, 64, false}},
       {DType::f16, {2, 1, 1, 33, 64, true}},  // one new token
       {DType::bf16, {1, 1, 65, 65, 128, true, 0.2, true}},
