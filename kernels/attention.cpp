@@ -41,7 +41,6 @@ void check_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor
                 shapes());
   BRIGADE_CHECK(p.dropout >= 0.0 && p.dropout < 1.0, op, ": dropout must be in [0, 1), got ", p.dropout);
   BRIGADE_CHECK(std::isfinite(p.scale), op, ": scale must be finite, got ", p.scale);
-  BRIGADE_CHECK(!q.device().is_cuda(), op, ": the CUDA kernels are not built yet; use the composed attention on a GPU");
   BRIGADE_CHECK(!q.device().is_cuda() || q.size(3) <= kMaxCudaHeadDim, op, ": head dim ", q.size(3),
                 " exceeds the CUDA kernels' ", kMaxCudaHeadDim, " (", shapes(), ")");
 }
@@ -74,11 +73,11 @@ AttentionOutput attention(const Tensor& q, const Tensor& k, const Tensor& v, con
   out.lse = empty({B, H, Tq}, stat_dtype(t), q.device());
   const auto in = [&](const Tensor& x) { return unit_last_stride(x.dtype() == t ? x : to_dtype(x, t)); };
   if (t == q.dtype()) {
-    if (out.y.numel() > 0) cpu::attention_forward(out.y, out.lse, in(q), in(k), in(v), r);
+    if (out.y.numel() > 0) BRIGADE_DISPATCH(op, q, attention_forward(out.y, out.lse, in(q), in(k), in(v), r));
     return out;
   }
   const Tensor y = heads_interleaved(B, H, Tq, D, t, q.device());
-  if (y.numel() > 0) cpu::attention_forward(y, out.lse, in(q), in(k), in(v), r);
+  if (y.numel() > 0) BRIGADE_DISPATCH(op, q, attention_forward(y, out.lse, in(q), in(k), in(v), r));
   copy_(out.y, y);
   return out;
 }
@@ -102,7 +101,8 @@ AttentionGrads attention_backward(const Tensor& grad_y, const Tensor& q, const T
   const auto in = [&](const Tensor& x) { return unit_last_stride(x.dtype() == t ? x : to_dtype(x, t)); };
   AttentionGrads g{empty(q.shape(), t, q.device()), empty(k.shape(), t, q.device()), empty(v.shape(), t, q.device())};
   if (q.numel() > 0 && k.numel() > 0) {
-    cpu::attention_backward(g.q, g.k, g.v, in(grad_y), in(q), in(k), in(v), in(saved.y), saved.lse, r);
+    BRIGADE_DISPATCH(op, q, attention_backward(g.q, g.k, g.v, in(grad_y), in(q), in(k), in(v), in(saved.y),
+                                               saved.lse, r));
   } else {
     fill_(g.k, 0);  // no query saw any key
     fill_(g.v, 0);

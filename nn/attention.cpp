@@ -37,8 +37,7 @@ Tensor CausalSelfAttention::attend(const Tensor& q, const Tensor& keys, const Te
                                    bool dropout) {
   const int64_t B = q.size(0), T = q.size(2), hd = q.size(3);
   const double p = dropout && attn_drop->is_training() ? attn_drop->p : 0.0;
-  // TODO(cuda attention): the CUDA twin is being written; until then GPUs take the composition.
-  if (fused && q.device().is_cpu()) {
+  if (fused) {
     // One kernel each way; y comes laid out as [B, T, H, hd], so merging the heads is a free view.
     // The causal rule puts the T queries at positions [past, past + T) of the keys.
     return attention(q, keys, values, /*causal=*/true, p).transpose(1, 2).view({B, T, n_embd});

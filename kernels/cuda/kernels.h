@@ -30,6 +30,7 @@ namespace brigade::cuda {
 #include "kernels/twins/conv.inc"
 #include "kernels/twins/pool.inc"
 #include "kernels/twins/indices.inc"
+#include "kernels/twins/attention.inc"
 
 // The GPU's own: matmul with an explicit GEMM (automatic = cuBLAS); the op layer has checked that
 // the backend takes the dtype (ops::matmul's list).

@@ -22,6 +22,7 @@
 
 #include <cuda_runtime.h>
 
+#include "cases_attention.h"
 #include "cases_elementwise.h"
 #include "cases_matmul_conv.h"
 #include "cases_nn.h"
@@ -46,6 +47,7 @@ const bool registered = [] {
   register_cases(embedding_cases());
   register_cases(cross_entropy_cases());
   register_cases(dropout_cases());
+  register_cases(attention_cases());
   register_cases(conv_cases());
   register_cases(pool_cases());
   register_cases(join_cases());
@@ -184,6 +186,32 @@ TEST_CASE("embedding backward on cuda is deterministic", "[gpu_ops][embedding]")
       const std::vector<double> again = host_values(ops::embedding_backward(grad, indices, 5));
       REQUIRE(again == first);
     }
+  }
+  check_guards();
+}
+
+// ---- attention backward: no float atomics, so two runs are bitwise equal ----
+
+TEST_CASE("attention backward on cuda is deterministic", "[gpu_ops][attention]") {
+  start_clean();
+  INFO("run seed " << run_seed());
+  struct Path {
+    DType dtype;
+    int64_t t, head_dim;  // bf16 at 64: tensor cores; f32 at 40: the generic kernels
+  };
+  for (Path path : {Path{DType::bf16, 100, 64}, Path{DType::f32, 33, 40}}) {
+    INFO(dtype_name(path.dtype) << " head dim " << path.head_dim);
+    const Shape shape = {1, 2, path.t, path.head_dim};
+    const Tensor q = random_cpu(shape, path.dtype, 20).to(kGpu), k = random_cpu(shape, path.dtype, 21).to(kGpu),
+                 v = random_cpu(shape, path.dtype, 22).to(kGpu), gy = random_cpu(shape, path.dtype, 23).to(kGpu);
+    AttentionParams p;
+    p.dropout = 0.1, p.seed = 7, p.offset = 3;
+    const ops::AttentionOutput out = ops::attention(q, k, v, p);
+    const ops::AttentionGrads first = ops::attention_backward(gy, q, k, v, out, p);
+    const ops::AttentionGrads again = ops::attention_backward(gy, q, k, v, out, p);
+    CHECK(host_values(again.q) == host_values(first.q));
+    CHECK(host_values(again.k) == host_values(first.k));
+    CHECK(host_values(again.v) == host_values(first.v));
   }
   check_guards();
 }

@@ -140,6 +140,33 @@ TEST_CASE("gpu GPT: f32 and bf16 compute against an f64 CPU reference", "[gpu][t
   CHECK(err / ref < 1e-3);
 }
 
+TEST_CASE("gpu GPT: fused attention gives the composition's outputs and gradients, dropout included",
+          "[gpu][train][attention]") {
+  // Head dim 64: bf16 compute takes the tensor-core kernels, f32 the generic ones.
+  for (std::optional<DType> compute : {std::optional<DType>(), std::optional<DType>(DType::bf16)}) {
+    INFO((compute ? "bf16" : "f32") << " compute");
+    nn::GPTConfig c = small_gpt(kGpu, compute);
+    c.n_embd = 128;
+    c.n_head = 2;
+    c.block_size = 20;
+    c.dropout = 0.1;
+    nn::GPT fused(c);
+    c.fused_attention = false;
+    nn::GPT composed(c);
+    const Tensor idx = token_ids(2, 20, 7, 37), targets = token_ids(2, 20, 8, 37);
+    manual_seed(99);  // both runs draw the same dropout counters
+    const Step f = forward_backward(fused, idx, targets);
+    manual_seed(99);
+    const Step want = forward_backward(composed, idx, targets);
+    const double logits_limit = compute ? 1e-4 : 1e-10, grad_limit = compute ? 3e-2 : 1e-8;
+    CHECK(nmse(f.logits, want.logits) < logits_limit);
+    for (auto& [name, g] : want.grads) {
+      INFO(name);
+      CHECK(nmse(f.grads.at(name), g) < grad_limit);
+    }
+  }
+}
+
 TEST_CASE("gpu pipeline: 4 rank threads, each on its own stream, give one device's gradients", "[gpu][pipeline]") {
   // The reference: the same micro-batches one after another on the GPU, each backward seeded 1/M.
   for (auto [kind, P, M, V] : {std::tuple{ScheduleKind::one_f_one_b, 4, 8, 1}, std::tuple{ScheduleKind::zb_h1, 4, 8, 1},
