@@ -430,6 +430,9 @@ TEST_CASE("the shipped corpus: the README's three commands, CI-sized, on docs/*.
   INFO(out.str());
   REQUIRE(summary.validation.size() == 2);
   REQUIRE(summary.validation[0].second > 6.0);                                 // about ln 512 = 6.2
-  REQUIRE(summary.validation[1].second < 0.85 * summary.validation[0].second);  // clearly falling
+  // Clearly falling: 200 steps reach about the corpus's unigram entropy (5.0-5.4 nats, depending
+  // on the docs' text, which every docs edit changes), while a model that learned nothing stays
+  // at ln 512. 0.9 x 6.2 = 5.6 sits between the two with room on both sides; 0.85 did not.
+  REQUIRE(summary.validation[1].second < 0.9 * summary.validation[0].second);
   REQUIRE_THAT(out.str(), Catch::Contains("sample (64 tokens"));
 }
