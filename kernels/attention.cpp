@@ -1,6 +1,7 @@
 // ops: fused attention, forward and backward (the kernels: kernels/cpu/attention.cpp and
 // kernels/cuda/attention.cu). This layer checks shapes, resolves the scale and lays out the outputs.
 #include <cmath>
+#include <limits>
 
 #include "core/factory.h"
 #include "kernels/dispatch.h"
@@ -72,6 +73,11 @@ AttentionOutput attention(const Tensor& q, const Tensor& k, const Tensor& v, con
   out.y = heads_interleaved(B, H, Tq, D, q.dtype(), q.device());
   out.lse = empty({B, H, Tq}, stat_dtype(t), q.device());
   const auto in = [&](const Tensor& x) { return unit_last_stride(x.dtype() == t ? x : to_dtype(x, t)); };
+  if (k.size(2) == 0) {  // no keys (only without the causal mask): an empty sum, as matmul gives
+    fill_(out.y, 0);
+    fill_(out.lse, -std::numeric_limits<double>::infinity());
+    return out;
+  }
   if (t == q.dtype()) {
     if (out.y.numel() > 0) BRIGADE_DISPATCH(op, q, attention_forward(out.y, out.lse, in(q), in(k), in(v), r));
     return out;
@@ -103,8 +109,9 @@ AttentionGrads attention_backward(const Tensor& grad_y, const Tensor& q, const T
   if (q.numel() > 0 && k.numel() > 0) {
     BRIGADE_DISPATCH(op, q, attention_backward(g.q, g.k, g.v, in(grad_y), in(q), in(k), in(v), in(saved.y),
                                                saved.lse, r));
-  } else {
-    fill_(g.k, 0);  // no query saw any key
+  } else {  // no queries or no keys: nothing flows anywhere
+    fill_(g.q, 0);
+    fill_(g.k, 0);
     fill_(g.v, 0);
   }
   if (t != q.dtype()) g = {to_dtype(g.q, q.dtype()), to_dtype(g.k, q.dtype()), to_dtype(g.v, q.dtype())};

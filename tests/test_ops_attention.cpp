@@ -220,3 +220,32 @@ TEST_CASE("attention refuses what it cannot compute, naming the shapes") {
   CHECK_THAT(test::error_of([&] { ops::attention(q, ops::to_dtype(k, DType::f32), k, p); }),
              Catch::Contains("attention"));
 }
+
+TEST_CASE("attention with no keys or no queries: zeros, as the composed ops give") {
+  AttentionParams p;
+  p.causal = false;
+  const Tensor q = random({1, 2, 3, 4}, 30), none = random({1, 2, 0, 4}, 31);
+  const ops::AttentionOutput out = ops::attention(q, none, none, p);
+  test::require_close(out.y, std::vector<double>(24, 0.0), 0, 0);
+  test::require_close(out.y, composed(q, none, none, p), 0, 0);
+  const ops::AttentionGrads g = ops::attention_backward(random({1, 2, 3, 4}, 32), q, none, none, out, p);
+  test::require_close(g.q, std::vector<double>(24, 0.0), 0, 0);
+  CHECK(g.k.numel() == 0);
+  // No queries: empty outputs, zero gradients for the keys and values.
+  p.causal = true;
+  const Tensor no_q = random({1, 2, 0, 4}, 33), k = random({1, 2, 5, 4}, 34);
+  const ops::AttentionOutput empty_out = ops::attention(no_q, k, k, p);
+  CHECK(empty_out.y.numel() == 0);
+  const ops::AttentionGrads ge = ops::attention_backward(random({1, 2, 0, 4}, 35), no_q, k, k, empty_out, p);
+  test::require_close(ge.k, std::vector<double>(40, 0.0), 0, 0);
+  test::require_close(ge.v, std::vector<double>(40, 0.0), 0, 0);
+}
+
+TEST_CASE("attention with an explicit scale") {
+  const Tensor q = random({1, 2, 70, 8}, 36), k = random({1, 2, 70, 8}, 37), v = random({1, 2, 70, 8}, 38);
+  AttentionParams p;
+  p.scale = 0.2;
+  test::require_close(ops::attention(q, k, v, p).y, reference(q, k, v, p).y, 1e-12, 1e-12);
+  // Differs from the default 1 / sqrt(8).
+  CHECK(ops::attention(q, k, v, p).y.to_vector() != ops::attention(q, k, v, AttentionParams{}).y.to_vector());
+}

@@ -10,7 +10,8 @@
 
 #include "kernels/cpu/elementwise_avx2.h"
 
-#if defined(__x86_64__) && defined(__GNUC__)
+// (GCC only: clang ignores `#pragma GCC target`, so a clang build takes the scalar path.)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define BRIGADE_HAVE_AVX2_PATH 1
 #include <immintrin.h>
 #pragma GCC push_options

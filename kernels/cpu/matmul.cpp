@@ -1,13 +1,15 @@
 // CPU matmul: a packed, cache-blocked GEMM (the classic Goto/BLIS design) and the naive reference.
 //
 // How the fast path computes C = A @ B:
-//   1. C is cut into tiles of at most MC x NC elements; tiles (across all batch entries) are the
-//      unit of threading, so no two threads ever write the same element.
-//   2. For one tile, K is walked in blocks of KC. Each block packs the tile's slice of A (MC x KC)
-//      and of B (KC x NC) into small contiguous buffers laid out in exactly the order the
-//      micro-kernel reads them. Packing is where strides are consumed: a transposed or sliced view
-//      costs nothing extra, and the packed panels stay hot in L1/L2 while they are reused.
-//   3. The micro-kernel multiplies an MR-row panel of packed A by an NR-column panel of packed B,
+//   1. C is cut into tiles of at most NC columns and as many rows as keep the threads busy; tiles
+//      (across all batch entries) are the unit of threading, so no two threads ever write the same
+//      element.
+//   2. For one tile, K is walked in blocks of KC. Each block packs the tile's slice of B (KC x NC)
+//      once, in exactly the order the micro-kernel reads it, and the tile's rows go past it MC at a
+//      time: A's rows are read in place when they are contiguous, else packed (MC x KC) too. Packing
+//      is where strides are consumed: a transposed or sliced view costs nothing extra, and the
+//      packed panels stay hot in L1/L2 while they are reused.
+//   3. The micro-kernel multiplies an MR-row panel of A by an NR-column panel of packed B,
 //      keeping the whole MR x NR block of C in registers for the length of the K block: per step it
 //      loads MR + NR values and does MR * NR fused multiply-adds.
 // Each element of C sums its K products in the same order whatever the thread count (the K blocks
