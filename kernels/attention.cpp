@@ -19,7 +19,10 @@ DType kernel_dtype(const Tensor& t) { return t.device().is_cpu() && is_half(t.dt
 // lse and the other statistics keep the accumulation dtype: f64 for f64, f32 otherwise.
 DType stat_dtype(DType t) { return t == DType::f64 ? DType::f64 : DType::f32; }
 
-void check_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& p) {
+}  // namespace
+
+void check_attention_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
+                            const AttentionParams& p) {
   check_defined(op, q, "q");
   check_defined(op, k, "k");
   check_defined(op, v, "v");
@@ -46,6 +49,8 @@ void check_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor
                 " exceeds the CUDA kernels' ", kMaxCudaHeadDim, " (", shapes(), ")");
 }
 
+namespace {
+
 // The kernels read rows of d contiguous values: a view whose last dim is strided is copied first.
 Tensor unit_last_stride(const Tensor& x) { return x.stride(3) == 1 ? x : contiguous(x); }
 
@@ -65,7 +70,7 @@ Tensor heads_interleaved(int64_t B, int64_t H, int64_t T, int64_t D, DType dtype
 
 AttentionOutput attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& p) {
   const char* op = "attention";
-  check_inputs(op, q, k, v, p);
+  check_attention_inputs(op, q, k, v, p);
   const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), D = q.size(3);
   const AttentionParams r = resolved(p, D);
   const DType t = kernel_dtype(q);
@@ -91,7 +96,7 @@ AttentionOutput attention(const Tensor& q, const Tensor& k, const Tensor& v, con
 AttentionGrads attention_backward(const Tensor& grad_y, const Tensor& q, const Tensor& k, const Tensor& v,
                                   const AttentionOutput& saved, const AttentionParams& p) {
   const char* op = "attention_backward";
-  check_inputs(op, q, k, v, p);
+  check_attention_inputs(op, q, k, v, p);
   check_defined(op, grad_y, "grad_y");
   check_defined(op, saved.y, "saved output");
   check_defined(op, saved.lse, "saved log-sum-exp");

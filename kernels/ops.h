@@ -84,6 +84,10 @@ struct AttentionGrads {
 };
 AttentionGrads attention_backward(const Tensor& grad_y, const Tensor& q, const Tensor& k, const Tensor& v,
                                   const AttentionOutput& saved, const AttentionParams& p);
+// The checks both run first (shapes, dtypes, devices, dropout, scale), for a caller that must know
+// the inputs are good before it commits to something, such as taking dropout's random counters.
+void check_attention_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
+                            const AttentionParams& p);
 
 // ---- matmul (kernels/matmul.cpp) ----
 // a [..., m, k] @ b [..., k, n] -> [..., m, n], batch dims broadcast; 1-D operands are treated as a

@@ -249,3 +249,14 @@ TEST_CASE("attention with an explicit scale") {
   // Differs from the default 1 / sqrt(8).
   CHECK(ops::attention(q, k, v, p).y.to_vector() != ops::attention(q, k, v, AttentionParams{}).y.to_vector());
 }
+
+TEST_CASE("a refused attention call with dropout takes no random counters") {
+  manual_seed(5);
+  const uint64_t before = default_generator().offset;
+  const Tensor q = random({1, 2, 4, 8}, 39), k = random({1, 2, 4, 8}, 40);
+  CHECK_THAT(test::error_of([&] { attention(q, k, random({1, 2, 5, 8}, 41), true, 0.1); }),
+             Catch::Contains("k and v must have the same shape"));
+  CHECK(default_generator().offset == before);
+  attention(q, k, k, true, 0.1);  // a good call takes B * H * Tq * Tk = 32
+  CHECK(default_generator().offset == before + 32);
+}

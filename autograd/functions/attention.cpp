@@ -27,13 +27,10 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
   p.causal = causal;
   if (dropout > 0) {
     // The same block of counters dropout() on the composed [B, H, Tq, Tk] weights would take, so a
-    // model gives the same numbers fused or composed.
-    ops::check_defined("attention", q, "q");
-    ops::check_defined("attention", k, "k");
-    BRIGADE_CHECK(q.dim() == 4 && k.dim() == 4, "attention: expected q [B, H, Tq, D] and k [B, H, Tk, D], got q ",
-                  shape_str(q.shape()), ", k ", shape_str(k.shape()));
-    Generator& gen = default_generator();
+    // model gives the same numbers fused or composed. Checked first: a call that fails takes none.
     p.dropout = dropout;
+    ops::check_attention_inputs("attention", q, k, v, p);
+    Generator& gen = default_generator();
     p.seed = gen.seed;
     p.offset = gen.advance(uint64_t(q.size(0) * q.size(1) * q.size(2) * k.size(2)));
   }
