@@ -7,6 +7,8 @@
 //    never touches memory, on every thread brigade uses (bench/fma_peak.cpp).
 #pragma once
 
+#include "bench/gpu.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -32,7 +34,7 @@ Throughput cpu_fma_peak(const TimingOptions& options);
 // Which loop cpu_fma_peak runs on this CPU: "AVX2+FMA" or "16-byte vectors, multiply + add".
 std::string cpu_fma_peak_kind();
 
-#if BRIGADE_HAVE_CUDA
+#if BRIGADE_BENCH_GPU
 // Copy bandwidth in GB/s (1e9 bytes per second), counting each byte once read and once written.
 Throughput copy_bandwidth(Device device, size_t bytes, const TimingOptions& options);
 

@@ -62,7 +62,7 @@ void Session::measure_copy_ceiling() {
                 copy_gbps_, "GB/s");
     return;
   }
-#if BRIGADE_HAVE_CUDA
+#if BRIGADE_BENCH_GPU
   // 1 GiB: far beyond L2, long enough that launch overhead is noise.
   const size_t bytes = quick_ ? (size_t(256) << 20) : (size_t(1) << 30);
   copy_gbps_ = copy_bandwidth(device_, bytes, timing_).value;
@@ -79,7 +79,7 @@ void Session::measure_fma_peak() {
               "GFLOP/s");
 }
 
-#if BRIGADE_HAVE_CUDA
+#if BRIGADE_BENCH_GPU
 double Session::cublas_tflops(DType dtype, int64_t m, int64_t n, int64_t k) {
   const std::string key = std::string(dtype_name(dtype)) + " " + dims_text({m, n, k});
   auto it = cublas_tflops_.find(key);

@@ -4,6 +4,8 @@
 // same way.
 #pragma once
 
+#include "bench/gpu.h"
+
 #include <functional>
 #include <vector>
 #include <map>
@@ -41,7 +43,7 @@ class Session {
   // baseline "FMA peak"), in GFLOP/s; fma_peak() is 0 until it was measured.
   void measure_fma_peak();
   double fma_peak() const { return fma_gflops_; }
-#if BRIGADE_HAVE_CUDA
+#if BRIGADE_BENCH_GPU
   // Raw cuBLAS at m x n x k (cached: each shape and dtype is measured once per run).
   double cublas_tflops(DType dtype, int64_t m, int64_t n, int64_t k);
 #endif

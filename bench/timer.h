@@ -14,6 +14,8 @@
 // on brigade's threads (core/parallel.h) before it returns.
 #pragma once
 
+#include "bench/gpu.h"
+
 #include <functional>
 
 #include "bench/stats.h"
@@ -38,7 +40,7 @@ Summary time_on(Device device, const std::function<void()>& run, const TimingOpt
 // milliseconds per call over the repeats.
 Summary time_cpu(const std::function<void()>& run, const TimingOptions& options);
 
-#if BRIGADE_HAVE_CUDA
+#if BRIGADE_BENCH_GPU
 // Times `run`, which must enqueue its GPU work on the current stream of `device` (every brigade op
 // does). Returns milliseconds per call over the repeats.
 Summary time_gpu(Device device, const std::function<void()>& run, const TimingOptions& options);

@@ -10,7 +10,7 @@
 
 // The GPU benchmarks need a real GPU: the CPU emulator's timings would mean nothing. (Its CPU kernels
 // are the real ones, so the CPU benchmarks run in an emulator build too.)
-#define BRIGADE_BENCH_GPU (BRIGADE_HAVE_CUDA && !BRIGADE_CUDA_EMULATOR)
+#include "bench/gpu.h"
 
 namespace brigade::bench {
 namespace {

@@ -38,7 +38,7 @@ const std::vector<Backend>& backends_for(Device device) {
 // What a GEMM of this shape and dtype is compared with, and its rate in the session's flop unit.
 std::pair<std::string, double> gemm_baseline(Session& s, [[maybe_unused]] DType t, [[maybe_unused]] int64_t m,
                                              [[maybe_unused]] int64_t n, [[maybe_unused]] int64_t k) {
-#if BRIGADE_HAVE_CUDA
+#if BRIGADE_BENCH_GPU
   if (s.device().is_cuda())
     return {std::string("cuBLAS ") + dtype_name(t) + " " + dims_text({m, n, k}), s.cublas_tflops(t, m, n, k)};
 #endif
