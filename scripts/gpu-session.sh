@@ -8,8 +8,13 @@
 #   bash scripts/gpu-session.sh memcheck-core memcheck-comm memcheck-train racecheck
 #   bash scripts/gpu-session.sh bench                  # brigade bench kernels + bench pipeline
 #
-# Stages: nccl, build, test, memcheck-{core,ops,comm,train}, racecheck, train, launch, bench (in the
-# order given);
+# A short lease (15 minutes of device time, the machine's start included) has no time to build: build
+# here, pack the binaries, and run them there in one call:
+#   bash scripts/gpu-session.sh pack                   # HERE: build/ -> .gpu-bin/ (binaries + Gloo's libraries)
+#   BUILD_DIR=.gpu-bin bash scripts/gpu-session.sh prebuilt quick step bench   # THERE, carry .gpu-bin
+#
+# Stages: nccl, build, test, memcheck-{core,ops,comm,train}, racecheck, train, launch, bench, and for
+# short leases pack (here), prebuilt, quick, step (in the order given);
 # each is sized to fit one 10-minute command. A fresh machine needs `build` first in every command
 # (it is quick when the build directory is still there). Logs and JSON go to $OUT (default
 # gpu-out/), a few files per stage, and a summary is printed last.
@@ -234,15 +239,101 @@ stage_launch() {
 
 stage_bench() {
   # --device cuda: where the GPU is missing, say so rather than measure the CPU instead.
-  "$build_dir/tools/brigade" bench kernels --device cuda --json "$OUT/bench-kernels.json" >"$OUT/bench.log" 2>&1
+  # BENCH_QUICK=1 (a short lease): the --quick sizes and repeats. Each run is bounded.
+  local quick=() cap=${BENCH_TIMEOUT:-540}
+  [[ -n ${BENCH_QUICK:-} ]] && quick=(--quick)
+  timeout "$cap" "$build_dir/tools/brigade" bench kernels --device cuda "${quick[@]}" --json "$OUT/bench-kernels.json" >"$OUT/bench.log" 2>&1
   local kernels=$?
-  "$build_dir/tools/brigade" bench pipeline --json "$OUT/bench-pipeline.json" >>"$OUT/bench.log" 2>&1
+  timeout "$cap" "$build_dir/tools/brigade" bench pipeline "${quick[@]}" --json "$OUT/bench-pipeline.json" >>"$OUT/bench.log" 2>&1
   local pipeline=$?
   # Data parallelism over NCCL (2 replicas x 2 stages = 4 ranks, several per GPU: NCCL >= 2.30.3):
   # how much step time starting the all-reduces during the backward saves.
-  "$build_dir/tools/brigade" bench pipeline --transport nccl --replicas 2 --stages 2 --microbatches 8 \
-    --schedules 1f1b,interleaved --json "$OUT/bench-pipeline-dp.json" >>"$OUT/bench.log" 2>&1
-  note "bench: kernels exit $kernels, pipeline exit $pipeline, data-parallel over NCCL exit $? ($(nccl_line))"
+  local dp="not run: $(nccl_line), older than 2.30.3"
+  if ((nccl_version >= 23003)); then
+    timeout "$cap" "$build_dir/tools/brigade" bench pipeline --transport nccl --replicas 2 --stages 2 --microbatches 8 \
+      --schedules 1f1b,interleaved "${quick[@]}" --json "$OUT/bench-pipeline-dp.json" >>"$OUT/bench.log" 2>&1
+    dp="exit $? ($(nccl_line))"
+  fi
+  note "bench: kernels exit $kernels, pipeline exit $pipeline, data-parallel over NCCL $dp"
+}
+
+# ---- short leases: binaries built here, run there --------------------------------------------------
+# pack (run HERE, after `ninja -C build`): the library, the CLI and the GPU test binaries, with the
+# non-CUDA libraries they load that the GPU machine's image lacks (Gloo and what Gloo loads), into
+# .gpu-bin/ in the build directory's layout (the binaries find libbrigade.so through $ORIGIN/..).
+stage_pack() {
+  local from=${PACK_FROM:-build} to=.gpu-bin f
+  rm -rf "$to" && mkdir -p "$to/tools" "$to/tests" "$to/lib"
+  cp "$from/libbrigade.so" "$to/" && cp "$from/tools/brigade" "$to/tools/" || { note "pack: FAILED (no $from/libbrigade.so or tools/brigade)"; return 1; }
+  for f in "$from"/tests/test_gpu_*; do [[ -f $f && -x $f ]] && cp "$f" "$to/tests/"; done
+  # Gloo and its dependencies: everything libbrigade.so loads from outside the CUDA toolkit and libc.
+  ldd "$from/libbrigade.so" | awk '$3 ~ /^\// { print $1, $3 }' |
+    grep -vE '^((libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s)\.so|libcud|libcublas|libnccl)' |
+    while read -r name path; do cp -L "$path" "$to/lib/$name"; done
+  note "pack: $(du -sh "$to" | cut -f1) in $to ($(ls "$to/lib" | tr '\n' ' ')); carry it: run(carry=[\"$to\"])"
+}
+
+# prebuilt (THERE): use the packed binaries. Every library they need and cannot find is looked for in
+# the usual roots (the toolkit, the Python wheels: cuDNN and NCCL live there on the lent machines) and
+# its folder put on LD_LIBRARY_PATH; what is still missing fails the stage, naming it.
+stage_prebuilt() {
+  [[ -f $build_dir/libbrigade.so ]] || { note "prebuilt: no $build_dir/libbrigade.so (BUILD_DIR=.gpu-bin, carry it)"; return 1; }
+  export LD_LIBRARY_PATH="$PWD/$build_dir/lib:$LD_LIBRARY_PATH"
+  # Tests that run the CLI find it at the build directory's path on the machine that built them.
+  [[ -e build ]] || ln -s "$build_dir" build
+  local missing name found
+  for _ in 1 2; do
+    missing=$(ldd "$build_dir/libbrigade.so" "$build_dir"/tools/brigade "$build_dir"/tests/* 2>/dev/null |
+      awk '/not found/ { print $1 }' | sort -u)
+    [[ -z $missing ]] && break
+    for name in $missing; do
+      found=$(find $search_roots /usr/local/cuda*/ -name "$name" 2>/dev/null | head -1)
+      [[ -n $found ]] && export LD_LIBRARY_PATH="$(dirname "$found"):$LD_LIBRARY_PATH"
+    done
+  done
+  if [[ -n $missing ]]; then
+    note "prebuilt: FAILED — not found: $(echo $missing)"
+    return 1
+  fi
+  note "prebuilt: every library found ($(ldd "$build_dir/libbrigade.so" | awk '/cudnn|nccl|cublas.so|cudart/ { print $3 }' | tr '\n' ' '))"
+}
+
+# quick (THERE): every GPU suite, the main job, and compute-sanitizer's memcheck and racecheck on the
+# fused attention, all at once (16 cores, one GPU: correctness, not timing), each bounded by
+# QUICK_TIMEOUT seconds. The binaries run directly: a packed folder has no meson build around it.
+stage_quick() {
+  local cap=${QUICK_TIMEOUT:-200} sanitizer pids=() names=() suite i rc failed=()
+  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  export BRIGADE_REQUIRE_GPU=1
+  for suite in core ops comm train; do
+    [[ -x $build_dir/tests/test_gpu_$suite ]] || continue
+    timeout "$cap" "$build_dir/tests/test_gpu_$suite" --abortx 10 >"$OUT/gpu-$suite.log" 2>&1 &
+    pids+=($!) names+=("gpu_$suite")
+  done
+  { timeout "$cap" "$build_dir/tools/brigade" train --trace none --svg none; echo "exit $?"; } >"$OUT/train.log" 2>&1 &
+  pids+=($!) names+=("train")
+  BRIGADE_TEST_EXACT_ALLOCATIONS=1 timeout "$cap" "$sanitizer" --tool memcheck --error-exitcode 1 \
+    "$build_dir/tests/test_gpu_ops" "[attention],[matmul],[linear]" --abortx 10 >"$OUT/memcheck-attention.log" 2>&1 &
+  pids+=($!) names+=("memcheck")
+  timeout "$cap" "$sanitizer" --tool racecheck --error-exitcode 1 \
+    "$build_dir/tests/test_gpu_ops" "[attention]" --abortx 10 >"$OUT/racecheck-attention.log" 2>&1 &
+  pids+=($!) names+=("racecheck")
+  for i in "${!pids[@]}"; do
+    wait "${pids[$i]}"; rc=$?
+    ((rc == 0)) || failed+=("${names[$i]}:$rc")
+  done
+  local counts
+  counts=$(grep -h -E '^(test cases|All tests passed)' "$OUT"/gpu-*.log | tr '\n' ';')
+  note "quick: ${#pids[@]} runs, failed: ${failed[*]:-none} ($counts $(grep -h -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT"/*check-attention.log | tr '\n' ' '))"
+  ((${#failed[@]} == 0))
+}
+
+# step (THERE): a GPT-2 small training step (bf16 compute), brigade beside PyTorch eager and
+# torch.compile (bench/compare_pytorch.py; the image's python3 has PyTorch).
+stage_step() {
+  timeout "${STEP_TIMEOUT:-240}" python3 bench/compare_pytorch.py --device cuda --precision bf16 --configs "${STEP_CONFIGS:-gpt2}" \
+    --compile --rounds "${STEP_ROUNDS:-1}" --steps "${STEP_STEPS:-10}" --warmup "${STEP_WARMUP:-3}" --brigade "$build_dir/tools/brigade" --json "$OUT/step-gpu.json" >"$OUT/step.log" 2>&1
+  note "step: exit $? ($(tail -1 "$OUT/step.log"))"
 }
 
 if command -v nvidia-smi >/dev/null; then
@@ -255,9 +346,10 @@ stages=("$@")
 ((${#stages[@]} > 0)) || stages=(build test train)
 for stage in "${stages[@]}"; do
   case $stage in
-    nccl | build | test | racecheck | train | launch | bench) "stage_$stage" || break ;;
+    nccl | build | test | racecheck | train | launch | bench | pack | prebuilt) "stage_$stage" || break ;;
+    quick | step) "stage_$stage" ;;  # a failure here still leaves the later stages worth running
     memcheck-core | memcheck-ops | memcheck-comm | memcheck-train) stage_memcheck "${stage#memcheck-}" ;;
-    *) echo "gpu-session: unknown stage '$stage' (nccl, build, test, memcheck-{core,ops,comm,train}, racecheck, train, launch, bench)" >&2; exit 2 ;;
+    *) echo "gpu-session: unknown stage '$stage' (nccl, build, test, memcheck-{core,ops,comm,train}, racecheck, train, launch, bench, pack, prebuilt, quick, step)" >&2; exit 2 ;;
   esac
 done
 echo "---- summary"
