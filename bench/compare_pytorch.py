@@ -203,12 +203,14 @@ def main():
                                              device="cpu", precision="f32", compile=False))
                     out, rss = measured([sys.executable, __file__, "--worker", worker])
                     theirs.append(json.loads(out)["median_ms"])
+                    torch_version = json.loads(out)["torch"]
                     their_cpu.append(json.loads(out)["cpu_ms"])
                     their_rss.append(rss)
             row = dict(config=name, threads=threads, brigade_ms=statistics.median(ours),
                        pytorch_ms=statistics.median(theirs), brigade_cpu_ms=statistics.median(our_cpu),
                        pytorch_cpu_ms=statistics.median(their_cpu), brigade_rss_mib=max(our_rss),
-                       pytorch_rss_mib=max(their_rss), brigade_tensor_peak_mib=max(tensors), **cfg)
+                       pytorch_rss_mib=max(their_rss), brigade_tensor_peak_mib=max(tensors), **cfg,
+                       environment=environment_of(r, torch_version))
             row["speed"] = row["pytorch_ms"] / row["brigade_ms"]
             row["cpu_speed"] = row["pytorch_cpu_ms"] / row["brigade_cpu_ms"]
             rows.append(row)
@@ -250,11 +252,12 @@ def gpu_main(args):
                     worker = json.dumps(dict(cfg=cfg, threads=1, steps=args.steps, warmup=args.warmup, device="cuda",
                                              precision=args.precision, compile=kind == "compile"))
                     out = json.loads(run_child([sys.executable, __file__, "--worker", worker]))
+                    torch_version = out["torch"]
                     theirs[kind].append(out["median_ms"])
                     their_mem[kind].append(out["device_peak_bytes"] / 2**20)
                     print(f"  {name}: PyTorch {kind} {theirs[kind][-1]:.2f} ms", file=sys.stderr, flush=True)
         row = dict(config=name, device="cuda", precision=args.precision, brigade_ms=statistics.median(ours),
-                   brigade_tensor_peak_mib=max(tensors), **cfg)
+                   brigade_tensor_peak_mib=max(tensors), **cfg, environment=environment_of(r, torch_version))
         for kind in kinds:
             row[f"pytorch_{kind}_ms"] = statistics.median(theirs[kind])
             row[f"pytorch_{kind}_speed"] = row[f"pytorch_{kind}_ms"] / row["brigade_ms"]
@@ -265,6 +268,17 @@ def gpu_main(args):
               f" {row['brigade_tensor_peak_mib']:>11.0f} " +
               " ".join(f"{row[f'pytorch_{k}_peak_mib']:>11.0f}" for k in kinds), flush=True)
     write_json(args.json, rows)
+
+
+ENVIRONMENT_FIELDS = ("date", "git_commit", "device", "cpu", "gpu", "driver_version", "driver_cuda_version",
+                      "cuda_runtime_version")
+
+
+def environment_of(report, torch_version):
+    """The machine and build a row was measured on: brigade's own record of them, and PyTorch's version."""
+    env = {k: report[k] for k in ENVIRONMENT_FIELDS if k in report}
+    env["torch"] = torch_version
+    return env
 
 
 def write_json(path, rows):

@@ -104,24 +104,29 @@ std::string report_text(const Report& report) {
   return os.str();
 }
 
+std::string environment_json(const Environment& e, const std::string& indent) {
+  std::ostringstream os;
+  os << indent << "\"date\": " << json_string(e.date) << ",\n"
+     << indent << "\"git_commit\": " << json_string(e.git_commit) << ",\n"
+     << indent << "\"device\": " << json_string(e.device) << ",\n"
+     << indent << "\"cpu\": {\"name\": " << json_string(e.cpu_name) << ", \"logical_cores\": " << e.cpu_logical_cores
+     << ", \"threads\": " << e.cpu_threads << ", \"llc_mib\": " << json_number(e.cpu_llc_mib) << "},\n"
+     << indent << "\"gpu\": {\"name\": " << json_string(e.gpu_name)
+     << ", \"compute_capability\": " << json_string(e.compute_capability) << ", \"sm_count\": " << e.sm_count
+     << ", \"memory_gib\": " << json_number(e.memory_gib) << ", \"l2_mib\": " << json_number(e.l2_mib) << "},\n"
+     << indent << "\"driver_version\": " << json_string(e.driver_version) << ",\n"
+     << indent << "\"driver_cuda_version\": " << json_string(e.driver_cuda_version) << ",\n"
+     << indent << "\"cuda_runtime_version\": " << json_string(e.runtime_version) << ",\n";
+  return os.str();
+}
+
 std::string report_json(const Report& report) {
   const Environment& e = report.env;
   std::ostringstream os;
   os << "{\n"
      << "  \"benchmark\": \"brigade bench kernels\",\n"
      << "  \"quick\": " << (report.quick ? "true" : "false") << ",\n"
-     << "  \"date\": " << json_string(e.date) << ",\n"
-     << "  \"git_commit\": " << json_string(e.git_commit) << ",\n"
-     << "  \"device\": " << json_string(e.device) << ",\n"
-     << "  \"cpu\": {\"name\": " << json_string(e.cpu_name) << ", \"logical_cores\": " << e.cpu_logical_cores
-     << ", \"threads\": " << e.cpu_threads << ", \"llc_mib\": " << json_number(e.cpu_llc_mib) << "},\n"
-     << "  \"gpu\": {\"name\": " << json_string(e.gpu_name)
-     << ", \"compute_capability\": " << json_string(e.compute_capability) << ", \"sm_count\": " << e.sm_count
-     << ", \"memory_gib\": " << json_number(e.memory_gib) << ", \"l2_mib\": " << json_number(e.l2_mib) << "},\n"
-     << "  \"driver_version\": " << json_string(e.driver_version) << ",\n"
-     << "  \"driver_cuda_version\": " << json_string(e.driver_cuda_version) << ",\n"
-     << "  \"cuda_runtime_version\": " << json_string(e.runtime_version) << ",\n"
-     << "  \"ceilings\": [";
+     << environment_json(e, "  ") << "  \"ceilings\": [";
   for (size_t i = 0; i < report.ceilings.size(); ++i) {
     const Ceiling& c = report.ceilings[i];
     os << (i ? "," : "") << "\n    {\"name\": " << json_string(c.name) << ", \"value\": " << json_number(c.value)

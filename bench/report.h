@@ -80,6 +80,10 @@ std::string report_text(const Report& report);
 
 // The report as a JSON document (see bench/results/README.md for the fields).
 std::string report_json(const Report& report);
+// The fields every benchmark's JSON records about the machine and the build (date, git_commit, device,
+// cpu, gpu, driver_version, driver_cuda_version, cuda_runtime_version), one "key": value, line each,
+// each line starting with `indent` (bench/results/README.md says what they mean).
+std::string environment_json(const Environment& e, const std::string& indent);
 
 // JSON literals are core's (core/json.h), the same in every file brigade writes; the name is
 // brought in here because it belongs to the report's vocabulary (and its tests use it so).

@@ -5,9 +5,10 @@ Usage: cuda_emulate.py SOURCE.cu OUTPUT.cpp DEPFILE SOURCE_ROOT
 
 Two rewrites, nothing else (the kernels themselves are compiled as written):
   - every launch `kernel<<<config>>>(args)` becomes
-    `::brigade::emu::Launch(config).run("kernel", [](auto... a) { kernel(a...); }, args)`, which
-    runs the grid on fibers
-    (core/cuda/emulator/simt.h);
+    `::brigade::emu::Launch(config).run("kernel", [=](auto... a) { kernel(a...); }, args)`, which
+    runs the grid on fibers (core/cuda/emulator/simt.h). The lambda copies what it names, so
+    `kernel` may also be a local pointer to a kernel (`auto k = f ? a<1> : a<2>; k<<<...>>>()`),
+    and the launch may run after the launching function has returned, as on a stream;
   - the project's .cuh headers are inlined, so their launches are rewritten too.
 `#line` directives keep compiler errors and debugger locations pointing at the original files.
 The output starts by including core/cuda/emulator/simt.h, which defines threadIdx, __syncthreads,
@@ -115,7 +116,7 @@ def rewrite_launches(path, text):
             fail(path, text, at, "unbalanced parentheses in the launch's arguments")
         args = text[paren + 1:args_end - 1]
         name = " ".join(kernel.split())
-        call = f'::brigade::emu::Launch({config}).run("{name}", [](auto... a) {{ {kernel}(a...); }}'
+        call = f'::brigade::emu::Launch({config}).run("{name}", [=](auto... a) {{ {kernel}(a...); }}'
         call += f", {args})" if args.strip() else ")"
         call += "\n" * (text.count("\n", start, args_end) - call.count("\n"))  # later lines keep their numbers
         out.append(text[pos:start])

@@ -16,6 +16,36 @@ namespace brigade::cuda {
 
 constexpr int kMmaThreads = 128;  // 4 warps x 16 rows
 constexpr int kMmaRows = 64;      // rows of a block's own tile and of each streamed tile
+// The kernels keep scores in base 2: exp(x) = exp2(x log2 e), and exp2 is one MUFU instruction.
+constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
+
+// 2^x as the PTX ISA's ex2.approx.ftz.f32 gives it: one instruction, at most 2 ulp off, and results
+// below the smallest normal float flushed to +0 (2^-inf = +0). exp2f spends several more on inputs
+// whose result is denormal — never worth it for softmax weights, which are rounded to 16 bits. The
+// emulator computes exp2f and flushes the same way.
+__device__ __forceinline__ float fast_exp2(float x) {
+#if BRIGADE_CUDA_EMULATOR
+  const float y = exp2f(x);
+  return y < 0x1p-126f ? 0.0f : y;
+#else
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#endif
+}
+
+// Which head (b H + h) and which of its `blocks` row blocks a thread block works on. A GPU starts
+// blocks roughly in index order, so the index runs over the heads fastest and over the row blocks
+// from the most work to the least: with a causal mask the last query block sees the most keys (the
+// forward and grad_q kernels: last_is_heaviest) and the first key block the most queries (grad_k /
+// grad_v). The last wave of blocks is then the short ones, not the long ones.
+struct BlockOrder {
+  int bh, block;
+};
+__device__ __forceinline__ BlockOrder heavy_first(int index, int heads, int blocks, bool last_is_heaviest) {
+  const int rank = index / heads;  // 0: the heaviest
+  return {index % heads, last_is_heaviest ? blocks - 1 - rank : rank};
+}
 
 // A tile of `lines` rows of D 16-bit values, D / 8 16-byte chunks per row (8 or 16). ldmatrix reads
 // one chunk from each of 8 consecutive rows; XOR-ing the chunk with row % 8 puts those 8 chunks in

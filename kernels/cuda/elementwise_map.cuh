@@ -4,10 +4,14 @@
 //
 // f is a functor of compute values (f32, or f64 for f64 data) returning one. map picks the loop:
 //
-//   - contiguous: every operand contiguous with out's shape and one dtype. Each thread moves 16 bytes
-//     per operand per step (4 f32 or 8 bf16) when all pointers are 16-byte aligned; a view at an
-//     odd offset takes the same loop one element at a time. Elements past the last full vector are
-//     done one by one, so any size works.
+//   - contiguous: every operand contiguous and one dtype, each input either of out's shape or a
+//     block of out's trailing dims repeated over the leading ones (a bias row [N] over [M, N], a
+//     position table [T, C] over [B, T, C]: element i of it is block[i % period]). Each thread moves
+//     16 bytes per operand per step (4 f32 or 8 bf16) when all pointers are 16-byte aligned and every
+//     period is a whole number of vectors; otherwise the same loop runs one element at a time.
+//     Elements past the last full vector are done one by one, so any size works. (A bias add through
+//     the strided loop ran at a quarter of the copy bandwidth in bf16 on an H200: the index
+//     arithmetic of a general layout, and 2-byte accesses.)
 //   - strided: anything else (transposed, sliced, broadcast, mixed dtypes). Each element's offsets
 //     come from its row-major index through a StridedLayout; broadcast operands have stride 0.
 //
@@ -24,6 +28,9 @@ namespace brigade::cuda {
 template <class T, int N>
 struct InputPointers {
   const T* p[N];
+  int64_t period[N];  // 0: an input of out's shape; else the length of the block it repeats
+
+  __device__ __forceinline__ const T* at(int k, int64_t i) const { return p[k] + (period[k] ? i % period[k] : i); }
 };
 
 // f(a[I]...) for a fixed-size array of arguments.
@@ -38,7 +45,7 @@ __global__ void map_contiguous_kernel(int64_t n, F f, T* out, InputPointers<T, N
   const int64_t vectors = n / V;
   BRIGADE_GRID_STRIDE_LOOP(v, vectors, int64_t) {
     Vec<T, V> loaded[N];
-    for (int k = 0; k < N; ++k) loaded[k] = load_vec<V>(in.p[k] + v * V);
+    for (int k = 0; k < N; ++k) loaded[k] = load_vec<V>(in.at(k, v * V));
     Vec<T, V> result;
 #pragma unroll
     for (int j = 0; j < V; ++j) {
@@ -52,7 +59,7 @@ __global__ void map_contiguous_kernel(int64_t n, F f, T* out, InputPointers<T, N
   const int64_t i = vectors * V + int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) {
     C args[N];
-    for (int k = 0; k < N; ++k) args[k] = to_compute(in.p[k][i]);
+    for (int k = 0; k < N; ++k) args[k] = to_compute(*in.at(k, i));
     out[i] = from_compute<T>(call_with(f, args, std::make_index_sequence<N>{}));
   }
 }
@@ -72,6 +79,21 @@ __global__ void map_strided_kernel(Index n, StridedLayout<1 + sizeof...(In)> lay
   }
 }
 
+// How the contiguous loop reads `in` for `out`: 0 when it has out's shape, the block's length when it
+// is a contiguous block of out's trailing dims (its shape, leading 1s dropped, equals out's last
+// dims), -1 when only the strided loop can read it.
+inline int64_t repeat_period(const Tensor& in, const Tensor& out) {
+  if (!in.is_contiguous()) return -1;
+  if (in.shape() == out.shape()) return 0;
+  int64_t first = 0;  // in's first dim that is not a leading 1
+  while (first < in.dim() && in.size(first) == 1) ++first;
+  const int64_t dims = in.dim() - first;
+  if (dims == 0 || dims > out.dim()) return -1;
+  for (int64_t d = 0; d < dims; ++d)
+    if (in.size(first + d) != out.size(out.dim() - dims + d)) return -1;
+  return in.numel();
+}
+
 // out[i] = f(in[i]...): Out and In... are the storage types of out and each input (which must match
 // the tensors' dtypes); inputs broadcast to out's shape.
 template <class Out, class... In, class F, class... Tensors>
@@ -85,11 +107,12 @@ void map(const char* op, const F& f, const Tensor& out, const Tensors&... in) {
   Out* out_ptr = static_cast<Out*>(out.raw_data());
 
   if constexpr ((std::is_same_v<Out, In> && ...)) {
-    const bool flat = out.is_contiguous() && ((in.shape() == out.shape() && in.is_contiguous()) && ...);
+    const bool flat = out.is_contiguous() && ((repeat_period(in, out) >= 0) && ...);
     if (flat) {
-      const InputPointers<Out, N> ptrs{{static_cast<const In*>(in.raw_data())...}};
+      const InputPointers<Out, N> ptrs{{static_cast<const In*>(in.raw_data())...}, {repeat_period(in, out)...}};
       constexpr int V = kVecWidth<Out>;
-      const bool aligned = is_aligned(out_ptr, 16) && (is_aligned(in.raw_data(), 16) && ...);
+      const bool aligned = is_aligned(out_ptr, 16) && (is_aligned(in.raw_data(), 16) && ...) &&
+                           ((repeat_period(in, out) % V == 0) && ...);
       if (aligned) {
         map_contiguous_kernel<V><<<grid_for(ceil_div(n, V), device), kThreads, 0, stream>>>(n, f, out_ptr, ptrs);
       } else {

@@ -40,14 +40,18 @@ __device__ __forceinline__ void store_shared_16(uint32_t dst, const uint32_t (&v
 #endif
 }
 __device__ __forceinline__ void cp_async_commit() {
-#if !BRIGADE_CUDA_EMULATOR
+#if BRIGADE_CUDA_EMULATOR
+  ::brigade::emu::cp_async_commit();
+#else
   asm volatile("cp.async.commit_group;\n" ::);
 #endif
 }
 // Waits until at most `Pending` committed groups are still in flight.
 template <int Pending>
 __device__ __forceinline__ void cp_async_wait() {
-#if !BRIGADE_CUDA_EMULATOR
+#if BRIGADE_CUDA_EMULATOR
+  ::brigade::emu::cp_async_wait(Pending);
+#else
   asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending));
 #endif
 }

@@ -75,6 +75,12 @@ inline std::vector<OpCase> attention_cases() {
       {DType::f16, {2, 1, 1, 33, 64, true}},  // one new token
       {DType::bf16, {1, 1, 65, 65, 128, true, 0.2, true}},
       {DType::f16, {1, 2, 33, 33, 64, false, 0.5}},
+      // Long enough for the streamed tiles to cycle through both stages several times (key tiles of
+      // 64 forward, 32 for grad_q; query tiles of 32 / 16 for grad_k, grad_v), with several query
+      // blocks and heads for the heaviest-first block order to map.
+      {DType::bf16, {2, 3, 200, 200, 64, true, 0, true}},
+      {DType::f16, {1, 2, 150, 150, 128, true, 0.1, true}},
+      {DType::bf16, {1, 2, 96, 250, 64, false}},
   };
   // The generic path: other head dims, f32 and f64, and misaligned 16-bit rows.
   const std::vector<std::pair<DType, AttentionShape>> generic = {

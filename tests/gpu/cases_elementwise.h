@@ -43,6 +43,12 @@ inline std::vector<OpCase> binary_cases(std::mt19937_64& rng) {
       {{}, contiguous, {5, 7}, transposed},
       {{6, 33, 17}, expanded, {33, 17}, offset},
       {{r0, r1}, contiguous, {r1}, strided},
+      // A repeated block on the contiguous loop: a bias row (whole vectors, then not), a position
+      // table over a batch, the block first.
+      {{33, 64}, contiguous, {64}, contiguous},
+      {{33, 36}, contiguous, {1, 36}, contiguous},
+      {{3, 40, 24}, contiguous, {40, 24}, contiguous},
+      {{64}, contiguous, {9, 64}, contiguous},
       {{r2, r0, r1}, transposed, {r2, 1, r1}, contiguous},
   };
   std::vector<OpCase> cases;

@@ -3,6 +3,8 @@
 // through scripts/cuda_emulate.py like every other .cu file of that build.
 #include "tests/gpu/emulator_kernels.h"
 
+#include "kernels/cuda/mma.cuh"
+
 namespace brigade::emu_test {
 namespace {
 
@@ -67,12 +69,32 @@ __global__ void wait_for_flag_kernel(const volatile int* flag, int* out, int val
 
 __global__ void copy_first_kernel(const int* from, int* to) { to[0] = from[0]; }
 
+// One thread, two cp.async groups of 16 bytes (src[0..3], then src[4..7]) into shared memory, and
+// what it reads of them: before any wait, after wait_group 1 (the first group only is complete), and
+// after wait_group 0. out[0..3] = tile[0] before, tile[0] and tile[4] after the first wait, tile[4]
+// after the second.
+__global__ void cp_async_groups_kernel(const uint32_t* src, uint32_t* out) {
+  __shared__ __align__(16) uint32_t tile[8];
+  const uint32_t base = cuda::shared_address(tile);
+  cuda::cp_async_16(base, src);
+  cuda::cp_async_commit();
+  cuda::cp_async_16(base + 16, src + 4);
+  cuda::cp_async_commit();
+  out[0] = tile[0];
+  cuda::cp_async_wait<1>();
+  out[1] = tile[0];
+  out[2] = tile[4];
+  cuda::cp_async_wait<0>();
+  out[3] = tile[4];
+}
+
 }  // namespace
 
 void wait_for_flag(const volatile int* flag, int* out, int value, cudaStream_t stream) {
   wait_for_flag_kernel<<<1, 1, 0, stream>>>(flag, out, value);
 }
 void copy_first(const int* from, int* to, cudaStream_t stream) { copy_first_kernel<<<1, 1, 0, stream>>>(from, to); }
+void cp_async_groups(const uint32_t* src, uint32_t* out) { cp_async_groups_kernel<<<1, 1>>>(src, out); }
 void write_ones_on(int* out, int threads, cudaStream_t stream) { write_kernel<<<1, threads, 0, stream>>>(out); }
 
 void positions(int64_t* out, dim3 grid, dim3 block) { positions_kernel<<<grid, block>>>(out); }

@@ -239,3 +239,20 @@ TEST_CASE("emulator: a misaligned vector load stops the program, naming the kern
   CHECK_THAT(child.output, Contains("cudaErrorMisalignedAddress"));
 }
 #endif
+
+// The PTX ISA: a cp.async's destination is defined only once a cp.async.wait_group of the issuing
+// thread has retired its group (wait_group N: all but the N most recent groups). The emulator makes
+// the copy land at exactly that moment and poisons the destination (all bits set) before it, so a
+// kernel that reads too early reads NaN instead of the right values by luck.
+TEST_CASE("emulator: cp.async lands at the wait_group that retires its group, not before", "[gpu][emulator]") {
+  const std::vector<uint32_t> src = {11, 12, 13, 14, 21, 22, 23, 24};
+  DeviceArray<uint32_t> dsrc(src.size()), out(4);
+  REQUIRE(cudaMemcpy(dsrc.data, src.data(), src.size() * sizeof(uint32_t), cudaMemcpyHostToDevice) == cudaSuccess);
+  et::cp_async_groups(dsrc.data, out.data);
+  REQUIRE(launch_error() == "");
+  const std::vector<uint32_t> got = out.read();
+  CHECK(got[0] == 0xffffffffu);  // no wait yet: poisoned
+  CHECK(got[1] == 11);           // wait_group 1: the first group has landed ...
+  CHECK(got[2] == 0xffffffffu);  // ... the second (the most recent) may still be in flight
+  CHECK(got[3] == 21);           // wait_group 0: everything
+}

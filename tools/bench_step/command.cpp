@@ -5,6 +5,7 @@
 #include <ctime>
 #include <ostream>
 
+#include "bench/environment.h"
 #include "bench/stats.h"
 #include "brigade.h"
 #include "core/atomic_file.h"
@@ -167,6 +168,7 @@ int run(const Options& o, std::ostream& out) {
   if (!o.json_path.empty()) {
     std::string j = "{\n";
     j += "  \"benchmark\": \"brigade bench step\",\n";
+    j += bench::environment_json(bench::describe_environment(device), "  ");
     j += "  \"config\": {\"layers\": " + std::to_string(o.layers) + ", \"embd\": " + std::to_string(o.embd) +
          ", \"heads\": " + std::to_string(o.heads) + ", \"seq\": " + std::to_string(o.seq) +
          ", \"batch\": " + std::to_string(o.batch) + ", \"vocab\": " + std::to_string(o.vocab) +

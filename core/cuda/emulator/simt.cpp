@@ -84,6 +84,14 @@ class FiberStack {
 
 enum class State { runnable, at_block_barrier, at_warp_barrier, done };
 
+// A cp.async this thread issued that has not landed yet: the 16 bytes it will write, read from
+// global memory at issue, and its group (-1 until cp.async.commit_group closes one).
+struct PendingCopy {
+  uint32_t dst;
+  unsigned char bytes[16];
+  int group;
+};
+
 struct Fiber {
   jmp_buf resume;  // where a parked fiber continues
   void* fake_stack = nullptr;  // ASan's bookkeeping while parked
@@ -91,6 +99,8 @@ struct Fiber {
   uint3 index;
   int warp = 0, lane = 0;
   State state = State::runnable;
+  std::vector<PendingCopy> copies;  // cp.async copies in flight, oldest first
+  int groups = 0;                   // cp.async groups committed so far
 };
 
 struct Block {
@@ -131,6 +141,8 @@ void park(State state) {
 [[noreturn]] void fiber_main() {
   Block* block = running;
   arrived(nullptr, &block->scheduler_bottom, &block->scheduler_size);
+  block->current->copies.clear();
+  block->current->groups = 0;
   (*block->body)();
   block->current->state = State::done;
   to_scheduler(*block, *block->current, false);  // the stack is reused by the next thread
@@ -267,6 +279,15 @@ uint32_t shared_offset(const void* p) {
 
 void* shared_pointer(uint32_t offset) { return const_cast<char*>(shared_base) + int32_t(offset); }
 
+// cp.async as the PTX ISA defines it (section "Data Movement and Conversion Instructions:
+// cp.async"): the copy runs in the background and is guaranteed to have landed only once a
+// cp.async.wait_group of the issuing thread has retired its group; until then the destination is
+// undefined, and other threads see it only after that wait and a barrier. The emulator takes each
+// rule at its strictest, so a kernel that relies on anything more fails here as it could on a GPU:
+// the destination is poisoned (all bits set: NaN in every float format) when the copy is issued,
+// and the bytes land at the latest moment allowed — the wait that retires the group. A missing
+// wait reads the poison; a copy issued into a buffer another warp still reads (a missing barrier
+// before the refill) poisons what that warp reads next.
 void cp_async_16(uint32_t dst, const void* src, int bytes) {
   if (bytes < 0 || bytes > 16) kernel_fault("cp.async with a source size of " + std::to_string(bytes) + " bytes");
   if (reinterpret_cast<uintptr_t>(src) % 16 != 0 || dst % 16 != 0)
@@ -276,9 +297,30 @@ void cp_async_16(uint32_t dst, const void* src, int bytes) {
   // emulator holds kernels to the stricter rule: the whole window lies inside one allocation.
   if (std::string error = check_global_range("cp.async.cg's 16-byte source", src, 16); !error.empty())
     kernel_fault(error);
-  char* d = static_cast<char*>(shared_pointer(dst));
-  std::memcpy(d, src, size_t(bytes));
-  std::memset(d + bytes, 0, size_t(16 - bytes));
+  PendingCopy copy{dst, {}, -1};
+  std::memcpy(copy.bytes, src, size_t(bytes));  // the rest stays zero: the zero-fill
+  running->current->copies.push_back(copy);
+  std::memset(shared_pointer(dst), 0xff, 16);
+}
+
+void cp_async_commit() {
+  // Closes a group of every copy issued since the last commit; an empty group is a group too
+  // (wait_group counts it), as the ISA says.
+  Fiber& f = *running->current;
+  for (PendingCopy& c : f.copies)
+    if (c.group < 0) c.group = f.groups;
+  ++f.groups;
+}
+
+void cp_async_wait(int pending) {
+  Fiber& f = *running->current;
+  const int retired_below = f.groups - pending;  // groups [0, retired_below) must have landed
+  size_t kept = 0;
+  for (PendingCopy& c : f.copies) {
+    if (c.group >= 0 && c.group < retired_below) std::memcpy(shared_pointer(c.dst), c.bytes, 16);
+    else f.copies[kept++] = c;
+  }
+  f.copies.resize(kept);
 }
 
 // ldmatrix .x4: lanes 8j..8j+7 give the row addresses of 8x8 matrix j, and lane l receives, in r[j],

@@ -148,7 +148,11 @@ void* shared_pointer(uint32_t offset);
 // their definitions in the PTX ISA: warp-collective, so each one gathers the warp's operands first.
 void ldmatrix_x4(uint32_t (&r)[4], uint32_t address, bool transpose);  // ldmatrix.sync.aligned.m8n8.x4[.trans].b16
 void mma_m16n8k16(float (&acc)[4], const uint32_t (&a)[4], const uint32_t (&b)[2], bool bf16_inputs);
-void cp_async_16(uint32_t dst, const void* src, int bytes);  // lands at once: wait_group has nothing to wait for
+// cp.async.cg.shared.global (bytes < 16: zero-filled), cp.async.commit_group and cp.async.wait_group:
+// copies land at the latest moment the PTX ISA allows, the destination poisoned until then (simt.cpp).
+void cp_async_16(uint32_t dst, const void* src, int bytes);
+void cp_async_commit();
+void cp_async_wait(int pending);
 
 template <class T>
 T shuffle(T value, int source_lane) {
