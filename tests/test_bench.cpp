@@ -369,9 +369,16 @@ TEST_CASE("bench kernels --quick on the CPU: ceilings, every group, and percenta
     // shared with other work, best against best is the comparison noise cannot tilt.
     if (m["group"].string == "gemm")
       best_gemm = std::max(best_gemm, achieved * m["median_ms"].as_number() / m["min_ms"].as_number());
+    // Attention's FLOPs as FlashAttention counts them (tools/bench_kernels/attention.cpp): 4 D per
+    // visible (query, key) pair forward, 2.5 times that backward. The CPU's quick shape is
+    // [1, 4, 128, 64], causal: 4 heads x 128 x 129 / 2 pairs.
+    const double attention_flops = 4.0 * 64 * (4.0 * 128 * 129 / 2);
+    const double flops = achieved * 1e9 * m["median_ms"].as_number() / 1e3;  // GFLOP/s x seconds
+    if (m["name"].string == "attention fused forward") CHECK(flops == Approx(attention_flops).epsilon(1e-9));
+    if (m["name"].string == "attention fused backward") CHECK(flops == Approx(2.5 * attention_flops).epsilon(1e-9));
   }
   for (const char* group : {"elementwise", "copy", "random", "reduce", "softmax", "norm", "embedding", "loss",
-                            "optimizer", "pool", "gemm", "conv"}) {
+                            "optimizer", "pool", "gemm", "conv", "attention"}) {
     INFO(group);
     CHECK(std::find(groups.begin(), groups.end(), group) != groups.end());
   }
@@ -390,6 +397,11 @@ TEST_CASE("bench step: times a GPT step, reports tokens/s and memory, and checks
   const brigade::Json j = brigade::parse_json(brigade::read_file(path, "test"));
   CHECK(j["config"]["layers"].as_number() == 1);
   CHECK(j["config"]["attention"].string == "fused");
+  // The machine and the build, as every benchmark's JSON records them (bench::environment_json).
+  CHECK(j["device"].string == "cpu");
+  CHECK(!j["date"].string.empty());
+  CHECK(!j["git_commit"].string.empty());
+  CHECK(j["cpu"]["logical_cores"].as_number() >= 1);
   CHECK(j["step_ms"]["steps"].as_number() == 3);
   const double median = j["step_ms"]["median"].as_number();
   CHECK(median > 0);

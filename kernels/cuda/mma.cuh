@@ -34,7 +34,7 @@ __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src) {
 // An ordinary 16-byte store to shared memory (st.shared.v4), for the chunks cp.async does not copy.
 __device__ __forceinline__ void store_shared_16(uint32_t dst, const uint32_t (&v)[4]) {
 #if BRIGADE_CUDA_EMULATOR
-  std::memcpy(::brigade::emu::shared_pointer(dst), v, 16);
+  ::brigade::emu::store_shared_16(dst, v);
 #else
   asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]));
 #endif

@@ -88,8 +88,35 @@ __global__ void cp_async_groups_kernel(const uint32_t* src, uint32_t* out) {
   out[3] = tile[4];
 }
 
+// Warp 1 reads 32 rows of 16 bytes with ldmatrix; then thread 0 (warp 0) refills row 0 with cp.async,
+// after a __syncthreads when `barrier`, else straight away: a race on a GPU.
+__global__ void refill_after_read_kernel(const uint32_t* src, uint32_t* out, bool barrier) {
+  __shared__ __align__(16) uint32_t tile[32 * 4];
+  const uint32_t base = cuda::shared_address(tile);
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+  if (threadIdx.x == 0) {
+    const uint32_t zeros[4] = {0, 0, 0, 0};
+    for (int row = 0; row < 32; ++row) cuda::store_shared_16(base + 16 * row, zeros);
+  }
+  __syncthreads();
+  if (warp == 1) {
+    uint32_t r[4];
+    cuda::ldmatrix_x4<false>(r, base + 16 * lane);
+    out[lane] = r[0];
+  }
+  if (barrier) __syncthreads();
+  if (threadIdx.x == 0) {
+    cuda::cp_async_16(base, src);
+    cuda::cp_async_commit();
+    cuda::cp_async_wait<0>();
+  }
+}
+
 }  // namespace
 
+void refill_after_read(const uint32_t* src, uint32_t* out, bool barrier) {
+  refill_after_read_kernel<<<1, 64>>>(src, out, barrier);
+}
 void wait_for_flag(const volatile int* flag, int* out, int value, cudaStream_t stream) {
   wait_for_flag_kernel<<<1, 1, 0, stream>>>(flag, out, value);
 }

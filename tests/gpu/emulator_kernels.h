@@ -17,7 +17,8 @@ void write_ones(int* out, int threads);
 // Streams (tests/gpu/test_emulator_streams.cpp):
 void wait_for_flag(const volatile int* flag, int* out, int value, cudaStream_t stream);  // out[0] = value once *flag
 void copy_first(const int* from, int* to, cudaStream_t stream);                           // to[0] = from[0]
-void cp_async_groups(const uint32_t* src, uint32_t* out);  // cp_async_groups_kernel: what a thread reads around cp.async waits
+void cp_async_groups(const uint32_t* src, uint32_t* out);
+void refill_after_read(const uint32_t* src, uint32_t* out, bool barrier);  // out: 32 words  // cp_async_groups_kernel: what a thread reads around cp.async waits
 void write_ones_on(int* out, int threads, cudaStream_t stream);
 void vector_load_sums(const float* x, int offset, float* out, int threads);  // x needs 4 * threads + offset
 

@@ -256,3 +256,23 @@ TEST_CASE("emulator: cp.async lands at the wait_group that retires its group, no
   CHECK(got[2] == 0xffffffffu);  // ... the second (the most recent) may still be in flight
   CHECK(got[3] == 21);           // wait_group 0: everything
 }
+
+// A cp.async into shared memory another warp has read since the last barrier is a race on a GPU
+// (nothing orders the read before the write). The emulator runs warps in near lockstep, so the race
+// would seldom change a result here; its detector reports it whatever the interleaving.
+TEST_CASE("emulator: refilling shared memory another warp read, with no barrier between, fails the launch",
+          "[gpu][emulator]") {
+  const std::vector<uint32_t> src = {1, 2, 3, 4};
+  DeviceArray<uint32_t> dsrc(src.size()), out(32);
+  REQUIRE(cudaMemcpy(dsrc.data, src.data(), src.size() * sizeof(uint32_t), cudaMemcpyHostToDevice) == cudaSuccess);
+  et::refill_after_read(dsrc.data, out.data, true);
+  REQUIRE(launch_error() == "");  // with the barrier: ordered
+  CHECK(out.read() == std::vector<uint32_t>(32, 0));  // warp 1 read the zeros, before the refill
+  et::refill_after_read(dsrc.data, out.data, false);
+  const std::string error = launch_error();
+  CHECK_THAT(error, Contains("refill_after_read_kernel"));
+  // Whichever access the fibers happen to reach second is the one reported, naming the other.
+  CHECK_THAT(error, Contains("touches shared bytes [0, +16)"));
+  CHECK_THAT(error, Contains("since the last __syncthreads: a race on a GPU"));
+  CHECK_THAT(error, Contains("warp 0") && Contains("warp 1"));
+}

@@ -11,5 +11,6 @@ namespace brigade::bench {
 void run_memory_benchmarks(Session& session, const Sizes& sizes);  // memory.cpp: copies, elementwise, reductions
 void run_gemm_benchmarks(Session& session, const Sizes& sizes);    // gemm.cpp: matmuls of a GPT's shapes
 void run_conv_benchmarks(Session& session, const Sizes& sizes);    // conv.cpp: convolutions
+void run_attention_benchmarks(Session& session, const Sizes& sizes);  // attention.cpp: fused attention
 
 }  // namespace brigade::bench

@@ -23,11 +23,12 @@ const char* kUsage =
     "\n"
     "On a GPU (the default when there is one): device-to-device copy bandwidth and cuBLAS bf16/f32\n"
     "GEMM at 4096^3 and 8192^3; memory-bound kernels in GB/s and % of the copy bandwidth, the three\n"
-    "matmul backends in TFLOP/s and % of cuBLAS, the direct convolution as % of cuDNN.\n"
+    "matmul backends in TFLOP/s and % of cuBLAS, the direct convolution as % of cuDNN, fused attention\n"
+    "(forward, backward, and the composition it replaces) as % of cuBLAS at 4096^3.\n"
     "On the CPU (the default without a GPU): the copy bandwidth of memcpy on brigade's threads, the FMA\n"
     "peak (independent AVX2 FMAs on every thread) and brigade's f32 GEMM at 2048^3 for reference;\n"
-    "memory-bound kernels in GB/s and % of the copy bandwidth, GEMMs and convolutions in GFLOP/s and %\n"
-    "of the FMA peak. Shapes are CPU-sized (a full run takes a minute or two); f32 throughout, bf16\n"
+    "memory-bound kernels in GB/s and % of the copy bandwidth, GEMMs, convolutions and attention in\n"
+    "GFLOP/s and % of the FMA peak. Shapes are CPU-sized (a full run takes a minute or two); f32 throughout, bf16\n"
     "for the elementwise rows only (the CPU computes bf16 through f32 copies).\n"
     "\n"
     "  --device cpu|cuda   what to measure (default: cuda where a GPU is present, else cpu)\n"
@@ -79,7 +80,8 @@ Report run_all(Device device, bool quick, std::ostream& progress) {
   // A group that throws outside a measurement (while making its inputs) is reported, and the next
   // group still runs.
   const std::pair<const char*, void (*)(Session&, const Sizes&)> groups[] = {
-      {"memory", run_memory_benchmarks}, {"gemm", run_gemm_benchmarks}, {"conv", run_conv_benchmarks}};
+      {"memory", run_memory_benchmarks}, {"gemm", run_gemm_benchmarks}, {"conv", run_conv_benchmarks},
+      {"attention", run_attention_benchmarks}};
   for (const auto& [name, run] : groups) {
     try {
       run(s, sizes);

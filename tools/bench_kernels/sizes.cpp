@@ -25,6 +25,11 @@ Sizes gpu_sizes(bool quick) {
   };
   if (quick) s.conv_layers.resize(2);
   s.conv_dtypes = {DType::f32, DType::bf16};
+  // GPT-2 small's attention (12 heads of 64 over 1024 tokens), and a larger model's (16 heads of 128
+  // over 2048); bf16 runs on the tensor cores, f32 on the generic kernels.
+  s.attention_shapes = {{8, 12, 1024, 64}, {4, 16, 2048, 128}};
+  if (quick) s.attention_shapes.resize(1);
+  s.attention_dtypes = {DType::bf16, DType::f32};
   return s;
 }
 
@@ -56,6 +61,8 @@ Sizes cpu_sizes(bool quick) {
     for (ConvLayer& l : s.conv_layers) l.n = 1;
   }
   s.conv_dtypes = {DType::f32};
+  s.attention_shapes = {{1, 4, quick ? 128 : 512, 64}};
+  s.attention_dtypes = {DType::f32};
   return s;
 }
 

@@ -1,5 +1,5 @@
 // The shapes and dtypes each benchmark group measures, for a device and a run length. One table per
-// device, so the groups (memory.cpp, gemm.cpp, conv.cpp) are written once for both:
+// device, so the groups (memory.cpp, gemm.cpp, conv.cpp, attention.cpp) are written once for both:
 //  - a GPU: tensors of hundreds of MB (several times its 50-60 MB L2), GEMMs up to 8192^3, bf16 and f32;
 //  - the CPU: tensors of a few to tens of MB, GEMMs up to 2048^3, f32. The CPU computes bf16 through
 //    f32 copies (kernels/ops.h), so bf16 is measured only for the elementwise group, where the
@@ -20,6 +20,11 @@ struct ConvLayer {
   int64_t n, c, h, w, o, kernel, stride, padding;
 };
 
+// One attention problem: q, k and v of [batch, heads, tokens, head_dim] (causal, Tq = Tk).
+struct AttentionShape {
+  int64_t batch, heads, tokens, head_dim;
+};
+
 struct Sizes {
   // memory.cpp
   int64_t elements = 0;                    // per tensor in the elementwise, reduce, softmax, norm rows
@@ -38,6 +43,9 @@ struct Sizes {
   // conv.cpp
   std::vector<ConvLayer> conv_layers;
   std::vector<DType> conv_dtypes;
+  // attention.cpp
+  std::vector<AttentionShape> attention_shapes;
+  std::vector<DType> attention_dtypes;
 };
 
 Sizes sizes_for(Device device, bool quick);

@@ -29,6 +29,7 @@
 #include <cstdio>
 #include <memory>
 #include <sstream>
+#include <unordered_map>
 #include <vector>
 
 namespace brigade::emu {
@@ -103,6 +104,13 @@ struct Fiber {
   int groups = 0;                   // cp.async groups committed so far
 };
 
+// Who touched a 16-byte chunk of shared memory since the block's last barrier (see note_shared).
+struct SharedUse {
+  uint64_t epoch = 0;      // the barrier epoch these fields belong to
+  int writer = -1;         // the warp that wrote it in that epoch, -1: none
+  uint32_t readers = 0;    // the warps that read it in that epoch, one bit each
+};
+
 struct Block {
   const char* kernel = nullptr;  // the launch, for messages
   dim3 grid, block;
@@ -118,6 +126,8 @@ struct Block {
   ucontext_t start;        // makecontext's template for starting a fiber
   ucontext_t start_from;   // swapcontext's save area (the scheduler returns through `scheduler`)
   std::string fault;
+  uint64_t epoch = 0;  // how many times the block's barrier has opened
+  std::unordered_map<uint32_t, SharedUse> shared_uses;  // by chunk (offset / 16)
 };
 
 thread_local std::vector<std::unique_ptr<FiberStack>> stacks;  // reused by every block of this thread
@@ -213,6 +223,7 @@ bool release_block(Block& b) {
     if (f.state != State::done && f.state != State::at_block_barrier) return false;
   for (Fiber& f : b.fibers)
     if (f.state == State::at_block_barrier) f.state = State::runnable;
+  ++b.epoch;  // everything before the barrier is ordered before everything after it
   return true;
 }
 
@@ -223,6 +234,8 @@ std::string run_block(Block& b, uint3 block, dim3 block_dim) {
   b.fibers.assign(threads, Fiber{});
   b.posted.assign(threads, 0);
   b.fault.clear();
+  b.epoch = 0;
+  b.shared_uses.clear();
   for (size_t t = 0; t < threads; ++t) {
     Fiber& f = b.fibers[t];
     f.index = make_uint3(unsigned(t % block_dim.x), unsigned(t / block_dim.x % block_dim.y),
@@ -279,6 +292,38 @@ uint32_t shared_offset(const void* p) {
 
 void* shared_pointer(uint32_t offset) { return const_cast<char*>(shared_base) + int32_t(offset); }
 
+// The race detector for shared memory, at 16-byte granularity, for the accesses that go through the
+// emulated instructions (ldmatrix reads; cp.async and st.shared.v4 writes — every shared-memory
+// access of the tensor-core kernels). Two accesses by different warps, at least one a write, with no
+// __syncthreads between them are a race on a GPU: nothing orders them. The emulator's fibers run
+// warps in near lockstep, so such a race rarely changes a result here; this finds it whatever the
+// interleaving, as compute-sanitizer's racecheck does on a GPU. Plain C++ accesses to __shared__
+// arrays are not seen.
+void note_shared(uint32_t offset, bool write, const char* what) {
+  Block& b = *running;
+  const int warp = b.current->warp;
+  SharedUse& use = b.shared_uses[offset / 16];
+  if (use.epoch != b.epoch) use = SharedUse{b.epoch, -1, 0};
+  auto race = [&](int other, const char* earlier) {
+    kernel_fault(std::string(what) + " by warp " + std::to_string(warp) + " touches shared bytes [" +
+                 std::to_string(offset / 16 * 16) + ", +16) that warp " + std::to_string(other) + " " + earlier +
+                 " since the last __syncthreads: a race on a GPU (a barrier is missing between the two)");
+  };
+  if (use.writer >= 0 && use.writer != warp) race(use.writer, "wrote");
+  if (write) {
+    const uint32_t others = use.readers & ~(1u << warp);
+    if (others) race(__builtin_ctz(others), "read");
+    use.writer = warp;
+  } else {
+    use.readers |= 1u << warp;
+  }
+}
+
+void store_shared_16(uint32_t dst, const void* v) {
+  note_shared(dst, true, "st.shared.v4");
+  std::memcpy(shared_pointer(dst), v, 16);
+}
+
 // cp.async as the PTX ISA defines it (section "Data Movement and Conversion Instructions:
 // cp.async"): the copy runs in the background and is guaranteed to have landed only once a
 // cp.async.wait_group of the issuing thread has retired its group; until then the destination is
@@ -297,6 +342,7 @@ void cp_async_16(uint32_t dst, const void* src, int bytes) {
   // emulator holds kernels to the stricter rule: the whole window lies inside one allocation.
   if (std::string error = check_global_range("cp.async.cg's 16-byte source", src, 16); !error.empty())
     kernel_fault(error);
+  note_shared(dst, true, "cp.async");
   PendingCopy copy{dst, {}, -1};
   std::memcpy(copy.bytes, src, size_t(bytes));  // the rest stays zero: the zero-fill
   running->current->copies.push_back(copy);
@@ -317,8 +363,12 @@ void cp_async_wait(int pending) {
   const int retired_below = f.groups - pending;  // groups [0, retired_below) must have landed
   size_t kept = 0;
   for (PendingCopy& c : f.copies) {
-    if (c.group >= 0 && c.group < retired_below) std::memcpy(shared_pointer(c.dst), c.bytes, 16);
-    else f.copies[kept++] = c;
+    if (c.group >= 0 && c.group < retired_below) {
+      note_shared(c.dst, true, "cp.async (landing)");
+      std::memcpy(shared_pointer(c.dst), c.bytes, 16);
+    } else {
+      f.copies[kept++] = c;
+    }
   }
   f.copies.resize(kept);
 }
@@ -330,6 +380,7 @@ void ldmatrix_x4(uint32_t (&r)[4], uint32_t address, bool transpose) {
   if (address % 16 != 0) kernel_fault("ldmatrix with a row address that is not 16-byte aligned");
   uint64_t rows[32];
   gather_in_warp(address, rows);
+  note_shared(address, false, "ldmatrix");  // each lane's own 16-byte row
   const int l = running->current->lane, group = l / 4, pair = l % 4;
   auto element = [&](int matrix, int row, int col) {
     uint16_t v;

@@ -153,6 +153,9 @@ void mma_m16n8k16(float (&acc)[4], const uint32_t (&a)[4], const uint32_t (&b)[2
 void cp_async_16(uint32_t dst, const void* src, int bytes);
 void cp_async_commit();
 void cp_async_wait(int pending);
+void store_shared_16(uint32_t dst, const void* v);  // st.shared.v4
+// Shared-memory accesses by different warps with no barrier between them, one of them a write, fail
+// the launch (simt.cpp: note_shared); ldmatrix, cp.async and store_shared_16 report theirs.
 
 template <class T>
 T shuffle(T value, int source_lane) {
