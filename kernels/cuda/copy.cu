@@ -4,6 +4,11 @@
 // flat dim, a transposed matrix stays two. Each thread then turns its flat index into an offset per
 // operand — a division per remaining dim — and converts one element. Indices are 32-bit whenever the
 // tensors are small enough (most are): 64-bit division costs several times more on a GPU.
+//
+// Two cases skip that loop: a contiguous copy of one dtype is cudaMemcpyAsync, and a contiguous
+// conversion (a bf16 step's f32 -> bf16 weights and bf16 -> f32 gradients, 300 of them a GPT-2 step)
+// moves eight elements per thread per step as whole vectors, where the one-element loop reached
+// about 55% of the copy bandwidth on an H200 (bench/results/h200-gpt2-2026-11-26.md).
 #include "kernels/cuda/kernels.h"
 
 #include <algorithm>
@@ -56,6 +61,25 @@ __global__ void copy_kernel(D* dst, const S* src, Index n, Nest<Index> nest) {
     Index d = 0, s = 0;
     offsets(nest, i, d, s);
     dst[d] = element::convert<D>(src[s]);
+  }
+}
+
+constexpr int kConvertWidth = 8;  // elements per vector: 16 bytes of bf16, 32 of f32
+
+template <class T>
+struct alignas(sizeof(T) * kConvertWidth) Vector {
+  T v[kConvertWidth];
+};
+
+template <class D, class S>
+__global__ void convert_contiguous_kernel(D* dst, const S* src, int64_t vectors) {
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < vectors; i += step) {
+    const Vector<S> in = reinterpret_cast<const Vector<S>*>(src)[i];
+    Vector<D> out;
+#pragma unroll
+    for (int j = 0; j < kConvertWidth; ++j) out.v[j] = element::convert<D>(in.v[j]);
+    reinterpret_cast<Vector<D>*>(dst)[i] = out;
   }
 }
 
@@ -122,10 +146,28 @@ void copy(const Tensor& dst, const Tensor& src) {
     BRIGADE_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), dst.nbytes(), cudaMemcpyDeviceToDevice, stream));
     return;
   }
+  const bool flat = loops.shape.size() == 1 && loops.strides[0][0] == 1 && loops.strides[1][0] == 1;
   visit_dtype(dst.dtype(), [&](auto dtag) {
     using D = decltype(dtag);
     visit_dtype(src.dtype(), [&](auto stag) {
       using S = decltype(stag);
+      D* to = static_cast<D*>(dst.raw_data());
+      const S* from = static_cast<const S*>(src.raw_data());
+      const int64_t vectors = n / kConvertWidth;
+      if (flat && vectors > 0 && reinterpret_cast<uintptr_t>(to) % alignof(Vector<D>) == 0 &&
+          reinterpret_cast<uintptr_t>(from) % alignof(Vector<S>) == 0) {
+        convert_contiguous_kernel<D, S><<<grid_for(vectors), kThreads, 0, stream>>>(to, from, vectors);
+        BRIGADE_CUDA_CHECK_LAUNCH();
+        const int64_t done = vectors * kConvertWidth;
+        if (done == n) return;
+        Nest<int32_t> tail;  // the last n % 8 elements, one per thread
+        tail.ndim = 1;
+        tail.size[0] = int32_t(n - done);
+        tail.dst_stride[0] = tail.src_stride[0] = 1;
+        copy_kernel<D, S, int32_t><<<1, kThreads, 0, stream>>>(to + done, from + done, int32_t(n - done), tail);
+        BRIGADE_CUDA_CHECK_LAUNCH();
+        return;
+      }
       with_index_type(loops, n, [&](auto itag) {
         using Index = decltype(itag);
         copy_kernel<D, S, Index><<<grid_for(n), kThreads, 0, stream>>>(

@@ -103,15 +103,19 @@ inline std::vector<OpCase> copy_cases() {
   std::vector<OpCase> cases;
   for (DType from : all) {
     for (DType to : all) {
-      // Floats scaled so integer targets see many distinct values (and fractions to truncate).
-      Input x = is_floating(from) ? floats({1029}, from, offset).scaled(50.0) : indices({1029}, 60000, from);
-      if (!is_floating(from)) x.layout = contiguous;
-      OpCase c = make_case(
-          "copy", {x}, [to](const std::vector<Tensor>& in) { return std::vector<Tensor>{ops::to_dtype(in[0], to)}; },
-          Accuracy::elementwise, std::string("to ") + dtype_name(to));
-      c.tol = kExact;
-      c.backward = false;
-      cases.push_back(c);
+      // Contiguous (the vector loop for whole groups of 8, then 5 left over one by one) and at an odd
+      // offset (the one-element loop). Floats scaled so integer targets see many distinct values
+      // (and fractions to truncate).
+      for (Layout layout : {contiguous, offset}) {
+        if (!is_floating(from) && layout == offset) continue;
+        Input x = is_floating(from) ? floats({1029}, from, layout).scaled(50.0) : indices({1029}, 60000, from);
+        OpCase c = make_case(
+            "copy", {x}, [to](const std::vector<Tensor>& in) { return std::vector<Tensor>{ops::to_dtype(in[0], to)}; },
+            Accuracy::elementwise, std::string("to ") + dtype_name(to) + (layout == offset ? ", offset" : ""));
+        c.tol = kExact;
+        c.backward = false;
+        cases.push_back(c);
+      }
     }
   }
   for (DType from : {DType::f32, DType::bf16}) {
