@@ -3,6 +3,8 @@
 // written here, gradients by gradcheck, strided/broadcast inputs, bf16/f16 rounding, bad inputs.
 #include "test_util.h"
 
+#include "kernels/cpu/elementwise_avx2.h"
+
 using namespace brigade;
 using test::require_gradcheck;
 using test::strided_leaf;
@@ -663,6 +665,19 @@ TEST_CASE("view gradients", "[views][grad]") {
     require_gradcheck([&f](const std::vector<Tensor>& in) { return f(in[0]) * 1.5; }, {x});
     Tensor xs = strided_leaf(test::random({2, 3, 4}, 511));
     require_gradcheck([&f](const std::vector<Tensor>& in) { return f(in[0]); }, {xs});
+  }
+}
+
+// The dispatcher asks has_vector_form before it splits work among threads; it must name exactly the
+// ops unary_f32 computes (where the CPU has AVX2: elsewhere unary_f32 does nothing for every op).
+TEST_CASE("avx2::has_vector_form names exactly the ops unary_f32 computes", "[unary]") {
+  for (UnaryOp op : {UnaryOp::neg, UnaryOp::exp, UnaryOp::log, UnaryOp::sqrt, UnaryOp::rsqrt, UnaryOp::tanh,
+                     UnaryOp::relu, UnaryOp::gelu, UnaryOp::silu, UnaryOp::sigmoid}) {
+    INFO(brigade::ops::unary_op_name(op));
+    float in[8] = {0.5f, -1, 2, 0, 3, -4, 1, 0.25f}, out[8] = {};
+    const bool computed = brigade::cpu::avx2::unary_f32(op, out, in, 8);
+    if (brigade::cpu::avx2::available()) CHECK(computed == brigade::cpu::avx2::has_vector_form(op));
+    else CHECK_FALSE(computed);
   }
 }
 

@@ -85,7 +85,7 @@ constexpr int64_t kVectorChunk = 1 << 14;  // elements per parallel_for chunk
 
 bool unary_vectorized(ops::UnaryOp op, const Tensor& out, const Tensor& in) {
   if (!avx2::available() || out.dtype() != DType::f32 || !out.is_contiguous() || !in.is_contiguous()) return false;
-  if (!avx2::unary_f32(op, nullptr, nullptr, 0)) return false;  // no vector form for this op
+  if (!avx2::has_vector_form(op)) return false;
   float* o = out.data<float>();
   const float* x = in.data<float>();
   parallel_for(out.numel(), kVectorChunk, [&](int64_t begin, int64_t end) {

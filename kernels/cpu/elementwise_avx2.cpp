@@ -136,7 +136,17 @@ bool unary_backward_f32(ops::UnaryOp op, float* grad_x, const float* grad_y, con
 
 #if BRIGADE_HAVE_AVX2_PATH
 #pragma GCC pop_options
+#endif
 
+namespace brigade::cpu::avx2 {
+bool has_vector_form(ops::UnaryOp op) {
+  // The ops unary_f32's switch handles; a new case there belongs here too (tested together).
+  return op == ops::UnaryOp::exp || op == ops::UnaryOp::sigmoid || op == ops::UnaryOp::silu ||
+         op == ops::UnaryOp::gelu;
+}
+}  // namespace brigade::cpu::avx2
+
+#if BRIGADE_HAVE_AVX2_PATH
 namespace brigade::cpu::avx2 {
 bool available() {
   static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");

@@ -15,6 +15,9 @@ namespace brigade::cpu::avx2 {
 // Whether this CPU runs AVX2 and FMA (always false outside x86-64).
 bool available();
 
+// Whether unary_f32 has a vector form of `op` (exp, sigmoid, silu, gelu), on any CPU.
+bool has_vector_form(ops::UnaryOp op);
+
 // out[i] = op(x[i]) for i < n. Returns false, doing nothing, for an op without a vector form here.
 bool unary_f32(ops::UnaryOp op, float* out, const float* x, int64_t n);
 // grad_x[i] = grad_y[i] * op'(x[i]) (gelu and silu). Returns false for other ops.
