@@ -281,11 +281,13 @@ stage_prebuilt() {
   export LD_LIBRARY_PATH="$PWD/$build_dir/lib:$LD_LIBRARY_PATH"
   # Tests that run the CLI find it at the build directory's path on the machine that built them.
   [[ -e build ]] || ln -s "$build_dir" build
-  local missing name found
-  for _ in 1 2; do
+  local missing name found previous=""
+  # Until everything resolves, or a round finds nothing new (a library found can need others).
+  while :; do
     missing=$(ldd "$build_dir/libbrigade.so" "$build_dir"/tools/brigade "$build_dir"/tests/* 2>/dev/null |
       awk '/not found/ { print $1 }' | sort -u)
-    [[ -z $missing ]] && break
+    [[ -z $missing || $missing == "$previous" ]] && break
+    previous=$missing
     for name in $missing; do
       found=$(find $search_roots /usr/local/cuda*/ -name "$name" 2>/dev/null | head -1)
       [[ -n $found ]] && export LD_LIBRARY_PATH="$(dirname "$found"):$LD_LIBRARY_PATH"
@@ -310,7 +312,9 @@ stage_quick() {
     timeout "$cap" "$build_dir/tests/test_gpu_$suite" --abortx 10 >"$OUT/gpu-$suite.log" 2>&1 &
     pids+=($!) names+=("gpu_$suite")
   done
-  { timeout "$cap" "$build_dir/tools/brigade" train --trace none --svg none; echo "exit $?"; } >"$OUT/train.log" 2>&1 &
+  # The job's status is train's, not the echo's.
+  { timeout "$cap" "$build_dir/tools/brigade" train --trace none --svg none; rc=$?; echo "exit $rc"; exit $rc; } \
+    >"$OUT/train.log" 2>&1 &
   pids+=($!) names+=("train")
   BRIGADE_TEST_EXACT_ALLOCATIONS=1 timeout "$cap" "$sanitizer" --tool memcheck --error-exitcode 1 \
     "$build_dir/tests/test_gpu_ops" "[attention],[matmul],[linear]" --abortx 10 >"$OUT/memcheck-attention.log" 2>&1 &
