@@ -19,6 +19,7 @@
 // (out aliasing an input element for element) is safe.
 #pragma once
 
+#include <algorithm>
 #include <utility>
 
 #include "kernels/cuda/common.cuh"
@@ -107,12 +108,13 @@ void map(const char* op, const F& f, const Tensor& out, const Tensors&... in) {
   Out* out_ptr = static_cast<Out*>(out.raw_data());
 
   if constexpr ((std::is_same_v<Out, In> && ...)) {
-    const bool flat = out.is_contiguous() && ((repeat_period(in, out) >= 0) && ...);
+    const InputPointers<Out, N> ptrs{{static_cast<const In*>(in.raw_data())...}, {repeat_period(in, out)...}};
+    const int64_t* periods = ptrs.period;
+    const bool flat = out.is_contiguous() && std::all_of(periods, periods + N, [](int64_t p) { return p >= 0; });
     if (flat) {
-      const InputPointers<Out, N> ptrs{{static_cast<const In*>(in.raw_data())...}, {repeat_period(in, out)...}};
       constexpr int V = kVecWidth<Out>;
       const bool aligned = is_aligned(out_ptr, 16) && (is_aligned(in.raw_data(), 16) && ...) &&
-                           ((repeat_period(in, out) % V == 0) && ...);
+                           std::all_of(periods, periods + N, [](int64_t p) { return p % V == 0; });
       if (aligned) {
         map_contiguous_kernel<V><<<grid_for(ceil_div(n, V), device), kThreads, 0, stream>>>(n, f, out_ptr, ptrs);
       } else {
