@@ -12,6 +12,7 @@
 // by name to write a backward of your own (examples/custom_op.cpp does).
 #pragma once
 
+#include "core/cuda_graph.h"
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/error.h"
@@ -25,6 +26,7 @@
 #include "autograd/autocast.h"
 #include "autograd/functions.h"
 #include "autograd/gradcheck.h"
+#include "autograd/graphed.h"
 #include "autograd/tape.h"
 #include "nn/checkpoint.h"
 #include "nn/nn.h"

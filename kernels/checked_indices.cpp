@@ -5,6 +5,8 @@
 // indices that came from the host (token ids, targets) are scanned there, with no wait at all.
 #include "kernels/checked_indices.h"
 
+#include "core/cuda_graph.h"
+
 #include "kernels/cpu/kernels.h"
 #include "kernels/dispatch.h"
 #if BRIGADE_HAVE_CUDA
@@ -31,13 +33,15 @@ CheckedIndices check_indices(const char* op, const Tensor& indices, int64_t limi
   checked.indices = contiguous(to_dtype(indices, DType::i64));
   checked.limit = limit;
   checked.ignore_index = ignore_index;
-  if (Tensor host = indices.host_mirror(); host.defined()) {
+  // Inside a CUDA graph capture the mirror holds capture-time values, not a replay's: scan on the device.
+  if (Tensor host = indices.host_mirror(); host.defined() && !is_capturing(indices.device())) {
     // The same values on the host (Storage::host_mirror): scan them there, without waiting for the GPU.
     cpu::scan_indices(bad, contiguous(to_dtype(host, DType::i64)), limit, ignore_index);
   } else {
     BRIGADE_DISPATCH(op, checked.indices, scan_indices(bad, checked.indices, limit, ignore_index));
   }
   checked.counted = bad.counted;
+  checked.counted_on_device = bad.device_counts;
   return checked;
 }
 

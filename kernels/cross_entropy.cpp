@@ -39,10 +39,12 @@ CheckedIndices checked_targets(const char* op, const Tensor& targets, int64_t cl
 }
 
 // The factor every row's loss (and gradient) is multiplied by: 1 for a sum, 1 / count for a mean
-// (and 0 when nothing was counted: the mean of no terms is defined as 0, not NaN).
-double reduction_scale(Reduction reduction, int64_t count) {
-  if (reduction == Reduction::sum) return 1.0;
-  return count > 0 ? 1.0 / double(count) : 0.0;
+// (and 0 when nothing was counted: the mean of no terms is defined as 0, not NaN). A count known only
+// on the device (a CUDA graph capture) is read there.
+LossScale reduction_scale(Reduction reduction, const CheckedIndices& targets) {
+  if (reduction == Reduction::sum) return {};
+  if (targets.counted < 0) return {0.0, targets.counted_on_device.data<int64_t>()};
+  return {targets.counted > 0 ? 1.0 / double(targets.counted) : 0.0};
 }
 
 }  // namespace
@@ -59,7 +61,7 @@ CrossEntropyOutput cross_entropy(const Tensor& logits, const Tensor& targets, in
   out.loss = empty({}, compute, logits.device());
   out.lse = empty({logits.size(0)}, lse_dtype(logits.dtype()), logits.device());
   BRIGADE_DISPATCH("cross_entropy", logits,
-                   cross_entropy(out.loss, out.lse, x, t, ignore_index, reduction_scale(reduction, out.count)));
+                   cross_entropy(out.loss, out.lse, x, t, ignore_index, reduction_scale(reduction, out.targets)));
   out.loss = to_dtype(out.loss, logits.dtype());
   return out;
 }
@@ -80,14 +82,13 @@ Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, con
   const CheckedIndices checked =
       checked_targets("cross_entropy_backward", targets, logits.size(1), ignore_index, &saved.targets);
   const Tensor& t = checked.indices;
-  const int64_t count = checked.counted;
   const DType compute = kernel_dtype(logits);
   const Tensor x = contiguous(to_dtype(logits, compute));
   const Tensor g = contiguous(to_dtype(grad_loss, compute));  // read by the kernel: no trip to the host
   const Tensor lse = contiguous(saved.lse);
   Tensor grad = empty(logits.shape(), compute, logits.device());
   BRIGADE_DISPATCH("cross_entropy_backward", logits,
-                   cross_entropy_backward(grad, x, t, lse, g, ignore_index, reduction_scale(reduction, count)));
+                   cross_entropy_backward(grad, x, t, lse, g, ignore_index, reduction_scale(reduction, checked)));
   return to_dtype(grad, logits.dtype());
 }
 

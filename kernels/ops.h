@@ -142,7 +142,8 @@ struct CheckedIndices {
   Tensor indices;               // contiguous i64, what the kernels read (may share source's storage)
   int64_t limit = 0;
   std::optional<int64_t> ignore_index;
-  int64_t counted = 0;  // values that are not ignore_index
+  int64_t counted = 0;  // values that are not ignore_index; -1 when only the device knows:
+  Tensor counted_on_device;  // then its first i64 element is the count (a CUDA graph capture)
   bool covers(const Tensor& t, int64_t limit, std::optional<int64_t> ignore_index) const;
 };
 
@@ -159,7 +160,7 @@ using brigade::Reduction;
 struct CrossEntropyOutput {
   Tensor loss;  // scalar, dtype of logits
   Tensor lse;   // [N] log-sum-exp per row, saved for backward: f64 for f64 logits, else f32
-  int64_t count = 0;  // targets that were not ignore_index, the mean's denominator (= targets.counted)
+  int64_t count = 0;  // targets that were not ignore_index, the mean's denominator (= targets.counted; -1: see there)
   CheckedIndices targets;  // what cross_entropy_backward needs not scan again
 };
 // logits [N, C], targets [N] (i32/i64). Targets equal to ignore_index contribute nothing; a mean over

@@ -36,6 +36,16 @@ using brigade::AttentionParams;
 // kernel level because optim/ builds on kernels/, never the reverse. The defaults are PyTorch's.
 // `step` drives the bias correction; the optimizer fills it in per parameter (each counts its own
 // updates), so in AdamWOptions it stays at 1.
+// The factor cross entropy multiplies its loss and gradient by: `value`, or — when `device_count`
+// is set — a mean's 1 / *device_count (0 for a count of 0), read on the device. That is the case
+// inside a CUDA graph capture, where the host cannot wait for the index scan's count (and a replay
+// must use each batch's own count, not the captured one). The kernel does the host's arithmetic in
+// f64, so both give the same bits.
+struct LossScale {
+  double value = 1;
+  const int64_t* device_count = nullptr;
+};
+
 struct AdamWParams {
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 1e-2;
   int64_t step = 1;

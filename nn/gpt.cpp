@@ -33,7 +33,12 @@ Tensor GPTEmbedding::forward_at(const Tensor& idx, int64_t first) {
   BRIGADE_CHECK(first >= 0 && first + T <= block_size, "GPT: sequence length ", T,
                 first > 0 ? " after " + std::to_string(first) + " cached positions" : std::string(),
                 " exceeds block_size ", block_size);
-  Tensor positions = arange(double(first), double(first + T), 1, DType::i64, idx.device());
+  // Every position id, made once per device and sliced: no host-to-device copy per forward (which
+  // also keeps the forward capturable into a CUDA graph, where a copy from the CPU is refused). Not
+  // a buffer: it is derived data, so it stays out of state_dict and checkpoints.
+  if (!positions_.defined() || positions_.device() != idx.device())
+    positions_ = arange(0.0, double(block_size), 1, DType::i64, idx.device());
+  const Tensor positions = positions_.narrow(0, first, T);
   return (*drop)((*wte)(idx) + (*wpe)(positions));  // [B, T, C] + [T, C] broadcasts
 }
 

@@ -76,6 +76,9 @@ class GPTEmbedding : public Module {
   std::shared_ptr<Embedding> wte;  // token embedding [vocab_size, n_embd]
   std::shared_ptr<Embedding> wpe;  // position embedding [block_size, n_embd]
   std::shared_ptr<Dropout> drop;
+
+ private:
+  Tensor positions_;  // 0 .. block_size - 1 on the device last used
 };
 
 // Last stage of the layer list: h [B, T, C] -> ln_f -> logits [B, T, vocab_size] = h @ wte^T.

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <set>
 
+#include "core/cuda_graph.h"
 #include "core/factory.h"
 #include "kernels/ops.h"
 
@@ -60,6 +61,7 @@ void Optimizer::set_lr(double lr) {
 
 void Optimizer::step() {
   std::vector<Slot*> active;
+  Device checked = Device::cpu();  // the last device asked about a capture (never the CPU)
   for (Slot& slot : slots_) {
     Tensor grad = slot.param.grad();
     if (!grad.defined()) continue;  // unused this step (or frozen): no update, no state change
@@ -67,6 +69,14 @@ void Optimizer::step() {
                   shape_str(slot.param.shape()), " but its gradient has shape ", shape_str(grad.shape()));
     BRIGADE_CHECK(grad.device() == slot.param.device(), name_, ".step: parameter '", slot.name, "' is on ",
                   slot.param.device().str(), " but its gradient is on ", grad.device().str());
+    // Inside a CUDA graph the step count and learning rate would be frozen at their capture-time
+    // values (kernel arguments); the update belongs outside the captured work (core/cuda_graph.h).
+    const Device device = slot.param.device();
+    if (device != checked) BRIGADE_CHECK(!is_capturing(device), name_, ".step: parameter '", slot.name, "' is on ",
+                  slot.param.device().str(), ", whose current stream is capturing a CUDA graph: an optimizer step "
+                  "cannot be recorded in a graph (its step count and learning rate would be frozen); run it after "
+                  "the replay");
+    checked = device;
     active.push_back(&slot);
   }
   ++steps_;

@@ -301,6 +301,93 @@ TEST_CASE("caching allocator: a block used on another stream waits for it after 
   }
 }
 
+TEST_CASE("caching allocator: a graph pool keeps what a capture used until the graph is released",
+          "[allocator][graphs]") {
+  FakeBackend backend;
+  CachingAllocator cache(backend);
+  void* before = cache.allocate(0, kStreamA, 1000);  // made before the capture (a warm-up gradient)
+  void* idle = cache.allocate(0, kStreamA, 1000);
+  cache.free(idle);  // in the ordinary cache
+
+  const CachingAllocator::PoolId pool = cache.begin_graph_pool(0, kStreamA);
+  REQUIRE(pool != 0);
+  // The capture does not take ordinary cached blocks: a replay would write into memory that eager
+  // work is handed later.
+  void* in_capture = cache.allocate(0, kStreamA, 1000);
+  CHECK(in_capture != idle);
+  void* other_stream = cache.allocate(0, kStreamB, 1000);  // another stream is not routed
+  cache.free(in_capture);
+  CHECK(cache.allocate(0, kStreamA, 1000) == in_capture);  // reused within the capture (same stream order)
+  cache.free(before);  // freed during the capture: the captured work may have used it
+  CHECK(cache.allocate(0, kStreamA, 1000) == before);      // so it is the graph's now
+  cache.free(before);
+  cache.end_graph_pool(0, kStreamA);
+  CHECK(cache.graph_pool_bytes(pool) == 2 * 1024);
+
+  // After the capture: eager allocations never get the graph's blocks, and empty_cache keeps them.
+  void* eager = cache.allocate(0, kStreamA, 1000);
+  CHECK(eager == idle);
+  void* eager2 = cache.allocate(0, kStreamA, 1000);
+  CHECK(eager2 != before);
+  CHECK(eager2 != in_capture);
+  cache.free(in_capture);  // a tensor from the capture, dropped after it: still the graph's
+  CHECK(cache.graph_pool_bytes(pool) == 2 * 1024);
+  const int frees_before = backend.frees;
+  cache.empty_cache();
+  CHECK(backend.frees == frees_before + 0);  // eager/eager2 are live; the graph's are kept
+  CHECK(cache.stats(0).reserved >= 5 * 1024);
+
+  // Released: the blocks serve the stream's ordinary allocations again.
+  cache.release_graph_pool(pool);
+  CHECK(cache.graph_pool_bytes(pool) == 0);
+  std::vector<void*> got{cache.allocate(0, kStreamA, 1000), cache.allocate(0, kStreamA, 1000)};
+  std::sort(got.begin(), got.end());
+  std::vector<void*> graph_blocks{before, in_capture};
+  std::sort(graph_blocks.begin(), graph_blocks.end());
+  CHECK(got == graph_blocks);
+  CHECK(backend.allocs == 5);  // before, idle, in_capture, other_stream, eager2
+  for (void* p : got) cache.free(p);
+  cache.free(eager);
+  cache.free(eager2);
+  cache.free(other_stream);
+  cache.empty_cache();
+  CHECK(backend.in_use == 0);
+}
+
+TEST_CASE("caching allocator: graph pools can be shared, and nothing is given back during a capture",
+          "[allocator][graphs]") {
+  FakeBackend backend(8 * MiB);
+  CachingAllocator cache(backend);
+  const CachingAllocator::PoolId first = cache.begin_graph_pool(0, kStreamA);
+  void* a = cache.allocate(0, kStreamA, 4 * MiB);
+  cache.free(a);
+  cache.end_graph_pool(0, kStreamA);
+  CHECK_THROWS_WITH(cache.begin_graph_pool(0, kStreamA, first + 100), Catch::Contains("does not exist"));
+  // A second capture in the same pool reuses the first's memory (graphs replayed in capture order).
+  CHECK(cache.begin_graph_pool(0, kStreamA, first) == first);
+  CHECK_THROWS_WITH(cache.begin_graph_pool(0, kStreamA), Catch::Contains("already open"));
+  CHECK(cache.allocate(0, kStreamA, 4 * MiB) == a);
+  // Out of memory while capturing: the ordinary cache is not emptied (cudaFree is not allowed then).
+  void* eager = nullptr;
+  {
+    cache.end_graph_pool(0, kStreamA);
+    eager = cache.allocate(0, kStreamB, 2 * MiB);
+    cache.free(eager);  // cached for stream B
+    CHECK(cache.begin_graph_pool(0, kStreamA, first) == first);
+  }
+  CHECK_THROWS_WITH(cache.allocate(0, kStreamA, 4 * MiB), Catch::Contains("a CUDA graph is being captured"));
+  CHECK(backend.frees == 0);
+  cache.end_graph_pool(0, kStreamA);
+  cache.free(a);
+  cache.release_graph_pool(first);  // one release per begin_graph_pool: three
+  cache.release_graph_pool(first);
+  CHECK(cache.graph_pool_bytes(first) == 4 * MiB);  // one user left
+  cache.release_graph_pool(first);
+  CHECK(cache.graph_pool_bytes(first) == 0);
+  cache.empty_cache();
+  CHECK(backend.in_use == 0);
+}
+
 TEST_CASE("caching allocator: freeing an unknown pointer is ignored, not passed on", "[allocator]") {
   FakeBackend backend;
   CachingAllocator cache(backend);

@@ -42,7 +42,8 @@ void* CachingAllocator::allocate(int device, StreamKey stream, size_t bytes) {
 
   void* ptr = nullptr;
   size_t block_size = size;
-  Pool& pool = cached_[{device, stream}];
+  const PoolId graph_pool = routed_pool_locked(device, stream);
+  Pool& pool = cached_[{device, stream, graph_pool}];
   auto fit = pool.lower_bound(size);
   if (fit != pool.end() && fit->first - size <= size / 2) {
     block_size = fit->first;
@@ -62,7 +63,7 @@ void* CachingAllocator::allocate(int device, StreamKey stream, size_t bytes) {
     s.reserved += size;
     s.cuda_mallocs += 1;
   }
-  live_[ptr] = Block{device, stream, block_size, {}};
+  live_[ptr] = Block{device, stream, block_size, {}, graph_pool};
   CudaMemoryStats& s = stats_locked(device);
   s.allocated += block_size;
   s.peak_allocated = std::max(s.peak_allocated, s.allocated);
@@ -82,6 +83,8 @@ void CachingAllocator::free(void* ptr) noexcept {
   Block block = std::move(it->second);
   live_.erase(it);
   stats_locked(block.device).allocated -= block.size;
+  // Freed while its stream captures: the captured work may use it, so the graph keeps it.
+  if (block.pool == 0) block.pool = routed_pool_locked(block.device, block.stream);
   if (block.other_streams.empty()) {
     cache_locked(ptr, block);
     return;
@@ -135,7 +138,7 @@ void CachingAllocator::empty_cache(int device) {
 
 void CachingAllocator::cache_locked(void* ptr, const Block& block) {
   // In front of equal sizes: the block freed last is reused first, while it may still be in L2.
-  Pool& pool = cached_[{block.device, block.stream}];
+  Pool& pool = cached_[{block.device, block.stream, block.pool}];
   pool.emplace_hint(pool.lower_bound(block.size), block.size, ptr);
 }
 
@@ -159,8 +162,13 @@ void CachingAllocator::collect_pending_locked(int device, bool wait) {
 
 void CachingAllocator::release_cached_locked(int device) {
   for (auto it = cached_.begin(); it != cached_.end();) {
-    const int pool_device = it->first.first;
-    if (device >= 0 && pool_device != device) {
+    const int pool_device = std::get<0>(it->first);
+    const PoolId graph_pool = std::get<2>(it->first);
+    // A graph pool's blocks are the graph's until release_graph_pool; and no cudaFree while a
+    // stream of the device captures.
+    bool capturing = false;
+    for (const auto& [key, pool] : capturing_) capturing = capturing || key.first == pool_device;
+    if ((device >= 0 && pool_device != device) || graph_pool != 0 || capturing) {
       ++it;
       continue;
     }
@@ -180,9 +188,78 @@ CudaMemoryStats& CachingAllocator::stats_locked(int device) {
 void CachingAllocator::fail_out_of_memory_locked(int device, size_t bytes) {
   const CudaMemoryStats& s = stats_locked(device);
   auto [free_bytes, total_bytes] = backend_.memory_info(device);
+  size_t in_graphs = 0;
+  for (const auto& [key, pool] : cached_)
+    if (std::get<0>(key) == device && std::get<2>(key) != 0)
+      for (const auto& [size, ptr] : pool) in_graphs += size;
   fail("out of memory on ", Device::cuda(device).str(), ": tried to allocate ", format_bytes(bytes), "; ",
-       format_bytes(s.allocated), " allocated by tensors, ", format_bytes(s.reserved), " reserved, ",
-       format_bytes(free_bytes), " free of ", format_bytes(total_bytes));
+       format_bytes(s.allocated), " allocated by tensors, ", format_bytes(s.reserved), " reserved",
+       in_graphs == 0 ? std::string() : " (" + format_bytes(in_graphs) + " of it cached for CUDA graphs)", ", ",
+       format_bytes(free_bytes), " free of ",
+       format_bytes(total_bytes), capturing_.empty() ? "" : "; a CUDA graph is being captured, so cached blocks could not be given back");
+}
+
+CachingAllocator::PoolId CachingAllocator::routed_pool_locked(int device, StreamKey stream) const {
+  auto it = capturing_.find({device, stream});
+  return it == capturing_.end() ? 0 : it->second;
+}
+
+// ---- graph pools ----
+
+CachingAllocator::PoolId CachingAllocator::begin_graph_pool(int device, StreamKey stream, PoolId share) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  BRIGADE_CHECK(capturing_.count({device, stream}) == 0, "caching allocator: a graph pool is already open for ",
+                Device::cuda(device).str(), " stream ", stream, " (one capture per stream at a time)");
+  BRIGADE_CHECK(share == 0 || pool_users_.count(share) != 0, "caching allocator: graph pool ", share,
+                " does not exist (never made, or released)");
+  const PoolId pool = share != 0 ? share : next_pool_++;
+  pool_users_[pool] += 1;
+  capturing_[{device, stream}] = pool;
+  return pool;
+}
+
+void CachingAllocator::end_graph_pool(int device, StreamKey stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  capturing_.erase({device, stream});
+}
+
+void CachingAllocator::release_graph_pool(PoolId pool) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto users = pool_users_.find(pool);
+  if (users == pool_users_.end()) return;
+  if (--users->second > 0) return;
+  pool_users_.erase(users);
+  for (auto it = capturing_.begin(); it != capturing_.end();)
+    it = it->second == pool ? capturing_.erase(it) : std::next(it);
+  // Cached blocks rejoin their stream's ordinary cache (the graph's last replay ran on that stream,
+  // so stream order keeps the next user behind it); live ones go there when freed.
+  for (auto it = cached_.begin(); it != cached_.end();) {
+    const auto& [device, stream, graph_pool] = it->first;
+    if (graph_pool != pool) {
+      ++it;
+      continue;
+    }
+    Pool& ordinary = cached_[{device, stream, PoolId(0)}];
+    for (const auto& [size, ptr] : it->second) ordinary.emplace(size, ptr);
+    it = cached_.erase(it);
+  }
+  for (auto& [ptr, block] : live_)
+    if (block.pool == pool) block.pool = 0;
+  for (Pending& p : pending_)
+    if (p.block.pool == pool) p.block.pool = 0;
+}
+
+size_t CachingAllocator::graph_pool_bytes(PoolId pool) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  size_t bytes = 0;
+  for (const auto& [key, cached] : cached_)
+    if (std::get<2>(key) == pool)
+      for (const auto& [size, ptr] : cached) bytes += size;
+  for (const auto& [ptr, block] : live_)
+    if (block.pool == pool) bytes += block.size;
+  for (const Pending& p : pending_)
+    if (p.block.pool == pool) bytes += p.block.size;
+  return bytes;
 }
 
 }  // namespace brigade::cuda

@@ -19,6 +19,15 @@
 //    huge cached block is not tied up by a tiny tensor). Blocks are never split.
 //  - When the backend runs out of memory, every cached block of that device is given back and the
 //    request retried once; if it still fails, the Error says how memory is used.
+//  - CUDA graphs get pools of their own. A graph replays its kernels with the addresses they were
+//    captured with, so every block the captured work touched must stay reserved for the graph —
+//    also once the tensors that held it are gone. While a stream captures (begin_graph_pool), its
+//    allocations come from a private pool, blocks it frees return there (also blocks allocated
+//    before the capture: captured work may use them), and they are reused only by that capture or
+//    by later captures sharing the pool. end_graph_pool stops the routing; release_graph_pool, when
+//    the graph is destroyed, gives the pool's blocks back to the stream's ordinary cache. Cached
+//    blocks of a pool are never returned to the backend, and nothing is while a capture is under
+//    way (cudaFree waits for the device, which a capture forbids).
 //
 // The bookkeeping is plain C++ over a small MemoryBackend interface: the CUDA backend
 // (core/cuda/cuda_allocator.cpp) implements it with cudaMalloc/cudaFree, and
@@ -27,9 +36,11 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -82,6 +93,16 @@ class CachingAllocator {
   // no live block contains `ptr`.
   bool record_stream(const void* ptr, StreamKey stream);
 
+  // ---- graph pools (see the rules above) ----
+  using PoolId = uint64_t;  // 0: the ordinary cache
+  // Routes (device, stream)'s allocations and frees into a new pool, or into `share` (a pool from
+  // earlier, still unreleased): graphs captured one after another on one stream may share memory
+  // when they are replayed in the order they were captured. Returns the pool.
+  PoolId begin_graph_pool(int device, StreamKey stream, PoolId share = 0);
+  void end_graph_pool(int device, StreamKey stream);  // the pool's blocks stay reserved
+  void release_graph_pool(PoolId pool);               // its graphs are gone; call once per begin
+  size_t graph_pool_bytes(PoolId pool) const;         // bytes of blocks the pool owns (cached or live)
+
   CudaMemoryStats stats(int device) const;
   void reset_peak(int device);  // peak_allocated = allocated
   void empty_cache();           // gives every cached block of every device back to the backend
@@ -93,6 +114,7 @@ class CachingAllocator {
     StreamKey stream = nullptr;
     size_t size = 0;
     std::vector<StreamKey> other_streams;  // from record_stream
+    PoolId pool = 0;                       // the graph pool owning it, or 0
   };
   // A freed block waiting for the other streams that used it (one event each).
   struct Pending {
@@ -101,19 +123,24 @@ class CachingAllocator {
     std::vector<void*> events;
   };
   using Pool = std::multimap<size_t, void*>;  // cached blocks by size: lower_bound is best fit
+  using CacheKey = std::tuple<int, StreamKey, PoolId>;  // (device, stream, graph pool or 0)
 
   void cache_locked(void* ptr, const Block& block);
   void collect_pending_locked(int device, bool wait);  // caches pending blocks whose events passed
   void release_cached_locked(int device);              // device -1: all devices
   CudaMemoryStats& stats_locked(int device);
   [[noreturn]] void fail_out_of_memory_locked(int device, size_t bytes);
+  PoolId routed_pool_locked(int device, StreamKey stream) const;  // the capturing pool, or 0
 
   MemoryBackend& backend_;
   mutable std::mutex mutex_;
-  std::map<std::pair<int, StreamKey>, Pool> cached_;  // free blocks per (device, stream)
+  std::map<CacheKey, Pool> cached_;  // free blocks per (device, stream, pool)
   std::map<void*, Block> live_;  // blocks handed out, by address (ordered: record_stream finds interiors)
   std::vector<Pending> pending_;
   std::vector<CudaMemoryStats> stats_;  // per device
+  std::map<std::pair<int, StreamKey>, PoolId> capturing_;  // streams routed into a graph pool
+  std::map<PoolId, int> pool_users_;  // live graph pools: how many begin_graph_pool calls hold each
+  PoolId next_pool_ = 1;
 };
 
 // "1.50 GiB", "512.00 KiB", "100 bytes" — for memory messages.

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "core/cuda/caching_allocator.h"
+#include "core/cuda/capture.h"
 #include "core/cuda/check.h"
 #include "core/cuda/current.h"
 #include "core/cuda/guard.h"
@@ -24,6 +25,9 @@ class CudaBackend final : public MemoryBackend {
   void* raw_alloc(int device, size_t bytes) override {
     DeviceGuard guard(device);
     void* ptr = nullptr;
+    // Allowed while a stream captures: the block joins the graph's pool, and it must exist before
+    // the first replay — which a cudaMalloc now guarantees (see core/cuda/capture.h).
+    RelaxedCaptureMode relaxed;
     cudaError_t err = cudaMalloc(&ptr, bytes);
     if (err == cudaErrorMemoryAllocation) {
       cudaGetLastError();  // not sticky, but clear it so the next unrelated check does not report it
@@ -123,6 +127,13 @@ void reset_peak_memory(Device device) {
 }
 
 void cuda_empty_cache() { cuda::instance().cache.empty_cache(); }
+
+namespace cuda {
+uint64_t begin_graph_pool(int device, cudaStream_t stream) { return instance().cache.begin_graph_pool(device, stream); }
+void end_graph_pool(int device, cudaStream_t stream) { instance().cache.end_graph_pool(device, stream); }
+void release_graph_pool(uint64_t pool) { instance().cache.release_graph_pool(pool); }
+size_t graph_pool_bytes(uint64_t pool) { return instance().cache.graph_pool_bytes(pool); }
+}  // namespace cuda
 
 void record_stream(const Tensor& t, const Stream& stream) {
   BRIGADE_CHECK(t.defined() && t.device().is_cuda(), "record_stream: expected a GPU tensor, got ",

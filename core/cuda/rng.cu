@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/cuda/capture.h"
 #include "core/cuda/check.h"
 #include "core/cuda/current.h"
 #include "core/cuda/element.cuh"
@@ -54,6 +55,8 @@ void launch_fill_random(const char* op, const Tensor& out, uint64_t seed, uint64
   const int64_t n = out.numel();
   if (n == 0) return;
   cudaStream_t stream = stream_for(out);
+  refuse_in_capture(op, stream, "the seed and offset are chosen on the host at each call, so every replay would "
+                                "draw the same numbers");
   // Grid-stride loop: enough blocks to fill the GPU many times over, never more than needed. Each
   // element costs a few hundred double operations, so occupancy matters more than launch width.
   const int threads = 256;

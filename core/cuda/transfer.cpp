@@ -18,6 +18,7 @@
 #include <cstring>
 #include <memory>
 
+#include "core/cuda/capture.h"
 #include "core/cuda/check.h"
 #include "core/cuda/guard.h"
 #include "core/stream.h"
@@ -86,6 +87,9 @@ size_t chunk_count(size_t nbytes) { return (nbytes + kChunkBytes - 1) / kChunkBy
 void host_to_device(char* dst, Device device, const char* src, size_t nbytes) {
   const Stream stream = current_stream(device);
   DeviceGuard guard(device.index);
+  // The bytes are staged now; a replay would copy whatever the staging buffer holds then.
+  refuse_in_capture("a copy from the CPU", static_cast<cudaStream_t>(stream.raw()),
+                    "the host's data is read when the copy is issued, not when a replay runs");
   if (nbytes <= kSmallBytes) {
     StagingBuffer& slot = next_small_staging();
     char* pinned = slot.acquire();
@@ -108,6 +112,8 @@ void host_to_device(char* dst, Device device, const char* src, size_t nbytes) {
 void device_to_host(char* dst, const char* src, Device device, size_t nbytes) {
   const Stream stream = current_stream(device);
   DeviceGuard guard(device.index);
+  refuse_in_capture("a copy to the CPU", static_cast<cudaStream_t>(stream.raw()),
+                    "the host waits for it, and a capture runs nothing to wait for");
   const size_t chunks = chunk_count(nbytes);
   // Chunk k is drained on the host while chunk k + 1 is being copied into the other buffer.
   auto drain = [&](size_t k) {

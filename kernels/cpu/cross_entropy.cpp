@@ -18,7 +18,9 @@ int64_t row_grain(int64_t c) { return std::max<int64_t>(1, (int64_t(1) << 14) / 
 }  // namespace
 
 void cross_entropy(const Tensor& loss, const Tensor& lse, const Tensor& logits, const Tensor& targets,
-                   int64_t ignore_index, double scale) {
+                   int64_t ignore_index, const ops::LossScale& loss_scale) {
+  BRIGADE_CHECK(loss_scale.device_count == nullptr, "cross_entropy: a count on the device is for CUDA kernels only");
+  const double scale = loss_scale.value;
   const int64_t n = logits.size(0), c = logits.size(1);
   const int64_t* target = targets.data<int64_t>();
   visit_float(logits.dtype(), "cross_entropy", [&](auto tag) {
@@ -44,7 +46,10 @@ void cross_entropy(const Tensor& loss, const Tensor& lse, const Tensor& logits, 
 }
 
 void cross_entropy_backward(const Tensor& grad_logits, const Tensor& logits, const Tensor& targets, const Tensor& lse,
-                            const Tensor& grad_loss, int64_t ignore_index, double scale) {
+                            const Tensor& grad_loss, int64_t ignore_index, const ops::LossScale& loss_scale) {
+  BRIGADE_CHECK(loss_scale.device_count == nullptr,
+                "cross_entropy_backward: a count on the device is for CUDA kernels only");
+  const double scale = loss_scale.value;
   const int64_t n = logits.size(0), c = logits.size(1);
   const int64_t* target = targets.data<int64_t>();
   // As in embedding_backward: the targets may have been checked at the forward, before a write

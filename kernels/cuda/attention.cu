@@ -5,6 +5,7 @@
 //   attention_generic.cu: everything else (any head dim up to 256, f32, f64, bf16, f16) on CUDA cores.
 // Both compute the softmax in f32 (f64 for f64) and write every output element exactly once; neither
 // uses atomics, so backward gives the same bits on every run.
+#include "core/cuda/capture.h"
 #include "kernels/cuda/attention.cuh"
 #include "kernels/cuda/kernels.h"
 
@@ -38,6 +39,7 @@ HeadRows<const T> const_rows(const Tensor& t) {
 void attention_forward(const Tensor& y, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                        const ops::AttentionParams& p) {
   const AttentionGeometry g = geometry_of(q, k, p);
+  if (p.dropout > 0) refuse_in_capture("attention with dropout", stream_for(q), "its mask comes from a seed and offset the host picks at each call, so every replay would repeat the captured mask");
   if (attention_mma_supports({&y, &q, &k, &v})) return attention_forward_mma(y, lse, q, k, v, g);
   attention_forward_generic(y, lse, q, k, v, g);
 }

@@ -42,9 +42,17 @@ __global__ void cross_entropy_rows_kernel(compute_t<T>* lse, compute_t<T>* row_l
 }
 
 // loss = scale * sum of the row losses. Ignored rows contribute their 0.
+// The factor itself (see ops::LossScale): f64 as on the host, so both forms give the same bits.
+__device__ __forceinline__ double resolve(const ops::LossScale& s) {
+  if (s.device_count == nullptr) return s.value;
+  const int64_t count = *s.device_count;
+  return count > 0 ? 1.0 / double(count) : 0.0;
+}
+
 template <class T>
-__global__ void sum_losses_kernel(T* loss, const compute_t<T>* row_loss, int64_t n, double scale) {
+__global__ void sum_losses_kernel(T* loss, const compute_t<T>* row_loss, int64_t n, ops::LossScale loss_scale) {
   using C = compute_t<T>;
+  const double scale = resolve(loss_scale);
   C total = 0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) total += row_loss[i];
   total = block_reduce(total, Sum{}, C(0));
@@ -54,9 +62,10 @@ __global__ void sum_losses_kernel(T* loss, const compute_t<T>* row_loss, int64_t
 template <bool kWholeBlock, class T>
 __global__ void cross_entropy_backward_kernel(T* grad, const T* logits, const int64_t* targets,
                                               const compute_t<T>* lse, const T* grad_loss, int64_t n, int64_t c,
-                                              int64_t ignore_index, double scale) {
+                                              int64_t ignore_index, ops::LossScale loss_scale) {
   using C = compute_t<T>;
   using Group = RowGroup<kWholeBlock>;
+  const double scale = resolve(loss_scale);
   const int64_t r = Group::row();
   if (r >= n) return;
   T* g = grad + r * c;
@@ -77,7 +86,7 @@ __global__ void cross_entropy_backward_kernel(T* grad, const T* logits, const in
 }  // namespace
 
 void cross_entropy(const Tensor& loss, const Tensor& lse, const Tensor& logits, const Tensor& targets,
-                   int64_t ignore_index, double scale) {
+                   int64_t ignore_index, const ops::LossScale& scale) {
   const int64_t n = logits.size(0), c = logits.size(1);
   const Device device = logits.device();
   cudaStream_t stream = stream_for(logits);
@@ -100,7 +109,7 @@ void cross_entropy(const Tensor& loss, const Tensor& lse, const Tensor& logits, 
 }
 
 void cross_entropy_backward(const Tensor& grad_logits, const Tensor& logits, const Tensor& targets, const Tensor& lse,
-                            const Tensor& grad_loss, int64_t ignore_index, double scale) {
+                            const Tensor& grad_loss, int64_t ignore_index, const ops::LossScale& scale) {
   const int64_t n = logits.size(0), c = logits.size(1);
   if (n == 0 || c == 0) return;
   cudaStream_t stream = stream_for(logits);

@@ -5,6 +5,7 @@
 // Contiguous f32, f64, bf16 or f16 (16-bit data computes in f32). The mask is the CPU's, bit for bit:
 // element i is kept iff philox::uniform(seed, offset + i) >= p (core/philox.h runs the same code on
 // both devices), and kept values are scaled exactly as the CPU scales them.
+#include "core/cuda/capture.h"
 #include "core/philox.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/kernels.h"
@@ -28,6 +29,7 @@ __global__ void dropout_kernel(T* out, const T* x, int64_t n, double p, double k
 void dropout(const Tensor& out, const Tensor& x, double p, uint64_t seed, uint64_t offset) {
   const int64_t n = x.numel();
   if (n == 0) return;
+  refuse_in_capture("dropout", stream_for(x), "its mask comes from a seed and offset the host picks at each call, so every replay would repeat the captured mask");
   visit_floating(x.dtype(), "dropout", [&](auto tag) {
     using T = decltype(tag);
     dropout_kernel<T><<<grid_for(n, x.device()), kThreads, 0, stream_for(x)>>>(

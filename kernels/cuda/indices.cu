@@ -3,6 +3,7 @@
 // does not depend on the order they land in.
 #include <climits>
 
+#include "core/cuda/capture.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/kernels.h"
 
@@ -31,6 +32,11 @@ __global__ void scan_indices_kernel(const int64_t* indices, int64_t n, int64_t l
   }
 }
 
+// Stops the kernel when the scan found a bad index: inside a graph nothing on the host can look.
+__global__ void trap_on_bad_index_kernel(const ScanCounters* counters) {
+  if (counters->first_bad != ULLONG_MAX) __trap();
+}
+
 }  // namespace
 
 void scan_indices(IndexScan& result, const Tensor& indices, int64_t limit, std::optional<int64_t> ignore_index) {
@@ -47,6 +53,13 @@ void scan_indices(IndexScan& result, const Tensor& indices, int64_t limit, std::
   scan_indices_kernel<<<grid_for(n, device), kThreads, 0, stream>>>(p, n, limit, ignore_index.has_value(),
                                                                      ignore_index.value_or(0), counters);
   BRIGADE_CUDA_CHECK_LAUNCH();
+  if (is_capturing(stream)) {  // no waiting for the answer: it stays on the device (index_scan.h)
+    trap_on_bad_index_kernel<<<1, 1, 0, stream>>>(counters);
+    BRIGADE_CUDA_CHECK_LAUNCH();
+    result.counted = -1;
+    result.device_counts = memory;
+    return;
+  }
 
   ScanCounters found;
   BRIGADE_CUDA_CHECK(cudaMemcpyAsync(&found, counters, sizeof(found), cudaMemcpyDeviceToHost, stream));

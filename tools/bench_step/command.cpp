@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <optional>
 #include <ostream>
 
 #include "bench/environment.h"
@@ -23,6 +24,7 @@ struct Options {
   std::string device = "cpu";
   std::string precision = "f32";
   std::string attention = "fused";
+  bool cuda_graph = false;
   std::string json_path;
 };
 
@@ -65,6 +67,10 @@ std::vector<cli::Flag<Options>> flags() {
        word(&Options::precision, {"f32", "bf16"}, "--precision"), text(&Options::precision)},
       {"--attention", "HOW", "fused (one kernel each way) or composed (separate ops)",
        word(&Options::attention, {"fused", "composed"}, "--attention"), text(&Options::attention)},
+      {"--cuda-graph", "", "replay forward + loss + backward as one CUDA graph (captured after the warm-up; "
+       "AdamW stays eager)",
+       [](Options& o, const std::string&) { o.cuda_graph = true; },
+       [](const Options& o) { return std::string(o.cuda_graph ? "on" : "off"); }},
       {"--json", "FILE", "also write the numbers as JSON (atomically)",
        [](Options& o, const std::string& v) { o.json_path = v; },
        [](const Options& o) { return o.json_path.empty() ? std::string("none") : o.json_path; }},
@@ -87,6 +93,9 @@ Parsed parse(const std::vector<std::string>& args) {
   const Options& o = p.options;
   if (o.embd % o.heads != 0)
     throw cli::UsageError("--heads " + std::to_string(o.heads) + " must divide --embd " + std::to_string(o.embd));
+  if (o.cuda_graph && o.device != "cuda") throw cli::UsageError("--cuda-graph needs --device cuda");
+  if (o.cuda_graph && o.warmup < 1)
+    throw cli::UsageError("--cuda-graph needs --warmup 1 or more: the graph is captured after an eager step");
   return p;
 }
 
@@ -128,15 +137,24 @@ int run(const Options& o, std::ostream& out) {
         .to(device);
   };
   const Tensor idx = tokens(), targets = tokens();
+  std::optional<GraphedBackward> graphed;  // set after the warm-up with --cuda-graph
   const auto step = [&] {
-    optimizer.zero_grad();
-    Tape tape;
-    const Tensor loss = tape.record([&] { return model.loss(idx, targets); });
-    tape.backward(loss);
+    if (graphed) {
+      (void)graphed->run();
+    } else {
+      optimizer.zero_grad();
+      Tape tape;
+      const Tensor loss = tape.record([&] { return model.loss(idx, targets); });
+      tape.backward(loss);
+    }
     optimizer.step();
     if (device.is_cuda()) device_synchronize(device);
   };
   for (int64_t i = 0; i < o.warmup; ++i) step();
+  if (o.cuda_graph) {
+    graphed.emplace(model.parameters(), [&] { return model.loss(idx, targets); });
+    step();  // captures, then replays: one more warm-up step
+  }
   const size_t resident = memory_in_use(device, false);  // weights, gradients' absence, optimizer state
   if (device.is_cuda()) reset_peak_memory(device);
   else reset_host_peak_memory();
@@ -156,7 +174,10 @@ int run(const Options& o, std::ostream& out) {
   const size_t peak = memory_in_use(device, true);
 
   out << "model: GPT, " << o.layers << " layers, " << o.embd << " wide, " << o.heads << " heads, vocab " << o.vocab
-      << ", " << model.parameter_count() << " parameters; " << o.attention << " attention\n";
+      << ", " << model.parameter_count() << " parameters; " << o.attention << " attention"
+      << (graphed ? "; forward + backward as one CUDA graph of " + std::to_string(graphed->graph().operations()) +
+                        " operations"
+                  : std::string()) << "\n";
   out << "step: " << o.batch << " x " << o.seq << " tokens on " << device.str() << ", " << o.precision
       << (device.is_cpu() ? ", " + std::to_string(num_threads()) + " threads" : "") << "\n";
   out << "step time: median " << format_fixed(s.median, 3) << " ms (min " << format_fixed(s.min, 3) << ", max "
@@ -173,7 +194,8 @@ int run(const Options& o, std::ostream& out) {
          ", \"heads\": " + std::to_string(o.heads) + ", \"seq\": " + std::to_string(o.seq) +
          ", \"batch\": " + std::to_string(o.batch) + ", \"vocab\": " + std::to_string(o.vocab) +
          ", \"device\": " + json_string(device.str()) + ", \"precision\": " + json_string(o.precision) +
-         ", \"attention\": " + json_string(o.attention) + ", \"threads\": " + std::to_string(num_threads()) + "},\n";
+         ", \"attention\": " + json_string(o.attention) +
+         ", \"cuda_graph\": " + std::string(o.cuda_graph ? "true" : "false") + ", \"threads\": " + std::to_string(num_threads()) + "},\n";
     j += "  \"parameters\": " + std::to_string(model.parameter_count()) + ",\n";
     j += "  \"step_ms\": {\"median\": " + json_number(s.median) + ", \"min\": " + json_number(s.min) +
          ", \"max\": " + json_number(s.max) + ", \"steps\": " + std::to_string(s.count) + "},\n";

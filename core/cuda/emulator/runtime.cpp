@@ -181,6 +181,8 @@ int current_device() { return the_device; }
 
 int stream_device(cudaStream_t stream) { return device_of(stream); }
 
+cudaError_t report_error(cudaError_t code, const std::string& text) { return fail(code, text); }
+
 void report_race(const std::string& text) {
   std::fprintf(stderr, "brigade CUDA emulator: %s\n", text.c_str());
   fail(cudaErrorLaunchFailure, "CUDA emulator: " + text);
@@ -283,6 +285,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
 }
 
 cudaError_t cudaDeviceSynchronize() {
+  if (const cudaError_t e = check_device_wait(the_device, "cudaDeviceSynchronize"); e != cudaSuccess) return e;
   synchronize_device(the_device);
   return synchronised();
 }
@@ -312,6 +315,16 @@ const char* cudaGetErrorName(cudaError_t error) {
     case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
     case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
     case cudaErrorNotReady: return "cudaErrorNotReady";
+    case cudaErrorIllegalState: return "cudaErrorIllegalState";
+    case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
+    case cudaErrorStreamCaptureMerge: return "cudaErrorStreamCaptureMerge";
+    case cudaErrorStreamCaptureUnmatched: return "cudaErrorStreamCaptureUnmatched";
+    case cudaErrorStreamCaptureUnjoined: return "cudaErrorStreamCaptureUnjoined";
+    case cudaErrorStreamCaptureIsolation: return "cudaErrorStreamCaptureIsolation";
+    case cudaErrorStreamCaptureImplicit: return "cudaErrorStreamCaptureImplicit";
+    case cudaErrorCapturedEvent: return "cudaErrorCapturedEvent";
+    case cudaErrorStreamCaptureWrongThread: return "cudaErrorStreamCaptureWrongThread";
     default: return "cudaErrorUnknown";
   }
 }
@@ -324,6 +337,8 @@ const char* cudaGetErrorString(cudaError_t error) {
 // ---- memory -----------------------------------------------------------------------------------------
 
 cudaError_t cudaMalloc(void** p, size_t bytes) {
+  // Not a stream operation, so a capture does not see it: barred during one unless relaxed.
+  if (const cudaError_t e = check_unsafe_call("cudaMalloc"); e != cudaSuccess) return e;
   Memory& m = memory();
   std::lock_guard<std::mutex> lock(m.mutex);
   size_t& used = m.used[the_device];
@@ -344,6 +359,9 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
 namespace {
 cudaError_t release(void* p, Kind kind, const char* call) {
   if (!p) return cudaSuccess;
+  // It waits for every device, which no capture allows (whatever the thread's mode).
+  if (const cudaError_t e = check_unsafe_call(call); e != cudaSuccess) return e;
+  if (const cudaError_t e = check_device_wait(-1, call); e != cudaSuccess) return e;
   // cudaFree and cudaFreeHost synchronise first: no queued work may still use the memory.
   synchronize_device(-1);
   {
@@ -362,6 +380,7 @@ cudaError_t release(void* p, Kind kind, const char* call) {
 }
 
 cudaError_t pinned(void** p, size_t bytes) {
+  if (const cudaError_t e = check_unsafe_call("cudaMallocHost"); e != cudaSuccess) return e;
   *p = allocate(bytes);
   if (!*p) return fail(cudaErrorMemoryAllocation, "pinned allocation failed");
   Memory& m = memory();
@@ -389,7 +408,17 @@ cudaError_t copy(const char* call, void* dst, const void* src, size_t count, cud
   const std::string problem = check_copy(call, dst, src, count, kind);
   if (!problem.empty()) return fail(cudaErrorInvalidValue, "CUDA emulator: " + problem);
   if (count == 0) return cudaSuccess;
+  if (wait) {  // a synchronous call on the legacy stream
+    if (const cudaError_t e = check_unsafe_call(call); e != cudaSuccess) return e;
+  }
   const bool from_pageable = is_pageable(src), to_pageable = is_pageable(dst);
+  // Pageable memory is staged (or waited for) now, at the call: a graph replaying the copy would
+  // use what the host held at capture time. The emulator refuses it in a capture.
+  if (from_pageable || to_pageable) {
+    const cudaError_t e = refuse_if_capturing(stream, copy_name(call, count),
+                                              "pageable host memory cannot be copied inside a capture (pinned can)");
+    if (e != cudaSuccess) return e;
+  }
   std::vector<Access> accesses;
   if (!from_pageable) accesses.push_back({src, false});
   if (!to_pageable) accesses.push_back({dst, true});
@@ -408,11 +437,10 @@ cudaError_t copy(const char* call, void* dst, const void* src, size_t count, cud
     };
   }
   if (wait || to_pageable) {
-    run_and_wait(stream, copy_name(call, count), std::move(accesses), std::move(work));
-    return synchronised();
+    const cudaError_t e = run_and_wait(stream, copy_name(call, count), std::move(accesses), std::move(work));
+    return e != cudaSuccess ? e : synchronised();
   }
-  enqueue(stream, copy_name(call, count), std::move(accesses), std::move(work));
-  return cudaSuccess;
+  return enqueue(stream, copy_name(call, count), std::move(accesses), std::move(work));
 }
 
 cudaError_t set(const char* call, void* p, int value, size_t count, cudaStream_t stream, bool wait) {
@@ -429,11 +457,11 @@ cudaError_t set(const char* call, void* p, int value, size_t count, cudaStream_t
     return std::string();
   };
   if (wait) {
-    run_and_wait(stream, copy_name(call, count), {{p, true}}, work);
-    return synchronised();
+    if (const cudaError_t e = check_unsafe_call(call); e != cudaSuccess) return e;
+    const cudaError_t e = run_and_wait(stream, copy_name(call, count), {{p, true}}, work);
+    return e != cudaSuccess ? e : synchronised();
   }
-  enqueue(stream, copy_name(call, count), {{p, true}}, work);
-  return cudaSuccess;
+  return enqueue(stream, copy_name(call, count), {{p, true}}, work);
 }
 }  // namespace
 
@@ -480,17 +508,18 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   return cudaSuccess;
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  if (const cudaError_t e = check_stream_wait(stream, "cudaStreamSynchronize"); e != cudaSuccess) return e;
   synchronize_stream(stream);
   return synchronised();
 }
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  if (const cudaError_t e = check_stream_wait(stream, "cudaStreamQuery"); e != cudaSuccess) return e;
   if (!stream_idle(stream)) return cudaErrorNotReady;
   return synchronised();
 }
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned) {
   if (!event) return fail(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent: a null event");
-  wait_for_event(stream, event);
-  return cudaSuccess;
+  return wait_for_event(stream, event);
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags) {
@@ -510,14 +539,15 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     return fail(cudaErrorInvalidResourceHandle, "cudaEventRecord: an event of device " +
                                                     std::to_string(event_device(event)) +
                                                     " recorded on a stream of device " + std::to_string(stream_device));
-  record_event(event, stream);
-  return cudaSuccess;
+  return record_event(event, stream);
 }
 cudaError_t cudaEventQuery(cudaEvent_t event) {
+  if (const cudaError_t e = check_event_wait(event, "cudaEventQuery"); e != cudaSuccess) return e;
   if (!event_done(event)) return cudaErrorNotReady;
   return synchronised();
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  if (const cudaError_t e = check_event_wait(event, "cudaEventSynchronize"); e != cudaSuccess) return e;
   synchronize_event(event);
   return synchronised();
 }

@@ -30,8 +30,11 @@ struct Access {
 // ("gemm_kernel<<<(4,1,1), (256,1,1), 0>>>", "cublasGemmStridedBatchedEx"). `work` returns "" or
 // what went wrong; an error is kept and returned (cudaErrorLaunchFailure, with the text) by the next
 // call that synchronises with the stream, and by cudaGetLastError.
-void enqueue(cudaStream_t stream, std::string what, std::vector<Access> accesses,
-             std::function<std::string()> work);
+// On a capturing stream the work is recorded into the capture's graph instead (streams.h); the
+// result is cudaSuccess, or the error (also the thread's last error) when the capture was
+// invalidated or the call breaks a capture rule.
+cudaError_t enqueue(cudaStream_t stream, std::string what, std::vector<Access> accesses,
+                    std::function<std::string()> work);
 
 // The calling thread's current device (cudaSetDevice), and the device a stream belongs to (the
 // current device for the legacy default stream, nullptr).

@@ -192,6 +192,8 @@ constexpr int warpSize = 32;
 
 // ---- synchronisation and warp intrinsics ------------------------------------------------------------
 inline void __syncthreads() { ::brigade::emu::sync_block(); }
+// Ends the kernel with an error, as the trap instruction does (the launch fails).
+[[noreturn]] inline void __trap() { ::brigade::emu::kernel_fault("__trap(): the kernel stopped itself"); }
 
 template <class T>
 T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = 32) {

@@ -34,23 +34,55 @@ bool stream_idle(cudaStream_t stream);
 void synchronize_stream(cudaStream_t stream);
 void synchronize_device(int device);  // every stream of `device`; -1: of every device
 
-// Like enqueue(), then blocks the host until that work has run (a synchronous cudaMemcpy).
-void run_and_wait(cudaStream_t stream, std::string what, std::vector<Access> accesses,
-                  std::function<std::string()> work);
+// Like enqueue(), then blocks the host until that work has run (a synchronous cudaMemcpy). On a
+// capturing stream it fails (cudaErrorStreamCaptureUnsupported) and invalidates the capture.
+cudaError_t run_and_wait(cudaStream_t stream, std::string what, std::vector<Access> accesses,
+                         std::function<std::string()> work);
 
 // ---- events (streams.cpp) ----
 struct EmulatedEvent;
 cudaEvent_t make_event(int device, bool timing);
 void delete_event(cudaEvent_t event);
 int event_device(cudaEvent_t event);
-void record_event(cudaEvent_t event, cudaStream_t stream);
-void wait_for_event(cudaStream_t stream, cudaEvent_t event);
+// Both may fail by the capture rules below (the error is reported and returned).
+cudaError_t record_event(cudaEvent_t event, cudaStream_t stream);
+cudaError_t wait_for_event(cudaStream_t stream, cudaEvent_t event);
 bool event_done(cudaEvent_t event);  // a never-recorded event is done
 void synchronize_event(cudaEvent_t event);
 // "" and the milliseconds between two completed timing events, or why there are none.
 std::string elapsed_ms(cudaEvent_t start, cudaEvent_t end, float* ms);
 
+// ---- stream capture (streams.cpp): what CUDA graphs are made of ----
+// While a stream captures, everything issued to it (kernels, library calls, async copies and
+// memsets) becomes a node of the capture's graph instead of running; cudaStreamEndCapture hands the
+// nodes over, and graphs.cpp launches them as one piece of work. One stream per capture sequence:
+// a second stream joining it through an event (a fork, which CUDA allows) is refused as not
+// modelled. The rules are the CUDA Programming Guide's ("Prohibited and Unhandled Operations") and
+// cudaThreadExchangeStreamCaptureMode's; a call that breaks one returns its error code and
+// invalidates the capture, so cudaStreamEndCapture then returns no graph.
+struct GraphNode {
+  std::string what;
+  std::vector<Access> accesses;
+  std::function<std::string()> work;
+};
+using GraphNodes = std::vector<GraphNode>;
+
+cudaError_t begin_capture(cudaStream_t stream, cudaStreamCaptureMode mode);
+// The captured nodes (nullptr with an error when the capture was invalidated or not begun here).
+cudaError_t end_capture(cudaStream_t stream, std::shared_ptr<const GraphNodes>* nodes);
+cudaStreamCaptureStatus capture_status(cudaStream_t stream, unsigned long long* id);
+cudaStreamCaptureMode exchange_capture_mode(cudaStreamCaptureMode mode);  // returns the old one
+// cudaSuccess, or the error a call breaking a capture rule gets (reported and returned):
+cudaError_t check_unsafe_call(const char* call);  // cudaMalloc and friends, by the thread's mode
+cudaError_t check_stream_wait(cudaStream_t stream, const char* call);  // synchronise/query a stream
+cudaError_t check_device_wait(int device, const char* call);  // every stream of a device (-1: all)
+cudaError_t check_event_wait(cudaEvent_t event, const char* call);  // synchronise/query an event
+cudaError_t check_legacy_use(cudaStream_t stream, const char* call);  // work for the legacy stream
+cudaError_t refuse_if_capturing(cudaStream_t stream, const std::string& call, const std::string& why);
+
 // ---- errors ----
+// Sets the calling thread's last error (as any failing runtime call does) and returns `code`.
+cudaError_t report_error(cudaError_t code, const std::string& text);
 // Reports races found at issue: the calling thread's next cudaGetLastError returns them
 // (cudaErrorLaunchFailure), and they are printed at once (runtime.cpp).
 void report_race(const std::string& text);
