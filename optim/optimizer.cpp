@@ -72,11 +72,12 @@ void Optimizer::step() {
     // Inside a CUDA graph the step count and learning rate would be frozen at their capture-time
     // values (kernel arguments); the update belongs outside the captured work (core/cuda_graph.h).
     const Device device = slot.param.device();
-    if (device != checked) BRIGADE_CHECK(!is_capturing(device), name_, ".step: parameter '", slot.name, "' is on ",
-                  slot.param.device().str(), ", whose current stream is capturing a CUDA graph: an optimizer step "
-                  "cannot be recorded in a graph (its step count and learning rate would be frozen); run it after "
-                  "the replay");
-    checked = device;
+    if (device != checked) {
+      BRIGADE_CHECK(!is_capturing(device), name_, ".step: parameter '", slot.name, "' is on ", device.str(),
+                    ", whose current stream is capturing a CUDA graph: an optimizer step cannot be recorded in a "
+                    "graph (its step count and learning rate would be frozen); run it after the replay");
+      checked = device;
+    }
     active.push_back(&slot);
   }
   ++steps_;

@@ -307,7 +307,7 @@ stage_quick() {
   local cap=${QUICK_TIMEOUT:-200} sanitizer pids=() names=() suite i rc failed=()
   sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   export BRIGADE_REQUIRE_GPU=1
-  for suite in core ops comm train; do
+  for suite in core ops comm train graphs; do
     [[ -x $build_dir/tests/test_gpu_$suite ]] || continue
     timeout "$cap" "$build_dir/tests/test_gpu_$suite" --abortx 10 >"$OUT/gpu-$suite.log" 2>&1 &
     pids+=($!) names+=("gpu_$suite")
@@ -338,6 +338,19 @@ stage_step() {
   timeout "${STEP_TIMEOUT:-240}" python3 bench/compare_pytorch.py --device cuda --precision bf16 --configs "${STEP_CONFIGS:-gpt2}" \
     --compile --rounds "${STEP_ROUNDS:-1}" --steps "${STEP_STEPS:-10}" --warmup "${STEP_WARMUP:-3}" --brigade "$build_dir/tools/brigade" --json "$OUT/step-gpu.json" >"$OUT/step.log" 2>&1
   note "step: exit $? ($(tail -1 "$OUT/step.log"))"
+  # The same step with forward + backward replayed as one CUDA graph, beside eager, on GPT-2 and on a
+  # small model (where launch overhead is a larger share); JSON per run.
+  local model graph name
+  for model in "--layers 12 --embd 768 --heads 12 --seq 1024 --batch 8 --vocab 50304" \
+               "--layers 4 --embd 256 --heads 4 --seq 128 --batch 8 --vocab 50304"; do
+    for graph in "" --cuda-graph; do
+      name=step-graph$([[ -n $graph ]] && echo -on || echo -off)-$(echo "$model" | awk '{ print $2 "x" $4 }')
+      # shellcheck disable=SC2086
+      timeout 120 "$build_dir/tools/brigade" bench step --device cuda --precision bf16 $model --steps 30 --warmup 3 \
+        $graph --json "$OUT/$name.json" >"$OUT/$name.log" 2>&1
+      note "$name: exit $? ($(grep -E '^step time' "$OUT/$name.log"))"
+    done
+  done
 }
 
 if command -v nvidia-smi >/dev/null; then

@@ -419,4 +419,8 @@ TEST_CASE("bench step: times a GPT step, reports tokens/s and memory, and checks
   CHECK(err2.str().find("--heads 4 must divide --embd 10") != std::string::npos);
   CHECK(brigade::bench_step::bench_step_command({"--attention", "flash"}, out2, err2) == 2);
   CHECK(err2.str().find("--attention: expected one of fused, composed, got 'flash'") != std::string::npos);
+  CHECK(brigade::bench_step::bench_step_command({"--cuda-graph"}, out2, err2) == 2);
+  CHECK(err2.str().find("--cuda-graph needs --device cuda") != std::string::npos);
+  CHECK(brigade::bench_step::bench_step_command({"--device", "cuda", "--cuda-graph", "--warmup", "0"}, out2, err2) == 2);
+  CHECK(err2.str().find("--cuda-graph needs --warmup 1 or more") != std::string::npos);
 }
