@@ -5,8 +5,23 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 
 namespace brigade::emu_test {
+
+// Whether stream work runs on the workers (not BRIGADE_EMULATOR_STREAMS=sync): what needs work to be
+// observably still running checks this.
+inline bool asynchronous() {
+  const char* mode = std::getenv("BRIGADE_EMULATOR_STREAMS");
+  return mode == nullptr || std::string(mode) != "sync";
+}
+
+// The calling thread's pending error, with the emulator's text ("" when none).
+inline std::string last_error() {
+  const cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? "" : std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+}
 
 void positions(int64_t* out, dim3 grid, dim3 block);
 void block_sum(const float* x, float* sums, int blocks);               // 256 threads a block

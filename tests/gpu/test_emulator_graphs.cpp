@@ -18,18 +18,10 @@
 
 using Catch::Contains;
 namespace et = brigade::emu_test;
+using et::asynchronous;
+using et::last_error;
 
 namespace {
-
-bool asynchronous() {
-  const char* mode = std::getenv("BRIGADE_EMULATOR_STREAMS");
-  return mode == nullptr || std::string(mode) != "sync";
-}
-
-std::string last_error() {
-  const cudaError_t e = cudaGetLastError();
-  return e == cudaSuccess ? "" : std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
-}
 
 // Two non-blocking streams, a pinned flag and two device buffers of 32 ints (zeroed).
 struct Fixture {

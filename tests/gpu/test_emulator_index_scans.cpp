@@ -18,6 +18,7 @@
 using namespace brigade;
 using Catch::Contains;
 namespace et = brigade::emu_test;
+using et::asynchronous;
 
 namespace {
 
@@ -55,11 +56,6 @@ struct HeldStream {
     cudaFreeHost(const_cast<int*>(flag));
   }
 };
-
-bool asynchronous() {
-  const char* mode = std::getenv("BRIGADE_EMULATOR_STREAMS");
-  return mode == nullptr || std::string(mode) != "sync";
-}
 
 }  // namespace
 

@@ -16,19 +16,10 @@
 
 using Catch::Contains;
 namespace et = brigade::emu_test;
+using et::asynchronous;
+using et::last_error;
 
 namespace {
-
-bool asynchronous() {
-  const char* mode = std::getenv("BRIGADE_EMULATOR_STREAMS");
-  return mode == nullptr || std::string(mode) != "sync";
-}
-
-// The calling thread's pending error, with the emulator's text ("" when none).
-std::string last_error() {
-  const cudaError_t e = cudaGetLastError();
-  return e == cudaSuccess ? "" : std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
-}
 
 struct Streams {
   cudaStream_t a = nullptr, b = nullptr;
