@@ -20,6 +20,18 @@ GraphedBackward::GraphedBackward(std::vector<Tensor> params, std::function<Tenso
 }
 
 void GraphedBackward::capture() {
+  try {
+    capture_once();
+  } catch (...) {
+    // The capture recorded gradients that were never computed: leave none behind to be applied.
+    for (Tensor& p : params_) p.zero_grad();
+    throw;
+  }
+  grads_.clear();
+  for (const Tensor& p : params_) grads_.push_back(p.grad());
+}
+
+void GraphedBackward::capture_once() {
   graph_.capture(params_[0].device(), [&] {
     // Gradients start from nothing inside the graph, so every replay writes them afresh; blocks of
     // the old ones are freed here, in the capture, and join the graph's pool.
@@ -31,8 +43,6 @@ void GraphedBackward::capture() {
     tape.backward(loss);
     loss_ = loss.detach();
   });
-  grads_.clear();
-  for (const Tensor& p : params_) grads_.push_back(p.grad());
 }
 
 Tensor GraphedBackward::run() {

@@ -36,7 +36,8 @@ class GraphedBackward {
   const CudaGraph& graph() const { return graph_; }
 
  private:
-  void capture();
+  void capture();       // capture_once, leaving no gradients behind if it fails
+  void capture_once();
 
   std::vector<Tensor> params_;
   std::function<Tensor()> loss_fn_;

@@ -20,7 +20,7 @@
 //   - Warm-up. Lazily created things (cuBLAS handles, optimizer state, cached kernels) must exist
 //     before the capture: run the work once eagerly first.
 //
-// The usual unit is forward + loss + backward (nn/graphed_step.h wraps exactly that); the optimizer
+// The usual unit is forward + loss + backward (autograd/graphed.h wraps exactly that); the optimizer
 // step and anything data-dependent on the host stay eager around it.
 //
 //   CudaGraph graph;

@@ -25,7 +25,9 @@ bool CheckedIndices::covers(const Tensor& t, int64_t bound, std::optional<int64_
 CheckedIndices check_indices(const char* op, const Tensor& indices, int64_t limit, std::optional<int64_t> ignore_index,
                              const CheckedIndices* earlier, IndexScan& bad) {
   bad = IndexScan{};
-  if (earlier != nullptr && earlier->covers(indices, limit, ignore_index)) return *earlier;
+  // A count the host learnt outside a capture must not be baked into one (each replay has its own).
+  const bool reusable = earlier != nullptr && !(earlier->counted >= 0 && is_capturing(indices.device()));
+  if (reusable && earlier->covers(indices, limit, ignore_index)) return *earlier;
   CheckedIndices checked;
   checked.source = indices;
   checked.source_storage = indices.storage();

@@ -166,9 +166,7 @@ void CachingAllocator::release_cached_locked(int device) {
     const PoolId graph_pool = std::get<2>(it->first);
     // A graph pool's blocks are the graph's until release_graph_pool; and no cudaFree while a
     // stream of the device captures.
-    bool capturing = false;
-    for (const auto& [key, pool] : capturing_) capturing = capturing || key.first == pool_device;
-    if ((device >= 0 && pool_device != device) || graph_pool != 0 || capturing) {
+    if ((device >= 0 && pool_device != device) || graph_pool != 0 || capturing_on_locked(pool_device)) {
       ++it;
       continue;
     }
@@ -196,7 +194,13 @@ void CachingAllocator::fail_out_of_memory_locked(int device, size_t bytes) {
        format_bytes(s.allocated), " allocated by tensors, ", format_bytes(s.reserved), " reserved",
        in_graphs == 0 ? std::string() : " (" + format_bytes(in_graphs) + " of it cached for CUDA graphs)", ", ",
        format_bytes(free_bytes), " free of ",
-       format_bytes(total_bytes), capturing_.empty() ? "" : "; a CUDA graph is being captured, so cached blocks could not be given back");
+       format_bytes(total_bytes), capturing_on_locked(device) ? "; a CUDA graph is being captured on this device, so cached blocks could not be given back" : "");
+}
+
+bool CachingAllocator::capturing_on_locked(int device) const {
+  for (const auto& [key, pool] : capturing_)
+    if (key.first == device) return true;
+  return false;
 }
 
 CachingAllocator::PoolId CachingAllocator::routed_pool_locked(int device, StreamKey stream) const {

@@ -22,8 +22,8 @@
 //  - CUDA graphs get pools of their own. A graph replays its kernels with the addresses they were
 //    captured with, so every block the captured work touched must stay reserved for the graph —
 //    also once the tensors that held it are gone. While a stream captures (begin_graph_pool), its
-//    allocations come from a private pool, blocks it frees return there (also blocks allocated
-//    before the capture: captured work may use them), and they are reused only by that capture or
+//    allocations come from a private pool, blocks it frees return there (also blocks this stream
+//    allocated before the capture: captured work may use them), and they are reused only by that capture or
 //    by later captures sharing the pool. end_graph_pool stops the routing; release_graph_pool, when
 //    the graph is destroyed, gives the pool's blocks back to the stream's ordinary cache. Cached
 //    blocks of a pool are never returned to the backend, and nothing is while a capture is under
@@ -131,6 +131,7 @@ class CachingAllocator {
   CudaMemoryStats& stats_locked(int device);
   [[noreturn]] void fail_out_of_memory_locked(int device, size_t bytes);
   PoolId routed_pool_locked(int device, StreamKey stream) const;  // the capturing pool, or 0
+  bool capturing_on_locked(int device) const;
 
   MemoryBackend& backend_;
   mutable std::mutex mutex_;
