@@ -8,6 +8,7 @@
 // in autograd/functions/views.cpp.
 #pragma once
 
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -66,6 +67,9 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // x @ weight^T + bias (bias may be undefined), weight [out, in]. One tape node with inputs
 // {x, weight, bias}, so the input-grad / weight-grad split separates the two GEMMs.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
+// act(x @ weight^T + bias), still one node: the bias and activation run inside the GEMM's epilogue
+// (one pass over the output instead of three), with the same bits as linear() followed by gelu().
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation act);
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
 
@@ -79,6 +83,11 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
 // ---- normalisation (over the last dim) ----
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-6);
+// A pre-LN transformer's residual add and the next norm, fused: {h, layer_norm(h)} with h = x +
+// residual, one kernel forward and one backward (ops::add_layer_norm). The same bits as computing
+// h = x + residual and layer_norm(h) apart.
+std::pair<Tensor, Tensor> add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight,
+                                         const Tensor& bias, double eps = 1e-5);
 
 // ---- lookup, loss, regularisation ----
 Tensor embedding(const Tensor& weight, const Tensor& indices);

@@ -8,6 +8,9 @@
 // On a GPU there are three GEMMs (MatmulBackend, kernels/cuda/gemm.h); which one runs is the one extra
 // argument this op passes to its CUDA kernel. The CPU has one GEMM, in f32/f64: 16-bit operands are
 // widened for it, while the GPU GEMMs read them directly.
+//
+// linear is here too: the same GEMM on [rows, in] @ [in, out] (W^T read through its strides) with a
+// linear layer's bias and activation fused into its epilogue.
 #include <algorithm>
 #include <atomic>
 
@@ -77,6 +80,23 @@ void run_gemm(const Tensor& out, const Tensor& a, const Tensor& b, MatmulBackend
   cpu::matmul(out, a, b);
 }
 
+// Checks a linear layer's operands, naming every shape involved.
+void check_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_defined("linear", x, "input");
+  check_defined("linear", weight, "weight");
+  check_same_device("linear", x, weight);
+  check_same_dtype("linear", x, weight);
+  check_floating("linear", x);
+  BRIGADE_CHECK(weight.dim() == 2, "linear: weight must be 2-D [out, in], got shape ", shape_str(weight.shape()));
+  BRIGADE_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), "linear: input shape ", shape_str(x.shape()),
+                " does not end in weight's in_features (weight shape ", shape_str(weight.shape()), ")");
+  if (!bias.defined()) return;
+  check_same_device("linear", x, bias);
+  check_same_dtype("linear", x, bias);
+  BRIGADE_CHECK(bias.shape() == Shape{weight.size(0)}, "linear: bias shape ", shape_str(bias.shape()),
+                " should be [", weight.size(0), "] for weight shape ", shape_str(weight.shape()));
+}
+
 }  // namespace
 
 const char* matmul_backend_name(MatmulBackend backend) {
@@ -128,6 +148,59 @@ Tensor matmul(const Tensor& a, const Tensor& b, MatmulBackend backend) {
   if (a.dim() > 1) result_shape.push_back(a2.size(-2));
   if (b.dim() > 1) result_shape.push_back(b2.size(-1));
   return result_shape == out_shape ? out : make_view(out, result_shape, contiguous_strides(result_shape), 0);
+}
+
+LinearOutput linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation act, bool keep_pre) {
+  return linear(x, weight, bias, act, keep_pre, matmul_backend());
+}
+
+LinearOutput linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation act, bool keep_pre,
+                    MatmulBackend backend) {
+  check_linear(x, weight, bias);
+  const int64_t in = weight.size(1), out = weight.size(0);
+  Shape y_shape = x.shape();
+  y_shape.back() = out;
+  // The CPU GEMM takes f32 and f64: 16-bit data runs the separate ops (each widening and narrowing),
+  // which round where the fused epilogue would.
+  if (x.device().is_cpu() && is_half(x.dtype())) {
+    const Tensor wt = make_view(weight, {in, out}, {weight.stride(1), weight.stride(0)}, weight.offset());
+    Tensor pre = matmul(x, wt, backend);
+    if (bias.defined()) pre = binary(BinaryOp::add, pre, bias);
+    if (act == Activation::none) return {pre, keep_pre ? pre : Tensor()};
+    return {unary(UnaryOp::gelu, pre), keep_pre ? pre : Tensor()};
+  }
+  if (x.device().is_cuda())
+    BRIGADE_CHECK(backend_takes(backend, x.dtype()), "linear: the ", matmul_backend_name(backend),
+                  " backend has no kernel for ", dtype_name(x.dtype()), " (input ", shape_str(x.shape()), ", weight ",
+                  shape_str(weight.shape()), " on ", x.device().str(), ")");
+
+  // [..., in] as [rows, in]: a 2-D x is read through its strides; more dims are merged (a copy only
+  // when x's layout does not allow it).
+  const int64_t rows = shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));
+  const Tensor x_flat = x.dim() == 2 ? x : x.dim() == 1 ? with_unit_dim(x, 0) : [&] {
+    const Tensor xc = contiguous(x);
+    return make_view(xc, {rows, in}, {in, 1}, xc.offset());
+  }();
+  const Tensor wt = make_view(weight, {in, out}, {weight.stride(1), weight.stride(0)}, weight.offset());
+  const Tensor bias_c = bias.defined() ? contiguous(bias) : bias;
+  LinearOutput result;
+  result.y = empty({x_flat.size(0), out}, x.dtype(), x.device());
+  const bool separate_pre = keep_pre && act != Activation::none;
+  if (separate_pre) result.pre = empty({x_flat.size(0), out}, x.dtype(), x.device());
+#if BRIGADE_HAVE_CUDA
+  if (x.device().is_cuda()) {
+    cuda::linear_epilogue(result.y, result.pre, x_flat, wt, bias_c, act, backend);
+  } else
+#endif
+  {
+    check_cpu_backend("linear", x);
+    cpu::linear_epilogue(result.y, result.pre, x_flat, wt, bias_c, act);
+  }
+  const Strides strides = contiguous_strides(y_shape);
+  result.y = make_view(result.y, y_shape, strides, 0);
+  if (separate_pre) result.pre = make_view(result.pre, y_shape, strides, 0);
+  else if (keep_pre) result.pre = result.y;
+  return result;
 }
 
 }  // namespace brigade::ops

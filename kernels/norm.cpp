@@ -1,4 +1,5 @@
-// ops: layer_norm and rms_norm over the last dim, and their backward kernels.
+// ops: layer_norm and rms_norm over the last dim, and their backward kernels; add_layer_norm, a
+// residual add fused with the layer_norm after it.
 //
 // The kernels see contiguous [rows, D] data: this layer makes inputs contiguous and, for the CPU
 // reference, widens bf16/f16 to f32 (narrowing results back); CUDA kernels read 16-bit data directly
@@ -90,6 +91,54 @@ std::pair<Tensor, Tensor> layer_norm_backward_params(const Tensor& grad_y, const
   const Tensor mean = contiguous(saved.mean), rstd = contiguous(saved.rstd);
   BRIGADE_DISPATCH("layer_norm_backward_params", x, norm_backward_params(grad_weight, grad_bias, g, xc, mean, rstd));
   return {narrow_to(grad_weight, x.dtype()), narrow_to(grad_bias, x.dtype())};
+}
+
+AddNormOutput add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
+                             double eps) {
+  check_input("add_layer_norm", x, weight, bias);
+  check_defined("add_layer_norm", residual, "residual");
+  check_same_device("add_layer_norm", x, residual);
+  check_same_dtype("add_layer_norm", x, residual);
+  BRIGADE_CHECK(residual.shape() == x.shape(), "add_layer_norm: residual shape ", shape_str(residual.shape()),
+                " differs from input shape ", shape_str(x.shape()));
+  // The CPU kernels compute 16-bit data in f32: the separate ops round the sum where the fused
+  // kernel would (to x's dtype) only when run apart.
+  if (x.device().is_cpu() && is_half(x.dtype())) {
+    AddNormOutput out;
+    out.sum = binary(BinaryOp::add, x, residual);
+    out.norm = layer_norm(out.sum, weight, bias, eps);
+    return out;
+  }
+  const DType t = x.dtype();
+  const Tensor xc = contiguous(x), rc = contiguous(residual), w = contiguous_as(weight, t), b = contiguous_as(bias, t);
+  AddNormOutput out;
+  out.sum = empty(x.shape(), t, x.device());
+  out.norm.y = empty(x.shape(), t, x.device());
+  out.norm.mean = empty({rows_of(x)}, stats_dtype(t), x.device());
+  out.norm.rstd = empty({rows_of(x)}, stats_dtype(t), x.device());
+  BRIGADE_DISPATCH("add_layer_norm", x,
+                   layer_norm(out.norm.y, out.norm.mean, out.norm.rstd, xc, w, b, eps, rc, out.sum));
+  return out;
+}
+
+Tensor add_layer_norm_backward_input(const Tensor& grad_y, const Tensor& grad_sum, const Tensor& sum,
+                                     const Tensor& weight, const NormOutput& saved) {
+  check_defined("add_layer_norm_backward_input", grad_sum, "grad_sum");
+  check_same_device("add_layer_norm_backward_input", grad_sum, sum);
+  check_same_dtype("add_layer_norm_backward_input", grad_sum, sum);
+  BRIGADE_CHECK(grad_sum.shape() == sum.shape(), "add_layer_norm_backward_input: grad_sum shape ",
+                shape_str(grad_sum.shape()), " differs from sum shape ", shape_str(sum.shape()));
+  if (sum.device().is_cpu() && is_half(sum.dtype()))  // as in the forward: the separate ops
+    return binary(BinaryOp::add, grad_sum, layer_norm_backward_input(grad_y, sum, weight, saved));
+  check_input("add_layer_norm_backward_input", sum, weight, Tensor());
+  check_backward("add_layer_norm_backward_input", grad_y, sum, saved, true);
+  const DType t = sum.dtype();
+  const Tensor g = contiguous_as(grad_y, t), s = contiguous(sum), w = contiguous_as(weight, t);
+  const Tensor gs = contiguous_as(grad_sum, t);
+  const Tensor mean = contiguous(saved.mean), rstd = contiguous(saved.rstd);
+  Tensor grad_x = empty(sum.shape(), t, sum.device());
+  BRIGADE_DISPATCH("add_layer_norm_backward_input", sum, norm_backward_input(grad_x, g, s, w, mean, rstd, gs));
+  return grad_x;
 }
 
 NormOutput rms_norm(const Tensor& x, const Tensor& weight, double eps) {

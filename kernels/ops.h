@@ -107,6 +107,17 @@ const char* matmul_backend_name(MatmulBackend backend);  // "automatic", "cublas
 void set_matmul_backend(MatmulBackend backend);           // process-wide; the default is automatic
 MatmulBackend matmul_backend();
 Tensor matmul(const Tensor& a, const Tensor& b, MatmulBackend backend);  // this call only
+// A linear layer, fused: y = act(x @ weight^T + bias) with x [..., in], weight [out, in], bias [out]
+// (undefined: none) — one GEMM whose epilogue adds the bias and applies the activation on the way
+// out, instead of three passes over [rows, out]. The bits equal those of matmul, add and gelu run
+// one after the other (kernels/twins/matmul.inc says where it rounds). With keep_pre, `pre` holds
+// x @ weight^T + bias, the activation's input, which its backward needs (for act none, pre is y).
+struct LinearOutput {
+  Tensor y, pre;
+};
+LinearOutput linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation act, bool keep_pre);
+LinearOutput linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation act, bool keep_pre,
+                    MatmulBackend backend);  // this call only
 // Whether f32 matmuls and convolutions on a GPU may use TF32 tensor cores (inputs rounded to a 10-bit
 // mantissa: several times faster, ~1e-3 relative error). Off by default, so f32 means f32.
 void set_allow_tf32(bool allow);
@@ -126,6 +137,18 @@ Tensor layer_norm_backward_input(const Tensor& grad_y, const Tensor& x, const Te
 // {grad_weight, grad_bias} (each undefined when the corresponding parameter is).
 std::pair<Tensor, Tensor> layer_norm_backward_params(const Tensor& grad_y, const Tensor& x, const Tensor& weight,
                                                      const Tensor& bias, const NormOutput& saved);
+// Residual add + layer_norm, fused: sum = x + residual (x's dtype, the bits add() gives), and
+// norm = layer_norm(sum) — one pass over the rows instead of two. x and residual have one shape.
+struct AddNormOutput {
+  Tensor sum;
+  NormOutput norm;
+};
+AddNormOutput add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
+                             double eps);
+// Its backward: layer_norm_backward_input(grad_y, sum, ...) + grad_sum in one pass (grad_sum: the
+// gradient of `sum` from its other uses; the result is the gradient of both x and residual).
+Tensor add_layer_norm_backward_input(const Tensor& grad_y, const Tensor& grad_sum, const Tensor& sum,
+                                     const Tensor& weight, const NormOutput& saved);
 NormOutput rms_norm(const Tensor& x, const Tensor& weight, double eps);
 Tensor rms_norm_backward_input(const Tensor& grad_y, const Tensor& x, const Tensor& weight, const NormOutput& saved);
 Tensor rms_norm_backward_weight(const Tensor& grad_y, const Tensor& x, const NormOutput& saved);

@@ -12,6 +12,10 @@ namespace brigade {
 // call like cross_entropy(x, t, -100, Reduction::sum) doesn't also find ops::cross_entropy by ADL.)
 enum class Reduction { mean, sum };
 
+// What a fused GEMM epilogue applies after the bias (brigade::linear, ops::linear): nothing, or GELU
+// (the tanh approximation, as brigade::gelu).
+enum class Activation { none, gelu };
+
 // Fused attention's settings (ops::attention, brigade::attention; in namespace brigade for the
 // reason Reduction is). Query i of Tq attends to keys j of Tk; with `causal` the queries are the
 // last Tq positions of the Tk (past = Tk - Tq, as with a KV cache), so query i sees keys j <= past + i. Dropout zeroes a softmax weight (b, h, i, j) when

@@ -18,12 +18,15 @@ std::string Linear::details() const {
          ", bias=" + (bias.defined() ? "true" : "false");
 }
 
-Tensor Linear::forward(const Tensor& x) {
+Tensor Linear::forward(const Tensor& x) { return forward(x, Activation::none); }
+
+Tensor Linear::forward(const Tensor& x, Activation act) {
   BRIGADE_CHECK(x.dim() >= 1 && x.size(-1) == in_features, "Linear: input shape ", shape_str(x.shape()),
                 " does not end in in_features=", in_features);
   // One tape node (see autograd/functions/linear.cpp): W^T is read through its strides, no copy,
-  // and the weight gradient stays separable from the input gradient.
-  return linear(x, weight, bias);
+  // the bias and activation ride in the GEMM's epilogue, and the weight gradient stays separable
+  // from the input gradient.
+  return linear(x, weight, bias, act);
 }
 
 }  // namespace brigade::nn

@@ -1,6 +1,7 @@
 // Linear: y = x W^T + b, the fully connected layer.
 #pragma once
 
+#include "kernels/params.h"
 #include "nn/init.h"
 #include "nn/module.h"
 
@@ -16,6 +17,9 @@ class Linear : public Module {
   std::string details() const override;
   // x [..., in] -> [..., out]
   Tensor forward(const Tensor& x) override;
+  // act(x W^T + b) with the activation fused into the GEMM's epilogue (brigade::linear): the bits of
+  // forward(x) followed by the activation, one pass over the output instead of two.
+  Tensor forward(const Tensor& x, Activation act);
 
   const int64_t in_features, out_features;
   Tensor weight;

@@ -20,7 +20,7 @@ class MLP : public Module {
   Tensor forward(const Tensor& x) override;  // [..., dim] -> [..., dim]
 
   std::shared_ptr<Linear> fc;
-  std::shared_ptr<GELU> act;
+  std::shared_ptr<GELU> act;  // shows the structure; forward fuses it into fc (see mlp.cpp)
   std::shared_ptr<Linear> proj;
   std::shared_ptr<Dropout> drop;
 };

@@ -38,6 +38,11 @@ Tensor LayerNorm::forward(const Tensor& x) {
   return layer_norm(x, weight, bias, eps);
 }
 
+std::pair<Tensor, Tensor> LayerNorm::forward_add(const Tensor& x, const Tensor& residual) {
+  check_last_dim("LayerNorm", x, dim);
+  return add_layer_norm(x, residual, weight, bias, eps);
+}
+
 RMSNorm::RMSNorm(int64_t d, double e, const Init& init) : dim(d), eps(e) {
   BRIGADE_CHECK(d > 0, "RMSNorm: dim must be positive, got ", d);
   BRIGADE_CHECK(e >= 0, "RMSNorm: eps must be non-negative, got ", e);

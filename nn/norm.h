@@ -1,6 +1,8 @@
 // Normalisation over the last dim: LayerNorm and RMSNorm.
 #pragma once
 
+#include <utility>
+
 #include "nn/init.h"
 #include "nn/module.h"
 
@@ -15,6 +17,9 @@ class LayerNorm : public Module {
   std::string name() const override { return "LayerNorm"; }
   std::string details() const override;
   Tensor forward(const Tensor& x) override;
+  // {h, forward(h)} with h = x + residual, fused into one kernel each way (brigade::add_layer_norm):
+  // a pre-LN block's residual add and its next norm.
+  std::pair<Tensor, Tensor> forward_add(const Tensor& x, const Tensor& residual);
 
   const int64_t dim;
   const double eps;

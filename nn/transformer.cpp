@@ -11,14 +11,16 @@ TransformerBlock::TransformerBlock(int64_t n_embd, int64_t n_head, double dropou
   mlp = register_module("mlp", std::make_shared<MLP>(n_embd, 4 * n_embd, bias, dropout, init));
 }
 
+// h = x + attn(ln1(x)); out = h + mlp(ln2(h)). The first residual add and ln2 are one fused kernel
+// each way (LayerNorm::forward_add): the same bits as the two ops, one pass over the rows fewer.
 Tensor TransformerBlock::forward(const Tensor& x) {
-  Tensor h = x + (*attn)((*ln1)(x));
-  return h + (*mlp)((*ln2)(h));
+  const auto [h, normed] = ln2->forward_add(x, (*attn)((*ln1)(x)));
+  return h + (*mlp)(normed);
 }
 
 Tensor TransformerBlock::forward_cached(const Tensor& x, KVCache::Layer& cache, int64_t past, int64_t capacity) {
-  Tensor h = x + attn->forward_cached((*ln1)(x), cache, past, capacity);
-  return h + (*mlp)((*ln2)(h));
+  const auto [h, normed] = ln2->forward_add(x, attn->forward_cached((*ln1)(x), cache, past, capacity));
+  return h + (*mlp)(normed);
 }
 
 }  // namespace brigade::nn

@@ -1,4 +1,5 @@
-// linear(x, W, b) = x @ W^T + b, as ONE recorded op.
+// linear(x, W, b) = act(x @ W^T + b), as ONE recorded op, computed by one GEMM with the bias and
+// activation in its epilogue (ops::linear).
 //
 // Writing it as matmul(x, W.transpose(0, 1)) would give the same numbers, but the tape would then see
 // the transposed view (not W) as the matmul's input, and the expensive weight gradient x^T·dy would
@@ -12,34 +13,36 @@
 
 namespace brigade {
 
-Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
-  const Tensor x = autocast(x_in), weight = autocast(weight_in), bias = autocast(bias_in);
-  ops::check_defined("linear", x, "input");
-  ops::check_defined("linear", weight, "weight");
-  BRIGADE_CHECK(weight.dim() == 2, "linear: weight must be 2-D [out, in], got shape ", shape_str(weight.shape()));
-  BRIGADE_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), "linear: input shape ", shape_str(x.shape()),
-                " does not end in weight's in_features (weight shape ", shape_str(weight.shape()), ")");
-  if (bias.defined())
-    BRIGADE_CHECK(bias.shape() == Shape{weight.size(0)}, "linear: bias shape ", shape_str(bias.shape()),
-                  " should be [", weight.size(0), "] for weight shape ", shape_str(weight.shape()));
-  const int64_t in = weight.size(1), out = weight.size(0);
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  return linear(x, weight, bias, Activation::none);
+}
 
-  Tensor y;
-  {
-    NoGradGuard plumbing;  // the transposed view below is how the GEMM reads W, not a graph node
-    y = ops::matmul(x, weight.transpose(0, 1));
-    if (bias.defined()) y = ops::binary(ops::BinaryOp::add, y, bias);
-  }
-  record("linear", {x, weight, bias}, {y},
-         [x, weight, bias, in, out](const std::vector<Tensor>& g, const std::vector<bool>& want) {
+Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, Activation act) {
+  const Tensor x = autocast(x_in), weight = autocast(weight_in), bias = autocast(bias_in);
+  const bool recording = should_record({x, weight, bias});
+  // The activation's backward needs its input; without a tape it is not kept at all.
+  const ops::LinearOutput out = ops::linear(x, weight, bias, act, recording && act != Activation::none);
+  if (!recording) return out.y;
+  const int64_t in = weight.size(1), out_features = weight.size(0);
+  record(act == Activation::gelu ? "linear_gelu" : "linear", {x, weight, bias}, {out.y},
+         // y is kept for the activation's backward as gelu() keeps it (its kernel takes both; GELU's
+         // derivative reads pre). It costs nothing: the next layer keeps y as its input anyway.
+         [x, weight, bias, pre = out.pre, y = out.y.detach(), act, in, out_features](const std::vector<Tensor>& g,
+                                                                                     const std::vector<bool>& want) {
            std::vector<Tensor> grads(3);
-           const Tensor gy_rows = g[0].reshape({-1, out});  // every leading dim is a row
-           if (want[0]) grads[0] = ops::matmul(g[0], weight);                      // dy @ W
-           if (want[1]) grads[1] = ops::matmul(gy_rows.transpose(0, 1), x.reshape({-1, in}));  // dy^T @ x
-           if (want[2]) grads[2] = ops::sum(gy_rows, {0}, false);
+           // The gradient at the activation's input. A zero-bubble schedule asks for the input and
+           // weight gradients at different times and this runs for each (one elementwise pass, small
+           // next to the GEMMs).
+           const Tensor grad_pre = act == Activation::gelu ? ops::unary_backward(ops::UnaryOp::gelu, g[0], pre, y) : g[0];
+           // Every leading dim is a row (counted, not inferred: with in = 0, x has no elements).
+           const int64_t row_count = shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));
+           const Tensor rows = grad_pre.reshape({row_count, out_features});
+           if (want[0]) grads[0] = ops::matmul(grad_pre, weight);                                // dy @ W
+           if (want[1]) grads[1] = ops::matmul(rows.transpose(0, 1), x.reshape({row_count, in}));  // dy^T @ x
+           if (want[2]) grads[2] = ops::sum(rows, {0}, false);
            return grads;
          });
-  return y;
+  return out.y;
 }
 
 }  // namespace brigade

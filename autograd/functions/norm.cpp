@@ -1,4 +1,4 @@
-// Differentiable layer_norm and rms_norm. The backward is two independent kernels — one for the
+// Differentiable layer_norm, rms_norm and add_layer_norm (a residual add fused with the norm after it). The backward is two independent kernels — one for the
 // input gradient, one for the parameter gradients — so a zero-bubble schedule can ask for them at
 // different times (the tape's `want` mask) and each is computed only when asked for.
 #include "autograd/autocast.h"
@@ -32,6 +32,34 @@ Tensor layer_norm(const Tensor& x_in, const Tensor& weight_in, const Tensor& bia
            return grads;
          });
   return out.y;
+}
+
+std::pair<Tensor, Tensor> add_layer_norm(const Tensor& x_in, const Tensor& residual_in, const Tensor& weight_in,
+                                         const Tensor& bias_in, double eps) {
+  const Tensor x = autocast(x_in), residual = autocast(residual_in);
+  const Tensor weight = autocast(weight_in), bias = autocast(bias_in);
+  ops::AddNormOutput out = ops::add_layer_norm(x, residual, weight, bias, eps);
+  if (!should_record({x, residual, weight, bias})) return {out.sum, out.norm.y};
+  // Outputs {sum, y}. The gradient of the sum and of both inputs is one tensor: the norm's input
+  // gradient plus what reaches the sum from its other uses, added in the same kernel.
+  record("add_layer_norm", {x, residual, weight, bias}, {out.sum, out.norm.y},
+         [sum = out.sum, weight, bias, saved = statistics_of(out.norm)](const std::vector<Tensor>& g,
+                                                                        const std::vector<bool>& want) {
+           std::vector<Tensor> grads(4);
+           if (want[0] || want[1]) {
+             const Tensor grad_sum = ops::add_layer_norm_backward_input(g[1], g[0], sum, weight, saved);
+             grads[0] = want[0] ? grad_sum : Tensor();
+             grads[1] = want[1] ? grad_sum : Tensor();
+           }
+           if (want[2] || want[3]) {
+             auto [gw, gb] = ops::layer_norm_backward_params(g[1], sum, want[2] ? weight : Tensor(),
+                                                             want[3] ? bias : Tensor(), saved);
+             grads[2] = gw;
+             grads[3] = gb;
+           }
+           return grads;
+         });
+  return {out.sum, out.norm.y};
 }
 
 Tensor rms_norm(const Tensor& x_in, const Tensor& weight_in, double eps) {

@@ -26,6 +26,8 @@
 #include <vector>
 
 #include "core/parallel.h"
+#include "kernels/cpu/activation_math.h"
+#include "kernels/cpu/elementwise_avx2.h"
 
 // x86-64: build an AVX2 + FMA variant of the hot loop next to the baseline one, and pick at run time.
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -265,10 +267,19 @@ Tiling choose_tiling(int64_t batch, int64_t m, int64_t n, int64_t k) {
   return {rows, cols, ceil_div(m, rows), count_n};
 }
 
-// Runs every tile of `batch` products c_i (+)= a_i @ b_i on the thread pool. `matrices(i)` returns
-// the three views of product i; all products share m, n and k.
-template <class T, class Matrices>
-void batched_gemm(int64_t batch, int64_t m, int64_t n, int64_t k, const Matrices& matrices, bool accumulate) {
+// What runs on a tile of C right after its last K block, while the tile is still in cache: nothing
+// for a plain matmul; linear_epilogue's bias and activation.
+struct NoEpilogue {
+  template <class T>
+  void operator()(const MatrixView<T>&, int64_t, int64_t, int64_t, int64_t) const {}
+};
+
+// Runs every tile of `batch` products c_i (+)= a_i @ b_i on the thread pool, then `epilogue(c_i, i0,
+// mc, j0, nc)` on the tile. `matrices(i)` returns the three views of product i; all products share
+// m, n and k.
+template <class T, class Matrices, class Epilogue = NoEpilogue>
+void batched_gemm(int64_t batch, int64_t m, int64_t n, int64_t k, const Matrices& matrices, bool accumulate,
+                  const Epilogue& epilogue = {}) {
   if (batch == 0 || m == 0 || n == 0) return;
   const Tiling tiling = choose_tiling<T>(batch, m, n, k);
   const int64_t tiles = tiling.count_m * tiling.count_n;
@@ -282,7 +293,9 @@ void batched_gemm(int64_t batch, int64_t m, int64_t n, int64_t k, const Matrices
       const auto [c, a, b] = matrices(t / tiles);
       const int64_t i0 = (t % tiles) / tiling.count_n * tiling.rows;
       const int64_t j0 = (t % tiles) % tiling.count_n * tiling.cols;
-      compute_tile<T>(c, a, b, i0, std::min(tiling.rows, m - i0), j0, std::min(tiling.cols, n - j0), accumulate);
+      const int64_t mc = std::min(tiling.rows, m - i0), nc = std::min(tiling.cols, n - j0);
+      compute_tile<T>(c, a, b, i0, mc, j0, nc, accumulate);
+      epilogue(c, i0, mc, j0, nc);
     }
   });
 }
@@ -309,6 +322,16 @@ std::vector<int64_t> batch_offsets(const Tensor& t) {
     }
   }
   return offsets;
+}
+
+// out[j] = gelu(x[j]) for one contiguous row segment, by the same instructions the gelu op
+// (kernels/cpu/elementwise.cpp) uses, so a fused epilogue gives the unfused bits.
+void gelu_row(float* out, const float* x, int64_t n) {
+  if (avx2::available() && avx2::unary_f32(ops::UnaryOp::gelu, out, x, n)) return;
+  for (int64_t j = 0; j < n; ++j) out[j] = gelu(x[j]);
+}
+void gelu_row(double* out, const double* x, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) out[j] = gelu(x[j]);
 }
 
 // The i-th matrix of a batched tensor as a view.
@@ -341,6 +364,32 @@ void matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
       return std::tuple{matrix_at(out, pc, off_c[s]), matrix_at(a, pa, off_a[s]), matrix_at(b, pb, off_b[s])};
     };
     batched_gemm<T>(int64_t(off_c.size()), out.size(-2), out.size(-1), a.size(-1), matrices, false);
+  });
+}
+
+// linear_epilogue: the GEMM writes a @ b into pre (or straight into out when pre is not kept), and
+// each finished tile gets its bias and activation at once, one row segment at a time.
+void linear_epilogue(const Tensor& out, const Tensor& pre, const Tensor& a, const Tensor& b, const Tensor& bias,
+                     Activation act) {
+  visit_float(out.dtype(), "linear_epilogue", [&](auto tag) {
+    using T = decltype(tag);
+    const Tensor& sum = pre.defined() ? pre : out;
+    const MatrixView<T> c = matrix_at(sum, sum.data<T>(), 0);
+    const MatrixView<const T> x = matrix_at(a, static_cast<const T*>(a.data<T>()), 0);
+    const MatrixView<const T> y = matrix_at(b, static_cast<const T*>(b.data<T>()), 0);
+    const T* bias_data = bias.defined() ? bias.data<T>() : nullptr;
+    T* out_data = out.data<T>();
+    const int64_t n = out.size(-1);
+    auto finish = [&](const MatrixView<T>& tile_of_c, int64_t i0, int64_t mc, int64_t j0, int64_t nc) {
+      for (int64_t i = i0; i < i0 + mc; ++i) {
+        T* row = &tile_of_c(i, j0);
+        if (bias_data)
+          for (int64_t j = 0; j < nc; ++j) row[j] += bias_data[j0 + j];
+        if (act == Activation::gelu) gelu_row(out_data + i * n + j0, row, nc);
+      }
+    };
+    auto matrices = [&](int64_t) { return std::tuple{c, x, y}; };
+    batched_gemm<T>(1, c.rows, c.cols, x.cols, matrices, false, finish);
   });
 }
 

@@ -22,13 +22,16 @@ const T* data_or_null(const Tensor& t) {
   return t.defined() ? t.data<T>() : nullptr;
 }
 
-// Shared forward: centred (layer_norm) when mean_out is non-null, else rms_norm.
+// Shared forward: centred (layer_norm) when mean_out is non-null, else rms_norm. With a residual,
+// each row is first summed into `sum` and the sum is normalised.
 template <class T>
 void norm_forward(const Tensor& y, T* mean_out, T* rstd_out, const Tensor& x, const Tensor& weight,
-                  const Tensor& bias, double eps) {
+                  const Tensor& bias, double eps, const Tensor& residual = Tensor(), const Tensor& sum = Tensor()) {
   const int64_t d = x.size(-1);
   const int64_t rows = d == 0 ? 0 : x.numel() / d;
   const T* px = x.data<T>();
+  const T* pres = data_or_null<T>(residual);
+  T* psum = residual.defined() ? sum.data<T>() : nullptr;
   T* py = y.data<T>();
   const T* w = data_or_null<T>(weight);
   const T* b = data_or_null<T>(bias);
@@ -36,6 +39,11 @@ void norm_forward(const Tensor& y, T* mean_out, T* rstd_out, const Tensor& x, co
     for (int64_t r = begin; r < end; ++r) {
       const T* xr = px + r * d;
       T* yr = py + r * d;
+      if (pres) {
+        T* sr = psum + r * d;
+        for (int64_t i = 0; i < d; ++i) sr[i] = xr[i] + pres[r * d + i];
+        xr = sr;
+      }
       double mean = 0;
       if (mean_out) {
         for (int64_t i = 0; i < d; ++i) mean += double(xr[i]);
@@ -61,7 +69,7 @@ void norm_forward(const Tensor& y, T* mean_out, T* rstd_out, const Tensor& x, co
 // (no mean) drops the mean(gw) term, since its forward doesn't subtract a mean.
 template <class T>
 void norm_backward_input_impl(const Tensor& grad_x, const Tensor& grad_y, const Tensor& x, const Tensor& weight,
-                              const T* mean, const T* rstd) {
+                              const T* mean, const T* rstd, const T* grad_sum) {
   const int64_t d = x.size(-1);
   const int64_t rows = d == 0 ? 0 : x.numel() / d;
   const T* px = x.data<T>();
@@ -85,6 +93,7 @@ void norm_backward_input_impl(const Tensor& grad_x, const Tensor& grad_y, const 
       for (int64_t i = 0; i < d; ++i) {
         const T gw = w ? gr[i] * w[i] : gr[i];
         dxr[i] = s * (gw - mean_gw - (xr[i] - m) * s * mean_gw_xhat);
+        if (grad_sum) dxr[i] += grad_sum[r * d + i];
       }
     }
   });
@@ -122,10 +131,10 @@ void norm_backward_params_impl(const Tensor& grad_weight, const Tensor& grad_bia
 }  // namespace
 
 void layer_norm(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& weight,
-                const Tensor& bias, double eps) {
+                const Tensor& bias, double eps, const Tensor& residual, const Tensor& sum) {
   visit_float(x.dtype(), "layer_norm", [&](auto tag) {
     using T = decltype(tag);
-    norm_forward<T>(y, mean.data<T>(), rstd.data<T>(), x, weight, bias, eps);
+    norm_forward<T>(y, mean.data<T>(), rstd.data<T>(), x, weight, bias, eps, residual, sum);
   });
 }
 
@@ -137,10 +146,11 @@ void rms_norm(const Tensor& y, const Tensor& rstd, const Tensor& x, const Tensor
 }
 
 void norm_backward_input(const Tensor& grad_x, const Tensor& grad_y, const Tensor& x, const Tensor& weight,
-                         const Tensor& mean, const Tensor& rstd) {
+                         const Tensor& mean, const Tensor& rstd, const Tensor& grad_sum) {
   visit_float(x.dtype(), "norm_backward_input", [&](auto tag) {
     using T = decltype(tag);
-    norm_backward_input_impl<T>(grad_x, grad_y, x, weight, data_or_null<T>(mean), rstd.data<T>());
+    norm_backward_input_impl<T>(grad_x, grad_y, x, weight, data_or_null<T>(mean), rstd.data<T>(),
+                                data_or_null<T>(grad_sum));
   });
 }
 

@@ -14,7 +14,9 @@
 
 #include <cstdint>
 
+#include "core/device.h"
 #include "core/dtype.h"
+#include "kernels/params.h"
 
 namespace brigade::cuda {
 
@@ -28,12 +30,25 @@ struct GemmOutput {
   int64_t row_stride = 0, batch_stride = 0;  // in elements; columns are adjacent (col stride 1)
 };
 
+// A linear layer's epilogue, applied to C before it is stored (kernels/cuda/epilogue.cuh has the
+// arithmetic): C = act(A @ B + bias), with A @ B + bias also written to `pre` (same layout as C) when
+// pre is set. bias [n] and pre have C's dtype. Only the tensor-core GEMM applies it; matmul.cpp runs
+// the others plain and applies the epilogue in a pass of its own.
+struct GemmEpilogue {
+  const void* bias = nullptr;
+  void* pre = nullptr;
+  Activation activation = Activation::none;
+
+  bool active() const { return bias != nullptr || pre != nullptr || activation != Activation::none; }
+};
+
 struct GemmProblem {
   int64_t m = 0, n = 0, k = 0, batch = 1;
   DType in = DType::f32;   // dtype of A and B
   DType out = DType::f32;  // dtype of C: `in`, or f32 for 16-bit inputs
   GemmOperand a, b;        // A [m, k], B [k, n]
   GemmOutput c;            // C [m, n]
+  GemmEpilogue epilogue;   // none by default
 };
 
 // The largest batch one launch takes (the CUDA grid's z limit); callers split larger batches.
@@ -47,8 +62,13 @@ bool cublas_can_read(int64_t rows, int64_t cols, int64_t row_stride, int64_t col
 // The hand-written shared-memory GEMM (kernels/cuda/gemm_tiled.cu): f32, bf16, f16 inputs, any strides.
 void gemm_tiled(const GemmProblem& problem, cudaStream_t stream);
 
+// The epilogue as a pass of its own over a finished C [m, n] (contiguous rows, batch 1), for the GEMMs
+// that do not apply it: reads C, writes pre (which may be C itself) and C (kernels/cuda/epilogue.cu).
+void apply_epilogue(const GemmProblem& problem, Device device, cudaStream_t stream);
+
 // The hand-written tensor-core GEMM (kernels/cuda/gemm_tensor_core.cu): bf16, f16 inputs. Each of A and
-// B needs a unit stride in one dim, 16-byte aligned rows along it (tensor_core_can_read tells).
+// B needs a unit stride in one dim, 16-byte aligned rows along it (tensor_core_can_read tells). The
+// one GEMM that applies problem.epilogue itself.
 void gemm_tensor_core(const GemmProblem& problem, cudaStream_t stream);
 bool tensor_core_can_read(const GemmOperand& x, int64_t rows, int64_t cols);
 

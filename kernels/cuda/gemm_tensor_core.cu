@@ -32,6 +32,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/epilogue.cuh"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/mma.cuh"
 
@@ -146,8 +147,8 @@ __device__ __forceinline__ void load_fragments(uint32_t (&r)[4], uint32_t slice,
 
 template <class In, class Out, bool AKContiguous, bool BKContiguous>
 __global__ void __launch_bounds__(kBlockThreads)
-    gemm_tensor_core_kernel(int m, int n, int k, TcOperand<In> a, TcOperand<In> bt, TcOutput<Out> c, int tiles_m,
-                            int tiles_n) {
+    gemm_tensor_core_kernel(int m, int n, int k, TcOperand<In> a, TcOperand<In> bt, TcOutput<Out> c,
+                            Epilogue<Out> epilogue, int tiles_m, int tiles_n) {
   // kStages x (A slice, Bᵀ slice): 48 KiB, the most a block may declare statically.
   __shared__ __align__(128) unsigned char smem[kStages * 2 * kSliceBytes];
   const uint32_t smem_base = shared_address(smem);
@@ -215,8 +216,12 @@ __global__ void __launch_bounds__(kBlockThreads)
   }
   cp_async_wait<0>();  // nothing may still be writing shared memory when the block exits
 
-  // Accumulator fragment: lane holds rows lane/4 and lane/4 + 8, columns 2(lane%4) and +1.
+  // Accumulator fragment: lane holds rows lane/4 and lane/4 + 8, columns 2(lane%4) and +1. A linear
+  // layer's bias and activation are applied here, on the way out (epilogue.cuh); `pre`, when kept,
+  // has C's layout.
   Out* c_base = c.data + batch * c.batch_stride;
+  Out* pre_base = epilogue.pre ? epilogue.pre + batch * c.batch_stride : nullptr;
+  const bool fused = epilogue.active();
   const int frag_row = lane / 4, frag_col = 2 * (lane % 4);
 #pragma unroll
   for (int i = 0; i < kMmaRows; ++i)
@@ -228,8 +233,15 @@ __global__ void __launch_bounds__(kBlockThreads)
       for (int h = 0; h < 2; ++h) {  // rows frag_row and frag_row + 8
         const int row = m0 + warp_row + i * 16 + frag_row + h * 8;
         if (row >= m) continue;
-        store_pair(c_base + int64_t(row) * c.row_stride + col, acc[i][j][2 * h], acc[i][j][2 * h + 1], c.pair_stores,
-                   col + 1 < n);
+        const int64_t at = int64_t(row) * c.row_stride + col;
+        float v0 = acc[i][j][2 * h], v1 = acc[i][j][2 * h + 1];
+        if (fused) {
+          const bool second = col + 1 < n;
+          const Out h0 = add_bias(epilogue, v0, col), h1 = second ? add_bias(epilogue, v1, col + 1) : h0;
+          if (pre_base) store_pair(pre_base + at, to_compute(h0), to_compute(h1), c.pair_stores, second);
+          v0 = activate(epilogue, h0), v1 = activate(epilogue, h1);
+        }
+        store_pair(c_base + at, v0, v1, c.pair_stores, col + 1 < n);
       }
     }
 }
@@ -253,13 +265,18 @@ void launch(const GemmProblem& p, cudaStream_t stream) {
   const TcOperand<In> bt{static_cast<const In*>(p.b.data), BK ? p.b.col_stride : p.b.row_stride, p.b.batch_stride};
   TcOutput<Out> c{static_cast<Out*>(p.c.data), p.c.row_stride, p.c.batch_stride, false};
   c.pair_stores = (p.m == 1 || p.c.row_stride % 2 == 0) && p.c.batch_stride % 2 == 0 &&
-                  reinterpret_cast<uintptr_t>(p.c.data) % (2 * sizeof(Out)) == 0;
+                  reinterpret_cast<uintptr_t>(p.c.data) % (2 * sizeof(Out)) == 0 &&
+                  reinterpret_cast<uintptr_t>(p.epilogue.pre) % (2 * sizeof(Out)) == 0;
+  Epilogue<Out> e;
+  e.bias = static_cast<const Out*>(p.epilogue.bias);
+  e.pre = static_cast<Out*>(p.epilogue.pre);
+  e.gelu = p.epilogue.activation == Activation::gelu;
   const int64_t tiles_m = (p.m + kTile - 1) / kTile, tiles_n = (p.n + kTile - 1) / kTile;
   BRIGADE_CHECK(p.m <= INT_MAX && p.n <= INT_MAX && p.k <= INT_MAX && tiles_m * tiles_n <= INT_MAX && p.batch <= 65535, "matmul (tensor_core): problem [", p.m, ", ", p.k,
                 "] @ [", p.k, ", ", p.n, "] (batch ", p.batch, ") is too large for one launch");
   const dim3 grid(unsigned(tiles_m * tiles_n), 1, unsigned(p.batch));
   gemm_tensor_core_kernel<In, Out, AK, BK>
-      <<<grid, kBlockThreads, 0, stream>>>(int(p.m), int(p.n), int(p.k), a, bt, c, int(tiles_m), int(tiles_n));
+      <<<grid, kBlockThreads, 0, stream>>>(int(p.m), int(p.n), int(p.k), a, bt, c, e, int(tiles_m), int(tiles_n));
   BRIGADE_CUDA_CHECK_LAUNCH();
 }
 

@@ -35,5 +35,7 @@ namespace brigade::cuda {
 // The GPU's own: matmul with an explicit GEMM (automatic = cuBLAS); the op layer has checked that
 // the backend takes the dtype (ops::matmul's list).
 void matmul(const Tensor& out, const Tensor& a, const Tensor& b, ops::MatmulBackend backend);
+void linear_epilogue(const Tensor& out, const Tensor& pre, const Tensor& a, const Tensor& b, const Tensor& bias,
+                     Activation act, ops::MatmulBackend backend);
 
 }  // namespace brigade::cuda

@@ -9,6 +9,8 @@
 //      contiguous [B, H, m, k] is one batch of B * H. Only dims that cannot merge (e.g. a permuted
 //      operand) are looped over on the host, one strided-batched launch per outer index.
 //   3. Each problem goes to its GEMM on the current stream.
+// linear_epilogue is the same path for one 2-D product, with a linear layer's bias and activation
+// (kernels/cuda/epilogue.cuh): inside the tensor-core GEMM, or as one pass after the others.
 #include <algorithm>
 #include <vector>
 
@@ -80,38 +82,43 @@ Tensor readable(const Tensor& x, ops::MatmulBackend backend) {
   }
 }
 
-void run(const GemmProblem& p, ops::MatmulBackend backend, cudaStream_t stream) {
-  switch (backend) {
-    case ops::MatmulBackend::tiled: return gemm_tiled(p, stream);
-    case ops::MatmulBackend::tensor_core: return gemm_tensor_core(p, stream);
-    default: return gemm_cublas(p, stream);
-  }
+// Runs one problem. The tensor-core GEMM applies an epilogue itself; after the others it is a pass
+// of its own over C.
+void run(const GemmProblem& p, ops::MatmulBackend backend, Device device, cudaStream_t stream) {
+  if (backend == ops::MatmulBackend::tensor_core) return gemm_tensor_core(p, stream);
+  GemmProblem plain = p;
+  plain.epilogue = {};
+  if (backend == ops::MatmulBackend::tiled) gemm_tiled(plain, stream);
+  else gemm_cublas(plain, stream);
+  if (p.epilogue.active()) apply_epilogue(p, device, stream);
 }
 
 const char* at_bytes(const void* p, int64_t elements, size_t element_size) {
   return static_cast<const char*>(p) + elements * int64_t(element_size);
 }
 
-}  // namespace
-
-void matmul(const Tensor& out, const Tensor& a, const Tensor& b) { matmul(out, a, b, ops::matmul_backend()); }
-
-void matmul(const Tensor& out, const Tensor& a, const Tensor& b, ops::MatmulBackend backend) {
+// out = a @ b with `epilogue` applied (none for a plain matmul; linear_epilogue's 2-D products only).
+void gemm(const Tensor& out, const Tensor& a, const Tensor& b, ops::MatmulBackend backend,
+          const GemmEpilogue& epilogue) {
   if (out.numel() == 0) return;
+  BRIGADE_CHECK(!epilogue.active() || out.dim() == 2, "matmul: an epilogue needs one 2-D product, got out shape ",
+                shape_str(out.shape()));
   cudaStream_t stream = stream_for(out);
   const int64_t m = out.size(-2), n = out.size(-1), k = a.size(-1);
+  GemmProblem base;
+  base.m = m, base.n = n, base.k = k;
+  base.out = out.dtype();
+  base.c = {out.raw_data(), out.stride(-2), 0};
+  base.epilogue = epilogue;
   if (k == 0) {  // an empty sum: C = 0 (out is contiguous, and all-zero bits are 0.0 in every dtype)
     BRIGADE_CUDA_CHECK(cudaMemsetAsync(out.raw_data(), 0, out.nbytes(), stream));
+    if (epilogue.active()) apply_epilogue(base, out.device(), stream);
     return;
   }
   if (backend == ops::MatmulBackend::automatic) backend = ops::MatmulBackend::cublas;
   const Tensor A = readable(a, backend), B = readable(b, backend);
-
-  GemmProblem base;
-  base.m = m, base.n = n, base.k = k;
-  base.in = A.dtype(), base.out = out.dtype();
+  base.in = A.dtype();
   base.a = operand(A), base.b = operand(B);
-  base.c = {out.raw_data(), out.stride(-2), 0};
 
   // The last collapsed batch dim is each launch's batch; the ones before it are looped over here.
   std::vector<BatchDim> dims = collapse_batch_dims(out, A, B);
@@ -133,13 +140,35 @@ void matmul(const Tensor& out, const Tensor& a, const Tensor& b, ops::MatmulBack
       p.b.data = at_bytes(base.b.data, off_b + first * inner.b, in_size);
       p.c.data = const_cast<char*>(at_bytes(base.c.data, off_out + first * inner.out, out_size));
       p.a.batch_stride = inner.a, p.b.batch_stride = inner.b, p.c.batch_stride = inner.out;
-      run(p, backend, stream);
+      run(p, backend, out.device(), stream);
     }
     for (size_t d = dims.size(); d-- > 0;) {  // odometer step over the outer dims
       if (++index[d] < dims[d].size) break;
       index[d] = 0;
     }
   }
+}
+
+}  // namespace
+
+void matmul(const Tensor& out, const Tensor& a, const Tensor& b) { matmul(out, a, b, ops::matmul_backend()); }
+
+void matmul(const Tensor& out, const Tensor& a, const Tensor& b, ops::MatmulBackend backend) {
+  gemm(out, a, b, backend, GemmEpilogue{});
+}
+
+void linear_epilogue(const Tensor& out, const Tensor& pre, const Tensor& a, const Tensor& b, const Tensor& bias,
+                     Activation act) {
+  linear_epilogue(out, pre, a, b, bias, act, ops::matmul_backend());
+}
+
+void linear_epilogue(const Tensor& out, const Tensor& pre, const Tensor& a, const Tensor& b, const Tensor& bias,
+                     Activation act, ops::MatmulBackend backend) {
+  GemmEpilogue epilogue;
+  epilogue.bias = bias.defined() ? bias.raw_data() : nullptr;
+  epilogue.pre = pre.defined() ? pre.raw_data() : nullptr;
+  epilogue.activation = act;
+  gemm(out, a, b, backend, epilogue);
 }
 
 }  // namespace brigade::cuda

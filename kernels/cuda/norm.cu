@@ -51,9 +51,14 @@ struct AddPair {
 // mean = sum(x) / d (layer_norm only), rstd = 1 / sqrt(sum((x - mean)^2) / d + eps), then
 // y = (x - mean) * rstd * weight + bias. Two passes for the statistics rather than one (sum and sum
 // of squares) so a row far from zero — mean 1000, spread 0.001 — loses no precision.
+//
+// With a residual, the row is first summed (rounded to T, as add() rounds) into `sum`, and the later
+// passes read the sum back: each thread reads only the elements it wrote, so no barrier is needed, and
+// the re-reads come from cache.
 template <bool kWholeBlock, bool kCentred, class T>
 __global__ void norm_forward_kernel(T* y, compute_t<T>* mean_out, compute_t<T>* rstd_out, const T* x,
-                                    const T* weight, const T* bias, int64_t rows, int64_t d, double eps) {
+                                    const T* residual, T* sum, const T* weight, const T* bias, int64_t rows,
+                                    int64_t d, double eps) {
   using C = compute_t<T>;
   using Group = RowGroup<kWholeBlock>;
   const int64_t r = Group::row();
@@ -61,6 +66,12 @@ __global__ void norm_forward_kernel(T* y, compute_t<T>* mean_out, compute_t<T>* 
   const int first = Group::rank(), step = Group::size();
   const T* xr = x + r * d;
   T* yr = y + r * d;
+  if (residual) {
+    T* sr = sum + r * d;
+    const T* rr = residual + r * d;
+    for (int64_t i = first; i < d; i += step) sr[i] = from_compute<T>(to_compute(xr[i]) + to_compute(rr[i]));
+    xr = sr;
+  }
 
   C mean = 0;
   if constexpr (kCentred) {
@@ -90,10 +101,11 @@ __global__ void norm_forward_kernel(T* y, compute_t<T>* mean_out, compute_t<T>* 
 // ---- input gradient ----
 // grad_x = rstd * (gw - mean(gw) - x_hat * mean(gw * x_hat)), gw = grad_y * weight; rms_norm (no
 // mean) drops the mean(gw) term, as its forward subtracts no mean.
+// grad_sum (may be null) is added after rounding, as a separate add of the two gradients would.
 template <bool kWholeBlock, class T>
 __global__ void norm_backward_input_kernel(T* grad_x, const T* grad_y, const T* x, const T* weight,
-                                           const compute_t<T>* mean, const compute_t<T>* rstd, int64_t rows,
-                                           int64_t d) {
+                                           const compute_t<T>* mean, const compute_t<T>* rstd, const T* grad_sum,
+                                           int64_t rows, int64_t d) {
   using C = compute_t<T>;
   using Group = RowGroup<kWholeBlock>;
   const int64_t r = Group::row();
@@ -115,7 +127,8 @@ __global__ void norm_backward_input_kernel(T* grad_x, const T* grad_y, const T* 
 
   for (int64_t i = first; i < d; i += step) {
     const C gw = weight ? to_compute(gr[i]) * to_compute(weight[i]) : to_compute(gr[i]);
-    dxr[i] = from_compute<T>(s * (gw - mean_gw - (to_compute(xr[i]) - m) * s * mean_gw_xhat));
+    const T g = from_compute<T>(s * (gw - mean_gw - (to_compute(xr[i]) - m) * s * mean_gw_xhat));
+    dxr[i] = grad_sum ? from_compute<T>(to_compute(g) + to_compute(grad_sum[r * d + i])) : g;
   }
 }
 
@@ -176,7 +189,7 @@ __global__ void norm_params_finish_kernel(T* grad_weight, T* grad_bias, const co
 // ---- host side ----
 
 void forward(const char* op, const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
-             const Tensor& weight, const Tensor& bias, double eps) {
+             const Tensor& weight, const Tensor& bias, double eps, const Tensor& residual, const Tensor& sum) {
   const int64_t d = x.size(-1);
   const int64_t rows = d == 0 ? 0 : x.numel() / d;
   if (rows == 0) return;
@@ -190,13 +203,15 @@ void forward(const char* op, const Tensor& y, const Tensor& mean, const Tensor& 
     const T* xp = static_cast<const T*>(x.raw_data());
     const T* wp = data_or_null<T>(weight);
     const T* bp = data_or_null<T>(bias);
+    const T* res = data_or_null<T>(residual);
+    T* sp = residual.defined() ? static_cast<T*>(sum.raw_data()) : nullptr;
     launch_rows(rows, d, [&](auto whole_block, dim3 grid, dim3 block) {
       if (mean.defined())
-        norm_forward_kernel<decltype(whole_block)::value, true><<<grid, block, 0, stream>>>(yp, mp, rp, xp, wp, bp,
-                                                                                           rows, d, eps);
+        norm_forward_kernel<decltype(whole_block)::value, true>
+            <<<grid, block, 0, stream>>>(yp, mp, rp, xp, res, sp, wp, bp, rows, d, eps);
       else
-        norm_forward_kernel<decltype(whole_block)::value, false><<<grid, block, 0, stream>>>(yp, mp, rp, xp, wp, bp,
-                                                                                            rows, d, eps);
+        norm_forward_kernel<decltype(whole_block)::value, false>
+            <<<grid, block, 0, stream>>>(yp, mp, rp, xp, res, sp, wp, bp, rows, d, eps);
       BRIGADE_CUDA_CHECK_LAUNCH();
     });
   });
@@ -205,16 +220,16 @@ void forward(const char* op, const Tensor& y, const Tensor& mean, const Tensor& 
 }  // namespace
 
 void layer_norm(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& weight,
-                const Tensor& bias, double eps) {
-  forward("layer_norm", y, mean, rstd, x, weight, bias, eps);
+                const Tensor& bias, double eps, const Tensor& residual, const Tensor& sum) {
+  forward("layer_norm", y, mean, rstd, x, weight, bias, eps, residual, sum);
 }
 
 void rms_norm(const Tensor& y, const Tensor& rstd, const Tensor& x, const Tensor& weight, double eps) {
-  forward("rms_norm", y, Tensor(), rstd, x, weight, Tensor(), eps);
+  forward("rms_norm", y, Tensor(), rstd, x, weight, Tensor(), eps, Tensor(), Tensor());
 }
 
 void norm_backward_input(const Tensor& grad_x, const Tensor& grad_y, const Tensor& x, const Tensor& weight,
-                         const Tensor& mean, const Tensor& rstd) {
+                         const Tensor& mean, const Tensor& rstd, const Tensor& grad_sum) {
   const int64_t d = x.size(-1);
   const int64_t rows = d == 0 ? 0 : x.numel() / d;
   if (rows == 0) return;
@@ -228,9 +243,10 @@ void norm_backward_input(const Tensor& grad_x, const Tensor& grad_y, const Tenso
     const T* wp = data_or_null<T>(weight);
     const C* mp = data_or_null<C>(mean);
     const C* rp = static_cast<const C*>(rstd.raw_data());
+    const T* gs = data_or_null<T>(grad_sum);
     launch_rows(rows, d, [&](auto whole_block, dim3 grid, dim3 block) {
-      norm_backward_input_kernel<decltype(whole_block)::value><<<grid, block, 0, stream>>>(gx, gy, xp, wp, mp, rp,
-                                                                                          rows, d);
+      norm_backward_input_kernel<decltype(whole_block)::value>
+          <<<grid, block, 0, stream>>>(gx, gy, xp, wp, mp, rp, gs, rows, d);
       BRIGADE_CUDA_CHECK_LAUNCH();
     });
   });

@@ -113,6 +113,36 @@ inline std::vector<OpCase> linear_cases() {
         [](const std::vector<Tensor>& in) { return std::vector<Tensor>{linear(in[0], in[1], Tensor())}; },
         Accuracy::gemm, "no bias"));
   }
+  // The fused epilogue (bias + GELU) on each GEMM: inside the tensor-core GEMM's epilogue, a pass of
+  // its own after cuBLAS and the tiled GEMM. Shapes past the 128-wide tiles, odd widths (unpaired
+  // stores), and a K of 0 (the epilogue still runs on the zero product).
+  struct Fused {
+    ops::MatmulBackend backend;
+    const char* name;
+    DType dtype;
+  };
+  const Fused fused[] = {{ops::MatmulBackend::tensor_core, "tensor_core", DType::bf16},
+                         {ops::MatmulBackend::tensor_core, "tensor_core", DType::f16},
+                         {ops::MatmulBackend::cublas, "cublas", DType::f32},
+                         {ops::MatmulBackend::cublas, "cublas", DType::bf16},
+                         {ops::MatmulBackend::tiled, "tiled", DType::f32}};
+  for (const Fused& f : fused) {
+    for (const auto& [x, w, bias] : {std::tuple<Shape, Shape, bool>{{2, 70, 96}, {259, 96}, true},
+                                     {{33, 40}, {17, 40}, false},
+                                     {{5, 0}, {6, 0}, true}}) {
+      if (x.back() == 0 && f.dtype != DType::f32) continue;
+      std::vector<Input> inputs = {floats(x, f.dtype), floats(w, f.dtype)};
+      if (bias) inputs.push_back(floats({w[0]}, f.dtype));
+      OpCase c = make_case(
+          "linear", inputs,
+          [](const std::vector<Tensor>& in) {
+            return std::vector<Tensor>{linear(in[0], in[1], in.size() > 2 ? in[2] : Tensor(), Activation::gelu)};
+          },
+          Accuracy::gemm, std::string("gelu epilogue, ") + f.name + (bias ? "" : ", no bias"));
+      c.gpu_setup = with_matmul_backend(f.backend);
+      cases.push_back(c);
+    }
+  }
   return cases;
 }
 

@@ -1,4 +1,4 @@
-// Cross-backend cases: layer_norm, rms_norm, embedding, cross_entropy, dropout.
+// Cross-backend cases: layer_norm, rms_norm, add_layer_norm, embedding, cross_entropy, dropout.
 #pragma once
 
 #if BRIGADE_HAVE_CUDA
@@ -51,6 +51,16 @@ inline std::vector<OpCase> norm_cases() {
           "rms_norm", {x_rms, w},
           [](const std::vector<Tensor>& in) { return std::vector<Tensor>{rms_norm(in[0], in[1])}; },
           Accuracy::reduction, "weight" + shift));
+      // The residual add fused with the norm: both outputs, and gradients through both.
+      if (i % 2 == 0) {
+        cases.push_back(make_case(
+            "add_layer_norm", {x, floats({r.rows, r.dim}, t), w, b},
+            [](const std::vector<Tensor>& in) {
+              auto [h, y] = add_layer_norm(in[0], in[1], in[2], in[3]);
+              return std::vector<Tensor>{h, y};
+            },
+            Accuracy::reduction, "weight and bias" + shift));
+      }
       if (i % 2 == 1) {
         cases.push_back(make_case(
             "rms_norm", {x_rms},

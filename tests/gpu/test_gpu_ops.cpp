@@ -216,6 +216,58 @@ TEST_CASE("attention backward on cuda is deterministic", "[gpu_ops][attention]")
   check_guards();
 }
 
+// ---- fused epilogues: the bits of the separate ops, on the device ----
+
+TEST_CASE("linear's fused bias + gelu equals matmul, add and gelu apart, bit for bit on cuda", "[gpu_ops][fused]") {
+  start_clean();
+  INFO("run seed " << run_seed());
+  struct Path {
+    ops::MatmulBackend backend;
+    DType dtype;
+  };
+  for (Path path : {Path{ops::MatmulBackend::tensor_core, DType::bf16}, Path{ops::MatmulBackend::tensor_core, DType::f16},
+                    Path{ops::MatmulBackend::cublas, DType::bf16}, Path{ops::MatmulBackend::cublas, DType::f32},
+                    Path{ops::MatmulBackend::tiled, DType::f32}}) {
+    INFO(ops::matmul_backend_name(path.backend) << " " << dtype_name(path.dtype));
+    // 131 rows and 259 columns: full and partial 128-wide tiles; an odd width: unpaired stores.
+    const Tensor x = random_cpu({131, 72}, path.dtype, 30, 2.0).to(kGpu);
+    const Tensor w = random_cpu({259, 72}, path.dtype, 31, 0.3).to(kGpu), b = random_cpu({259}, path.dtype, 32).to(kGpu);
+    const ops::LinearOutput fused = ops::linear(x, w, b, Activation::gelu, true, path.backend);
+    const Tensor product = ops::matmul(x, w.transpose(0, 1), path.backend);
+    const Tensor pre = ops::binary(ops::BinaryOp::add, product, b);
+    CHECK(host_values(fused.pre) == host_values(pre));
+    CHECK(host_values(fused.y) == host_values(ops::unary(ops::UnaryOp::gelu, pre)));
+    // Bias only (every Linear): the epilogue without an activation; nothing kept.
+    const ops::LinearOutput biased = ops::linear(x, w, b, Activation::none, false, path.backend);
+    CHECK(host_values(biased.y) == host_values(pre));
+  }
+  check_guards();
+}
+
+TEST_CASE("add_layer_norm equals add then layer_norm, bit for bit on cuda, both ways", "[gpu_ops][fused]") {
+  start_clean();
+  INFO("run seed " << run_seed());
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (int64_t d : {int64_t(96), int64_t(1500)}) {  // a warp per row; a block per row
+      INFO(dtype_name(dtype) << " rows of " << d);
+      const Tensor x = random_cpu({7, d}, dtype, 40).to(kGpu), r = random_cpu({7, d}, dtype, 41).to(kGpu);
+      const Tensor w = random_cpu({d}, dtype, 42).to(kGpu), b = random_cpu({d}, dtype, 43).to(kGpu);
+      const Tensor gy = random_cpu({7, d}, dtype, 44).to(kGpu), gh = random_cpu({7, d}, dtype, 45).to(kGpu);
+      const ops::AddNormOutput fused = ops::add_layer_norm(x, r, w, b, 1e-5);
+      const Tensor sum = ops::binary(ops::BinaryOp::add, x, r);
+      const ops::NormOutput apart = ops::layer_norm(sum, w, b, 1e-5);
+      CHECK(host_values(fused.sum) == host_values(sum));
+      CHECK(host_values(fused.norm.y) == host_values(apart.y));
+      CHECK(host_values(fused.norm.rstd) == host_values(apart.rstd));
+      const Tensor grad = ops::add_layer_norm_backward_input(gy, gh, fused.sum, w, fused.norm);
+      const Tensor grad_apart =
+          ops::binary(ops::BinaryOp::add, gh, ops::layer_norm_backward_input(gy, sum, w, apart));
+      CHECK(host_values(grad) == host_values(grad_apart));
+    }
+  }
+  check_guards();
+}
+
 // ---- AdamW: one launch for a list of tensors of awkward sizes ----
 
 TEST_CASE("adamw_step_ updates many tensors on cuda as on the CPU", "[gpu_ops][adamw]") {

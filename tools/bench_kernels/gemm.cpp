@@ -2,7 +2,9 @@
 // (m tokens x 768 -> 3072), small sizes showing launch, packing and tail effects, large ones the
 // inner loop.
 //  - a GPU: the three matmul backends against cuBLAS called directly, at the same shape and dtype;
-//  - the CPU: its one GEMM (kernels/cpu/matmul.cpp) against the FMA peak (bench/fma_peak.cpp).
+//  - the CPU: its one GEMM (kernels/cpu/matmul.cpp) against the FMA peak (bench/fma_peak.cpp);
+// and, on both, the MLP's up-projection as a layer, with the bias and GELU fused into the GEMM's
+// epilogue against the same three ops run apart.
 #include <algorithm>
 #include <string>
 #include <utility>
@@ -59,12 +61,39 @@ void gemm_shape(Session& s, const Sizes& sizes, int64_t m, int64_t n, int64_t k)
   }
 }
 
+// The MLP's up-projection as a layer: x @ W^T + b, then GELU. First the three ops apart (matmul, add,
+// gelu: three passes over the [tokens, 3072] output), then ops::linear with the bias and GELU in
+// the GEMM's epilogue; both against the GEMM's usual baseline, so the two rows' percentages show what
+// the fusion saves on each backend.
+void linear_gelu(Session& s, const Sizes& sizes, int64_t m, int64_t n, int64_t k) {
+  const std::string shape = dims_text({m, n, k});
+  const double flops = 2.0 * double(m) * double(n) * double(k);
+  for (DType t : sizes.gemm_dtypes) {
+    const auto [baseline, baseline_rate] = gemm_baseline(s, t, m, n, k);
+    const Tensor x = randn({m, k}, t, s.device()), w = randn({n, k}, t, s.device()), b = randn({n}, t, s.device());
+    for (const Backend& be : backends_for(s.device())) {
+      if (std::find(be.dtypes.begin(), be.dtypes.end(), t) == be.dtypes.end()) continue;
+      const std::string name = "linear+gelu" + std::string(be.name).substr(6);  // "matmul cublas" -> "linear+gelu cublas"
+      s.throughput(
+          {"gemm", name + " apart", shape, dtype_name(t)}, flops,
+          [&] {
+            const Tensor pre = ops::binary(ops::BinaryOp::add, ops::matmul(x, w.transpose(0, 1), be.backend), b);
+            ops::unary(ops::UnaryOp::gelu, pre);
+          },
+          baseline, baseline_rate);
+      s.throughput({"gemm", name + " fused", shape, dtype_name(t)}, flops,
+                   [&] { ops::linear(x, w, b, Activation::gelu, true, be.backend); }, baseline, baseline_rate);
+    }
+  }
+}
+
 }  // namespace
 
 void run_gemm_benchmarks(Session& s, const Sizes& sizes) {
   for (int64_t n : sizes.gemm_squares) gemm_shape(s, sizes, n, n, n);
-  // GPT-2 small: the MLP's up-projection.
+  // GPT-2 small: the MLP's up-projection, as a GEMM and as a layer with its bias and GELU.
   gemm_shape(s, sizes, sizes.mlp_tokens, 3072, 768);
+  linear_gelu(s, sizes, sizes.mlp_tokens, 3072, 768);
 }
 
 }  // namespace brigade::bench

@@ -1,0 +1,39 @@
+// A linear layer's epilogue as a pass of its own, for the GEMMs that do not apply it themselves
+// (cuBLAS, the tiled GEMM): one thread per element of C, reading the product and writing pre and out.
+// The arithmetic is epilogue.cuh's, the same the tensor-core GEMM applies in registers.
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/epilogue.cuh"
+#include "kernels/cuda/gemm.h"
+
+namespace brigade::cuda {
+namespace {
+
+template <class Out>
+__global__ void epilogue_kernel(Out* c, Epilogue<Out> e, int64_t m, int64_t n) {
+  BRIGADE_GRID_STRIDE_LOOP(i, m * n, int64_t) {
+    const Out h = add_bias(e, to_compute(c[i]), i % n);
+    if (e.pre) e.pre[i] = h;
+    c[i] = from_compute<Out>(activate(e, h));
+  }
+}
+
+template <class Out>
+void launch(const GemmProblem& p, Device device, cudaStream_t stream) {
+  Epilogue<Out> e;
+  e.bias = static_cast<const Out*>(p.epilogue.bias);
+  e.pre = static_cast<Out*>(p.epilogue.pre);
+  e.gelu = p.epilogue.activation == Activation::gelu;
+  epilogue_kernel<Out><<<grid_for(p.m * p.n, device), kThreads, 0, stream>>>(
+      static_cast<Out*>(p.c.data), e, p.m, p.n);
+  BRIGADE_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void apply_epilogue(const GemmProblem& p, Device device, cudaStream_t stream) {
+  BRIGADE_CHECK(p.batch == 1 && p.c.row_stride == p.n, "linear epilogue: C must be one contiguous [", p.m, ", ",
+                p.n, "] matrix (row stride ", p.c.row_stride, ", batch ", p.batch, ")");
+  visit_floating(p.out, "linear epilogue", [&](auto tag) { launch<decltype(tag)>(p, device, stream); });
+}
+
+}  // namespace brigade::cuda
