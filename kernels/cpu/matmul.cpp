@@ -103,9 +103,15 @@ template <> struct Vector<double, 32> { typedef double type __attribute__((vecto
 // the broadcast A value fits the 16 vector registers of both SSE and AVX2 without spilling. With
 // AVX2 that block is all NR columns at once; with 16-byte vectors the kernel makes two passes over
 // the column halves (re-reading the small A panel, which is in L1).
+//
+// The block goes to `out` (row stride ld, columns adjacent), stored or added (`accumulate`) a vector
+// at a time: straight into C for a whole block of a C with unit column stride, else into a scratch
+// tile that macro_kernel copies out element by element. Either way each element of C gets one
+// addition per K block (its old value + this block's sum), so both routes give the same bits.
 template <class T, int VecBytes>
 [[gnu::always_inline]] inline void micro_kernel(int64_t kc, const T* __restrict a, int64_t p_step, int64_t i_step,
-                                                const T* __restrict b, T* __restrict tile) {
+                                                const T* __restrict b, T* __restrict out, int64_t ld,
+                                                bool accumulate) {
   constexpr int MR = Blocking<T>::MR, NR = Blocking<T>::NR;
   using Vec = typename Vector<T, VecBytes>::type;
   constexpr int W = int(sizeof(Vec) / sizeof(T));  // values per vector
@@ -126,8 +132,16 @@ template <class T, int VecBytes>
     }
 #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
-      std::memcpy(tile + i * NR + j0, &acc[i][0], sizeof(Vec));
-      std::memcpy(tile + i * NR + j0 + W, &acc[i][1], sizeof(Vec));
+      T* row = out + i * ld + j0;
+      if (accumulate) {
+        Vec old[2];
+        std::memcpy(&old[0], row, sizeof(Vec));
+        std::memcpy(&old[1], row + W, sizeof(Vec));
+        acc[i][0] = old[0] + acc[i][0];
+        acc[i][1] = old[1] + acc[i][1];
+      }
+      std::memcpy(row, &acc[i][0], sizeof(Vec));
+      std::memcpy(row + W, &acc[i][1], sizeof(Vec));
     }
   }
 }
@@ -159,9 +173,15 @@ template <class T, int VecBytes>
     const int64_t cols = std::min<int64_t>(NR, nc - j);
     for (int64_t i = 0; i < mc; i += MR) {
       const int64_t rows = std::min<int64_t>(MR, mc - i);
-      if (!in_place) micro_kernel<T, VecBytes>(kc, a.data + i * kc, MR, 1, packed_b + j * kc, tile);
-      else if (i < full_rows) micro_kernel<T, VecBytes>(kc, a.data + i * a.row_stride, 1, a.row_stride, packed_b + j * kc, tile);
-      else micro_kernel<T, VecBytes>(kc, edge, MR, 1, packed_b + j * kc, tile);
+      // A whole block of a C with adjacent columns is written in place; edges go through `tile`.
+      const bool direct = rows == MR && cols == NR && c.col_stride == 1;
+      T* out = direct ? &c(i, j) : tile;
+      const int64_t ld = direct ? c.row_stride : NR;
+      const bool add = direct && accumulate;
+      if (!in_place) micro_kernel<T, VecBytes>(kc, a.data + i * kc, MR, 1, packed_b + j * kc, out, ld, add);
+      else if (i < full_rows) micro_kernel<T, VecBytes>(kc, a.data + i * a.row_stride, 1, a.row_stride, packed_b + j * kc, out, ld, add);
+      else micro_kernel<T, VecBytes>(kc, edge, MR, 1, packed_b + j * kc, out, ld, add);
+      if (direct) continue;
       for (int64_t ii = 0; ii < rows; ++ii) {
         T* out = &c(i + ii, j);
         const T* t = tile + ii * NR;
@@ -207,15 +227,19 @@ void run_macro_kernel(int64_t mc, int64_t nc, int64_t kc, ASource<T> a, const T*
 // many MC row blocks, so B is packed once per tile rather than once per MC rows: packing a block of
 // B costs about as much as multiplying it by a few rows of A. The pack buffers are per thread and
 // reused across calls.
-template <class T>
+//
+// `epilogue(c, i, rows, j0, nc)` runs on each block of MC rows right after its last K block, while
+// the block (MC x NC, 96 KiB of f32) is still in L2.
+template <class T, class Epilogue>
 void compute_tile(const MatrixView<T>& c, const MatrixView<const T>& a, const MatrixView<const T>& b, int64_t i0,
-                  int64_t mc, int64_t j0, int64_t nc, bool accumulate) {
+                  int64_t mc, int64_t j0, int64_t nc, bool accumulate, const Epilogue& epilogue) {
   using B = Blocking<T>;
   const int64_t k = a.cols;
   if (k == 0) {  // an empty sum: C = 0 (or unchanged when accumulating)
     if (!accumulate)
       for (int64_t i = 0; i < mc; ++i)
         for (int64_t j = 0; j < nc; ++j) c(i0 + i, j0 + j) = T(0);
+    epilogue(c, i0, mc, j0, nc);
     return;
   }
   thread_local std::vector<T> packed_a, packed_b;
@@ -233,6 +257,7 @@ void compute_tile(const MatrixView<T>& c, const MatrixView<const T>& a, const Ma
       }
       const MatrixView<T> c_block{&c(i, j0), rows, nc, c.row_stride, c.col_stride};
       run_macro_kernel(rows, nc, kc, source, packed_b.data(), c_block, accumulate || p0 > 0);
+      if (p0 + kc == k) epilogue(c, i, rows, j0, nc);
     }
   }
 }
@@ -267,16 +292,16 @@ Tiling choose_tiling(int64_t batch, int64_t m, int64_t n, int64_t k) {
   return {rows, cols, ceil_div(m, rows), count_n};
 }
 
-// What runs on a tile of C right after its last K block, while the tile is still in cache: nothing
+// What runs on a block of C right after its last K block, while the block is still in cache: nothing
 // for a plain matmul; linear_epilogue's bias and activation.
 struct NoEpilogue {
   template <class T>
   void operator()(const MatrixView<T>&, int64_t, int64_t, int64_t, int64_t) const {}
 };
 
-// Runs every tile of `batch` products c_i (+)= a_i @ b_i on the thread pool, then `epilogue(c_i, i0,
-// mc, j0, nc)` on the tile. `matrices(i)` returns the three views of product i; all products share
-// m, n and k.
+// Runs every tile of `batch` products c_i (+)= a_i @ b_i on the thread pool, with `epilogue` on each
+// finished block (compute_tile). `matrices(i)` returns the three views of product i; all products
+// share m, n and k.
 template <class T, class Matrices, class Epilogue = NoEpilogue>
 void batched_gemm(int64_t batch, int64_t m, int64_t n, int64_t k, const Matrices& matrices, bool accumulate,
                   const Epilogue& epilogue = {}) {
@@ -294,8 +319,7 @@ void batched_gemm(int64_t batch, int64_t m, int64_t n, int64_t k, const Matrices
       const int64_t i0 = (t % tiles) / tiling.count_n * tiling.rows;
       const int64_t j0 = (t % tiles) % tiling.count_n * tiling.cols;
       const int64_t mc = std::min(tiling.rows, m - i0), nc = std::min(tiling.cols, n - j0);
-      compute_tile<T>(c, a, b, i0, mc, j0, nc, accumulate);
-      epilogue(c, i0, mc, j0, nc);
+      compute_tile<T>(c, a, b, i0, mc, j0, nc, accumulate, epilogue);
     }
   });
 }
