@@ -277,7 +277,11 @@ TEST_CASE("emulator graphs: what may not capture, and the legacy stream beside a
   REQUIRE(cudaStreamBeginCapture(blocking, cudaStreamCaptureModeRelaxed) == cudaSuccess);
   cudaStreamCaptureStatus status;
   CHECK(cudaStreamIsCapturing(nullptr, &status) == cudaErrorStreamCaptureImplicit);
-  et::write_ones(f.x, 32);  // a launch on the legacy stream
+  cudaGetLastError();
+  // "The blocking stream capture is not invalidated" (cudaStreamIsCapturing's documentation).
+  CHECK(cudaStreamIsCapturing(blocking, &status) == cudaSuccess);
+  CHECK(status == cudaStreamCaptureStatusActive);
+  et::write_ones(f.x, 32);  // a launch on the legacy stream: this one does invalidate it
   CHECK_THAT(last_error(), Contains("cudaErrorStreamCaptureImplicit"));
   CHECK(cudaStreamEndCapture(blocking, &graph) == cudaErrorStreamCaptureInvalidated);
   cudaGetLastError();

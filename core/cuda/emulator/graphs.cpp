@@ -79,9 +79,10 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
 
 cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status) {
   if (!status) return invalid("cudaStreamIsCapturing: pCaptureStatus is null");
-  // Asking about the legacy stream while a blocking stream captures is itself an implicit use.
+  // Asking about the legacy stream while a blocking stream captures is an error, but (unlike any
+  // other use of the legacy stream then) it leaves the capture valid, as the documentation says.
   if (stream == nullptr) {
-    if (const cudaError_t e = check_legacy_use(stream, "cudaStreamIsCapturing"); e != cudaSuccess) return e;
+    if (const cudaError_t e = check_legacy_query(stream, "cudaStreamIsCapturing"); e != cudaSuccess) return e;
   }
   *status = capture_status(stream, nullptr);
   return cudaSuccess;

@@ -237,13 +237,19 @@ cudaError_t conflict(Capture& c, cudaError_t code, const std::string& call, cons
 }
 
 // Using the legacy default stream while a blocking stream of its device captures would make it
-// depend on the capture: cudaErrorStreamCaptureImplicit.
-cudaError_t legacy_conflict_locked(Engine& e, const StreamState* s, const std::string& call) {
+// depend on the capture: cudaErrorStreamCaptureImplicit, and the capture is invalidated — except
+// for a query (`invalidates` false): cudaStreamIsCapturing's documentation says that call reports
+// the error and "the blocking stream capture is not invalidated".
+cudaError_t legacy_conflict_locked(Engine& e, const StreamState* s, const std::string& call, bool invalidates = true) {
   if (!s->legacy) return cudaSuccess;
-  for (const std::shared_ptr<Capture>& c : e.captures)
-    if (c->origin->blocking && c->origin->device == s->device)
-      return conflict(*c, cudaErrorStreamCaptureImplicit, call,
-                      "the legacy default stream is unusable while a blocking stream of its device captures");
+  const char* why = "the legacy default stream is unusable while a blocking stream of its device captures";
+  for (const std::shared_ptr<Capture>& c : e.captures) {
+    if (!c->origin->blocking || c->origin->device != s->device) continue;
+    if (invalidates) return conflict(*c, cudaErrorStreamCaptureImplicit, call, why);
+    return report_error(cudaErrorStreamCaptureImplicit, "CUDA emulator: " + call + ": " + why +
+                                                            " (capture sequence " + std::to_string(c->id) + " of " +
+                                                            c->origin->name + " goes on)");
+  }
   return cudaSuccess;
 }
 
@@ -604,6 +610,12 @@ cudaError_t check_legacy_use(cudaStream_t stream, const char* call) {
   Engine& e = engine();
   std::lock_guard<std::mutex> lock(e.mutex);
   return legacy_conflict_locked(e, resolve(e, stream), call);
+}
+
+cudaError_t check_legacy_query(cudaStream_t stream, const char* call) {
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  return legacy_conflict_locked(e, resolve(e, stream), call, false);
 }
 
 cudaError_t refuse_if_capturing(cudaStream_t stream, const std::string& call, const std::string& why) {

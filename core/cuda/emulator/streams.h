@@ -78,6 +78,7 @@ cudaError_t check_stream_wait(cudaStream_t stream, const char* call);  // synchr
 cudaError_t check_device_wait(int device, const char* call);  // every stream of a device (-1: all)
 cudaError_t check_event_wait(cudaEvent_t event, const char* call);  // synchronise/query an event
 cudaError_t check_legacy_use(cudaStream_t stream, const char* call);  // work for the legacy stream
+cudaError_t check_legacy_query(cudaStream_t stream, const char* call);  // the same error, capture untouched
 cudaError_t refuse_if_capturing(cudaStream_t stream, const std::string& call, const std::string& why);
 
 // ---- errors ----
