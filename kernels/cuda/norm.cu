@@ -101,7 +101,12 @@ __global__ void norm_forward_kernel(T* y, compute_t<T>* mean_out, compute_t<T>* 
 // ---- input gradient ----
 // grad_x = rstd * (gw - mean(gw) - x_hat * mean(gw * x_hat)), gw = grad_y * weight; rms_norm (no
 // mean) drops the mean(gw) term, as its forward subtracts no mean.
-// grad_sum (may be null) is added after rounding, as a separate add of the two gradients would.
+// grad_sum (may be null) is added after rounding, as a separate add of the two gradients would — and
+// with an add nvcc may not contract into an FMA with the product before it (it does so by default):
+// the separate add sees the rounded product.
+__device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ double add_rn(double a, double b) { return __dadd_rn(a, b); }
+
 template <bool kWholeBlock, class T>
 __global__ void norm_backward_input_kernel(T* grad_x, const T* grad_y, const T* x, const T* weight,
                                            const compute_t<T>* mean, const compute_t<T>* rstd, const T* grad_sum,
@@ -128,7 +133,7 @@ __global__ void norm_backward_input_kernel(T* grad_x, const T* grad_y, const T* 
   for (int64_t i = first; i < d; i += step) {
     const C gw = weight ? to_compute(gr[i]) * to_compute(weight[i]) : to_compute(gr[i]);
     const T g = from_compute<T>(s * (gw - mean_gw - (to_compute(xr[i]) - m) * s * mean_gw_xhat));
-    dxr[i] = grad_sum ? from_compute<T>(to_compute(g) + to_compute(grad_sum[r * d + i])) : g;
+    dxr[i] = grad_sum ? from_compute<T>(add_rn(to_compute(g), to_compute(grad_sum[r * d + i]))) : g;
   }
 }
 

@@ -255,5 +255,7 @@ inline int __float_as_int(float f) { int v; std::memcpy(&v, &f, 4); return v; }
 // x86-64 has no FMA instruction to contract into, so emulated results may differ there in last bits.)
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline double __dmul_rn(double a, double b) { return a * b; }
+inline float __fadd_rn(float a, float b) { return a + b; }  // IEEE sums, never contracted with a product
+inline double __dadd_rn(double a, double b) { return a + b; }
 inline float __double2float_rn(double v) { return float(v); }
 inline float __expf(float v) { return std::exp(v); }
