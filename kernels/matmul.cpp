@@ -174,8 +174,8 @@ LinearOutput linear(const Tensor& x, const Tensor& weight, const Tensor& bias, A
                   " backend has no kernel for ", dtype_name(x.dtype()), " (input ", shape_str(x.shape()), ", weight ",
                   shape_str(weight.shape()), " on ", x.device().str(), ")");
 
-  // [..., in] as [rows, in]: a 2-D x is read through its strides; more dims are merged (a copy only
-  // when x's layout does not allow it).
+  // [..., in] as [rows, in]: a 2-D x is read through its strides; more dims are merged, which copies
+  // an x that is not contiguous.
   const int64_t rows = shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));
   const Tensor x_flat = x.dim() == 2 ? x : x.dim() == 1 ? with_unit_dim(x, 0) : [&] {
     const Tensor xc = contiguous(x);

@@ -1,7 +1,9 @@
 #include "nn/linear.h"
 
 #include <cmath>
+#include <optional>
 
+#include "autograd/autocast.h"
 #include "autograd/functions.h"
 
 namespace brigade::nn {
@@ -21,6 +23,10 @@ std::string Linear::details() const {
 Tensor Linear::forward(const Tensor& x) { return forward(x, Activation::none); }
 
 Tensor Linear::forward(const Tensor& x, Activation act) {
+  // Called directly (MLP fuses its GELU this way), not through operator(): this module's compute
+  // dtype must still be in force, as operator() would set it.
+  std::optional<Autocast> scope;
+  if (compute_dtype()) scope.emplace(*compute_dtype());
   BRIGADE_CHECK(x.dim() >= 1 && x.size(-1) == in_features, "Linear: input shape ", shape_str(x.shape()),
                 " does not end in in_features=", in_features);
   // One tape node (see autograd/functions/linear.cpp): W^T is read through its strides, no copy,

@@ -1,7 +1,9 @@
 #include "nn/norm.h"
 
+#include <optional>
 #include <sstream>
 
+#include "autograd/autocast.h"
 #include "autograd/functions.h"
 
 namespace brigade::nn {
@@ -40,6 +42,8 @@ Tensor LayerNorm::forward(const Tensor& x) {
 
 std::pair<Tensor, Tensor> LayerNorm::forward_add(const Tensor& x, const Tensor& residual) {
   check_last_dim("LayerNorm", x, dim);
+  std::optional<Autocast> scope;  // not called through operator(): set this module's compute dtype here
+  if (compute_dtype()) scope.emplace(*compute_dtype());
   return add_layer_norm(x, residual, weight, bias, eps);
 }
 

@@ -10,6 +10,8 @@
 #include <functional>
 
 #include "core/parallel.h"
+#include "nn/mlp.h"
+#include "nn/norm.h"
 #include "test_util.h"
 
 using namespace brigade;
@@ -85,6 +87,8 @@ TEST_CASE("linear epilogue: the bits of matmul, add and gelu apart, and f64 loop
   // (the product is 0, the epilogue still runs), 3-D inputs, a transposed input read through strides.
   const Case c = GENERATE(Case{{1, 1}, 1, true, false}, Case{{7, 33}, 17, true, false},
                           Case{{2, 150, 65}, 300, true, false}, Case{{97, 40}, 513, false, false},
+                          Case{{20, 600}, 70, true, false},  // K past one 256-deep block: the epilogue after the last
+
                           Case{{31, 9}, 12, true, true}, Case{{5, 0}, 6, true, false});
   CAPTURE(dtype_name(dtype), int(act), shape_str(c.x), c.out, c.bias, c.transposed_x);
   const int64_t in = c.x.back();
@@ -175,6 +179,49 @@ TEST_CASE("linear with gelu: gradients, the split backward, and the bits of line
   }
 }
 
+TEST_CASE("linear with gelu is, on the tape, the two nodes of linear then gelu", "[fused][linear][grad]") {
+  // So a zero-bubble schedule frees the GELU's saved input after the input-gradient phase, as it
+  // would for the separate ops: only the linear node waits for the weight phase.
+  const Tensor x = leaf(random({4, 6}, 50)), w = leaf(random({5, 6}, 51)), b = leaf(random({5}, 52));
+  Tape tape;
+  {
+    TapeGuard guard(tape);
+    linear(x, w, b, Activation::gelu);
+  }
+  REQUIRE(tape.size() == 2);
+  CHECK(tape.nodes()[0].name == std::string("linear"));
+  CHECK(tape.nodes()[1].name == std::string("gelu"));
+  CHECK(tape.nodes()[1].inputs.size() == 1);
+}
+
+TEST_CASE("fused layers keep a module's own compute dtype and autocast's dtype rules", "[fused][grad]") {
+  SECTION("Linear::forward(x, gelu) and LayerNorm::forward_add run in their module's compute dtype") {
+    nn::MLP mlp(8, 16);
+    mlp.fc->set_compute_dtype(DType::bf16);  // the fc alone, as operator() would honour it
+    const Tensor x = random({3, 8}, 53, DType::f32), r = random({3, 8}, 58, DType::f32);
+    const Tensor fused = mlp.fc->forward(x, Activation::gelu);
+    CHECK(fused.dtype() == DType::bf16);
+    require_equal(fused, (*mlp.act)((*mlp.fc)(x)));
+    nn::LayerNorm ln(8);
+    ln.set_compute_dtype(DType::bf16);
+    const auto [h, y] = ln.forward_add(x, r);
+    require_equal(h, add(x, r));
+    require_equal(y, ln(add(x, r)));
+    CHECK(y.dtype() == DType::bf16);
+  }
+  SECTION("add_layer_norm under autocast with two f32 operands: an f32 sum, a bf16 norm, as apart") {
+    const Tensor x = random({3, 8}, 54, DType::f32), r = random({3, 8}, 55, DType::f32);
+    const Tensor w = random({8}, 56, DType::f32), b = random({8}, 57, DType::f32);
+    Autocast scope(DType::bf16);
+    const auto [h, y] = add_layer_norm(x, r, w, b);
+    const Tensor h_apart = add(x, r);
+    require_equal(h, h_apart);
+    require_equal(y, layer_norm(h_apart, w, b));
+    CHECK(h.dtype() == DType::f32);
+    CHECK(y.dtype() == DType::bf16);
+  }
+}
+
 TEST_CASE("linear epilogue: bad inputs name the shapes", "[fused][linear][errors]") {
   const Tensor x = random({2, 3, 4}, 24), w = random({5, 4}, 25);
   REQUIRE_THROWS_WITH(ops::linear(x, random({5, 3}, 26), Tensor(), Activation::gelu, false),
@@ -183,7 +230,7 @@ TEST_CASE("linear epilogue: bad inputs name the shapes", "[fused][linear][errors
   REQUIRE_THROWS_WITH(ops::linear(x, w, random({4}, 27), Activation::gelu, false),
                       Catch::Contains("linear: bias shape [4] should be [5]"));
   REQUIRE_THROWS_WITH(ops::linear(x, random({5, 4}, 28, DType::f32), Tensor(), Activation::none, false),
-                      Catch::Contains("linear"));
+                      Catch::Contains("linear") && Catch::Contains("f64") && Catch::Contains("f32"));
 }
 
 // =====================================================================================================

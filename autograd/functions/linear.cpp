@@ -1,5 +1,6 @@
-// linear(x, W, b) = act(x @ W^T + b), as ONE recorded op, computed by one GEMM with the bias and
-// activation in its epilogue (ops::linear).
+// linear(x, W, b) = x @ W^T + b as ONE recorded op; with an activation, act(x @ W^T + b) computed by one
+// GEMM with the bias and activation in its epilogue (ops::linear), recorded as the linear node and
+// the activation's node.
 //
 // Writing it as matmul(x, W.transpose(0, 1)) would give the same numbers, but the tape would then see
 // the transposed view (not W) as the matmul's input, and the expensive weight gradient x^T·dy would
@@ -24,23 +25,27 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   const ops::LinearOutput out = ops::linear(x, weight, bias, act, recording && act != Activation::none);
   if (!recording) return out.y;
   const int64_t in = weight.size(1), out_features = weight.size(0);
-  record(act == Activation::gelu ? "linear_gelu" : "linear", {x, weight, bias}, {out.y},
-         // y is kept for the activation's backward as gelu() keeps it (its kernel takes both; GELU's
-         // derivative reads pre). It costs nothing: the next layer keeps y as its input anyway.
-         [x, weight, bias, pre = out.pre, y = out.y.detach(), act, in, out_features](const std::vector<Tensor>& g,
-                                                                                     const std::vector<bool>& want) {
+  // The linear layer's node: inputs {x, W, b}, output the activation's input (y itself without one).
+  const Tensor& pre = act == Activation::none ? out.y : out.pre;
+  record("linear", {x, weight, bias}, {pre},
+         [x, weight, bias, in, out_features](const std::vector<Tensor>& g, const std::vector<bool>& want) {
            std::vector<Tensor> grads(3);
-           // The gradient at the activation's input. A zero-bubble schedule asks for the input and
-           // weight gradients at different times and this runs for each (one elementwise pass, small
-           // next to the GEMMs).
-           const Tensor grad_pre = act == Activation::gelu ? ops::unary_backward(ops::UnaryOp::gelu, g[0], pre, y) : g[0];
            // Every leading dim is a row (counted, not inferred: with in = 0, x has no elements).
            const int64_t row_count = shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));
-           const Tensor rows = grad_pre.reshape({row_count, out_features});
-           if (want[0]) grads[0] = ops::matmul(grad_pre, weight);                                // dy @ W
+           const Tensor rows = g[0].reshape({row_count, out_features});
+           if (want[0]) grads[0] = ops::matmul(g[0], weight);                                  // dy @ W
            if (want[1]) grads[1] = ops::matmul(rows.transpose(0, 1), x.reshape({row_count, in}));  // dy^T @ x
            if (want[2]) grads[2] = ops::sum(rows, {0}, false);
            return grads;
+         });
+  if (act == Activation::none) return out.y;
+  // The activation's own node, as gelu() records it: computed in the GEMM's epilogue, but on the tape
+  // exactly the two nodes of linear() followed by gelu(). So the gradients are the same, and a
+  // zero-bubble schedule frees this node's saved `pre` (the block's widest activation) after the
+  // input-gradient phase instead of keeping it for the weight phase.
+  record("gelu", {pre}, {out.y},
+         [pre = pre.detach(), y = out.y.detach()](const std::vector<Tensor>& g, const std::vector<bool>&) {
+           return std::vector<Tensor>{ops::unary_backward(ops::UnaryOp::gelu, g[0], pre, y)};
          });
   return out.y;
 }

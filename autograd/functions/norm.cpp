@@ -36,7 +36,15 @@ Tensor layer_norm(const Tensor& x_in, const Tensor& weight_in, const Tensor& bia
 
 std::pair<Tensor, Tensor> add_layer_norm(const Tensor& x_in, const Tensor& residual_in, const Tensor& weight_in,
                                          const Tensor& bias_in, double eps) {
-  const Tensor x = autocast(x_in), residual = autocast(residual_in);
+  // The add's dtype rule (an f32 operand is converted only to match a 16-bit one), then the norm's
+  // (its input converted whenever a scope is active). Where the two disagree — both operands f32
+  // under autocast: an f32 sum, normalised in the autocast dtype — the separate ops give the
+  // defined result, and they run.
+  const Tensor x = autocast_to_match(x_in, residual_in), residual = autocast_to_match(residual_in, x_in);
+  if (autocast_dtype() && x.dtype() == DType::f32 && residual.dtype() == DType::f32) {
+    const Tensor h = add(x, residual);
+    return {h, layer_norm(h, weight_in, bias_in, eps)};
+  }
   const Tensor weight = autocast(weight_in), bias = autocast(bias_in);
   ops::AddNormOutput out = ops::add_layer_norm(x, residual, weight, bias, eps);
   if (!should_record({x, residual, weight, bias})) return {out.sum, out.norm.y};

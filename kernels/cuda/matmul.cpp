@@ -6,7 +6,8 @@
 //      tensor-core kernel also 16-byte aligned lines. The copies keep broadcast batch dims broadcast
 //      (one matrix, not one per batch entry). The tiled kernel reads any strides and never copies.
 //   2. Batch dims are collapsed: neighbours merge when every tensor steps across them uniformly, so a
-//      contiguous [B, H, m, k] is one batch of B * H. Only dims that cannot merge (e.g. a permuted
+//      contiguous [B, H, m, k] is one batch of B * H; a batch that shares one B and whose rows of A
+//      and C run on without a gap becomes rows instead (M grows). Only dims that cannot merge (e.g. a permuted
 //      operand) are looped over on the host, one strided-batched launch per outer index.
 //   3. Each problem goes to its GEMM on the current stream.
 // linear_epilogue is the same path for one 2-D product, with a linear layer's bias and activation
@@ -120,8 +121,18 @@ void gemm(const Tensor& out, const Tensor& a, const Tensor& b, ops::MatmulBacken
   base.in = A.dtype();
   base.a = operand(A), base.b = operand(B);
 
-  // The last collapsed batch dim is each launch's batch; the ones before it are looped over here.
+  // A batch dim over which B is shared (stride 0) and along which A's and C's rows simply continue is
+  // more rows: [B, T, in] @ Wᵀ is one GEMM with M = B * T, as linear_epilogue runs it — so a layer
+  // gets the same GEMM, and the same bits from cuBLAS (whose algorithm depends on the shape), fused
+  // or not, and one launch instead of a batch of small ones.
   std::vector<BatchDim> dims = collapse_batch_dims(out, A, B);
+  while (!dims.empty() && dims.back().b == 0 && dims.back().out == base.m * base.c.row_stride &&
+         dims.back().a == base.m * base.a.row_stride) {
+    base.m *= dims.back().size;
+    dims.pop_back();
+  }
+  // The last collapsed batch dim is each launch's batch; the ones before it are looped over here.
+
   const BatchDim inner = dims.empty() ? BatchDim{1, 0, 0, 0} : dims.back();
   if (!dims.empty()) dims.pop_back();
   int64_t outer_count = 1;

@@ -228,18 +228,24 @@ TEST_CASE("linear's fused bias + gelu equals matmul, add and gelu apart, bit for
   for (Path path : {Path{ops::MatmulBackend::tensor_core, DType::bf16}, Path{ops::MatmulBackend::tensor_core, DType::f16},
                     Path{ops::MatmulBackend::cublas, DType::bf16}, Path{ops::MatmulBackend::cublas, DType::f32},
                     Path{ops::MatmulBackend::tiled, DType::f32}}) {
-    INFO(ops::matmul_backend_name(path.backend) << " " << dtype_name(path.dtype));
-    // 131 rows and 259 columns: full and partial 128-wide tiles; an odd width: unpaired stores.
-    const Tensor x = random_cpu({131, 72}, path.dtype, 30, 2.0).to(kGpu);
-    const Tensor w = random_cpu({259, 72}, path.dtype, 31, 0.3).to(kGpu), b = random_cpu({259}, path.dtype, 32).to(kGpu);
-    const ops::LinearOutput fused = ops::linear(x, w, b, Activation::gelu, true, path.backend);
-    const Tensor product = ops::matmul(x, w.transpose(0, 1), path.backend);
-    const Tensor pre = ops::binary(ops::BinaryOp::add, product, b);
-    CHECK(host_values(fused.pre) == host_values(pre));
-    CHECK(host_values(fused.y) == host_values(ops::unary(ops::UnaryOp::gelu, pre)));
-    // Bias only (every Linear): the epilogue without an activation; nothing kept.
-    const ops::LinearOutput biased = ops::linear(x, w, b, Activation::none, false, path.backend);
-    CHECK(host_values(biased.y) == host_values(pre));
+    // 131 or 2 x 66 rows (a 3-D input: the unfused matmul must run the same one GEMM); 259 and 256
+    // columns: full and partial 128-wide tiles, unpaired and paired stores.
+    for (const Shape& x_shape : {Shape{131, 72}, Shape{2, 66, 72}}) {
+      for (int64_t n : {int64_t(259), int64_t(256)}) {
+        INFO(ops::matmul_backend_name(path.backend) << " " << dtype_name(path.dtype) << " x " << shape_str(x_shape)
+                                                    << ", " << n << " outputs");
+        const Tensor x = random_cpu(x_shape, path.dtype, 30, 2.0).to(kGpu);
+        const Tensor w = random_cpu({n, 72}, path.dtype, 31, 0.3).to(kGpu), b = random_cpu({n}, path.dtype, 32).to(kGpu);
+        const ops::LinearOutput fused = ops::linear(x, w, b, Activation::gelu, true, path.backend);
+        const Tensor product = ops::matmul(x, w.transpose(0, 1), path.backend);
+        const Tensor pre = ops::binary(ops::BinaryOp::add, product, b);
+        CHECK(host_values(fused.pre) == host_values(pre));
+        CHECK(host_values(fused.y) == host_values(ops::unary(ops::UnaryOp::gelu, pre)));
+        // Bias only (every Linear): the epilogue without an activation; nothing kept.
+        const ops::LinearOutput biased = ops::linear(x, w, b, Activation::none, false, path.backend);
+        CHECK(host_values(biased.y) == host_values(pre));
+      }
+    }
   }
   check_guards();
 }
