@@ -3,6 +3,7 @@
 // through scripts/cuda_emulate.py like every other .cu file of that build.
 #include "tests/gpu/emulator_kernels.h"
 
+#include "kernels/cuda/bulk_copy.cuh"
 #include "kernels/cuda/mma.cuh"
 
 namespace brigade::emu_test {
@@ -112,7 +113,64 @@ __global__ void refill_after_read_kernel(const uint32_t* src, uint32_t* out, boo
   }
 }
 
+// A two-stage ring fed by bulk copies, as a TMA pipeline is: thread 0 copies chunk c + 1 (64 floats)
+// into one stage while all 64 threads read chunk c from the other, each stage's mbarrier counting
+// one arrival (thread 0's expect-tx) plus the copy's bytes; a __syncthreads hands a read stage back
+// for its refill. out[t] = sum over chunks of src[c * 64 + t].
+__global__ void bulk_ring_kernel(const float* src, int chunks, float* out) {
+  __shared__ __align__(16) float stage[2][64];
+  __shared__ __align__(8) uint64_t full[2];
+  const int t = int(threadIdx.x);
+  auto issue = [&](int c) {
+    const uint32_t bar = cuda::shared_address(&full[c % 2]);
+    cuda::mbarrier_arrive_expect_tx(bar, 64 * sizeof(float));
+    cuda::cp_async_bulk(cuda::shared_address(stage[c % 2]), src + c * 64, 64 * sizeof(float), bar);
+  };
+  if (t == 0) {
+    cuda::mbarrier_init(cuda::shared_address(&full[0]), 1);
+    cuda::mbarrier_init(cuda::shared_address(&full[1]), 1);
+  }
+  __syncthreads();
+  if (t == 0) issue(0);
+  float acc = 0;
+  for (int c = 0; c < chunks; ++c) {
+    if (t == 0 && c + 1 < chunks) issue(c + 1);  // its stage was read at c - 1, before the last barrier
+    cuda::mbarrier_wait(cuda::shared_address(&full[c % 2]), uint32_t(c / 2 % 2));  // that stage's (c/2)-th phase
+    acc += stage[c % 2][t];
+    __syncthreads();
+  }
+  out[t] = acc;
+}
+
+// One thread: a bulk copy of 16 words, what it reads of word 0 before the barrier's phase completes
+// and after; then (when `overdeliver`) a phase that expects fewer bytes than its copy brings, or
+// (when `abandon`) a copy the block never waits for.
+__global__ void bulk_copy_rules_kernel(const uint32_t* src, uint32_t* out, bool overdeliver, bool abandon) {
+  __shared__ __align__(16) uint32_t buf[16];
+  __shared__ __align__(8) uint64_t bar;
+  const uint32_t b = cuda::shared_address(&bar), d = cuda::shared_address(buf);
+  cuda::mbarrier_init(b, 1);
+  cuda::mbarrier_arrive_expect_tx(b, overdeliver ? 32 : 64);
+  cuda::cp_async_bulk(d, src, 64, b);
+  out[0] = buf[0];
+  if (abandon) return;
+  cuda::mbarrier_wait(b, 0);
+  out[1] = buf[0];
+}
+
+// A wait on shared memory no mbarrier.init has made a barrier.
+__global__ void uninitialised_mbarrier_kernel() {
+  __shared__ __align__(8) uint64_t bar;
+  cuda::mbarrier_wait(cuda::shared_address(&bar), 0);
+}
+
 }  // namespace
+
+void bulk_ring(const float* src, int chunks, float* out) { bulk_ring_kernel<<<1, 64>>>(src, chunks, out); }
+void bulk_copy_rules(const uint32_t* src, uint32_t* out, bool overdeliver, bool abandon) {
+  bulk_copy_rules_kernel<<<1, 1>>>(src, out, overdeliver, abandon);
+}
+void uninitialised_mbarrier() { uninitialised_mbarrier_kernel<<<1, 1>>>(); }
 
 void refill_after_read(const uint32_t* src, uint32_t* out, bool barrier) {
   refill_after_read_kernel<<<1, 64>>>(src, out, barrier);

@@ -35,6 +35,10 @@ void copy_first(const int* from, int* to, cudaStream_t stream);                 
 void cp_async_groups(const uint32_t* src, uint32_t* out);
 void refill_after_read(const uint32_t* src, uint32_t* out, bool barrier);  // out: 32 words  // cp_async_groups_kernel: what a thread reads around cp.async waits
 void write_ones_on(int* out, int threads, cudaStream_t stream);
+// mbarrier and cp.async.bulk (tests/gpu/test_gpu_emulator.cpp):
+void bulk_ring(const float* src, int chunks, float* out);  // 64 threads; out[t] = sum_c src[c * 64 + t]
+void bulk_copy_rules(const uint32_t* src, uint32_t* out, bool overdeliver, bool abandon);  // src: 16 words
+void uninitialised_mbarrier();
 void vector_load_sums(const float* x, int offset, float* out, int threads);  // x needs 4 * threads + offset
 
 }  // namespace brigade::emu_test

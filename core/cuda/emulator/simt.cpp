@@ -83,7 +83,7 @@ class FiberStack {
   size_t bytes_ = 0;
 };
 
-enum class State { runnable, at_block_barrier, at_warp_barrier, done };
+enum class State { runnable, at_block_barrier, at_warp_barrier, at_mbarrier, done };
 
 // A cp.async this thread issued that has not landed yet: the 16 bytes it will write, read from
 // global memory at issue, and its group (-1 until cp.async.commit_group closes one).
@@ -102,6 +102,24 @@ struct Fiber {
   State state = State::runnable;
   std::vector<PendingCopy> copies;  // cp.async copies in flight, oldest first
   int groups = 0;                   // cp.async groups committed so far
+  uint32_t wait_bar = 0, wait_parity = 0;  // at_mbarrier: the barrier and the phase parity it waits for
+};
+
+// An mbarrier as the PTX ISA defines it ("Parallel Synchronization and Communication Instructions:
+// mbarrier"): the current phase, the arrivals it still needs (reset to `expected` when it completes),
+// and its tx-count — bytes announced by expect-tx and not yet delivered by complete-tx, which may run
+// in either order, so it can go below zero for a while. A phase completes when both reach zero.
+struct MBarrier {
+  uint32_t expected = 0, pending = 0;
+  int64_t tx = 0;
+  uint32_t phase = 0;  // how many phases have completed; the current phase's parity is phase % 2
+};
+
+// A cp.async.bulk in flight: its bytes (read from global memory at issue), where they go, and the
+// mbarrier its complete-tx signals.
+struct BulkCopy {
+  uint32_t dst, bar;
+  std::vector<unsigned char> bytes;
 };
 
 // Who touched a 16-byte chunk of shared memory since the block's last barrier (see note_shared).
@@ -128,6 +146,8 @@ struct Block {
   std::string fault;
   uint64_t epoch = 0;  // how many times the block's barrier has opened
   std::unordered_map<uint32_t, SharedUse> shared_uses;  // by chunk (offset / 16)
+  std::unordered_map<uint32_t, MBarrier> barriers;      // by shared offset, from mbarrier.init
+  std::vector<BulkCopy> bulk_copies;                    // cp.async.bulk copies in flight, in issue order
 };
 
 thread_local std::vector<std::unique_ptr<FiberStack>> stacks;  // reused by every block of this thread
@@ -218,6 +238,41 @@ bool release_warps(Block& b) {
   return released;
 }
 
+// Threads waiting for an mbarrier phase that has completed (its parity is no longer the current
+// one) go on.
+bool release_mbarrier_waiters(Block& b) {
+  bool released = false;
+  for (Fiber& f : b.fibers) {
+    if (f.state != State::at_mbarrier) continue;
+    const MBarrier& m = b.barriers.at(f.wait_bar);
+    if (m.phase % 2 != f.wait_parity) {
+      f.state = State::runnable;
+      released = true;
+    }
+  }
+  return released;
+}
+
+void complete_phase_if_done(MBarrier& m) {
+  if (m.pending != 0 || m.tx != 0) return;
+  ++m.phase;
+  m.pending = m.expected;
+}
+
+// Every bulk copy in flight lands, in issue order, and signals its barrier: called only when no
+// thread can run, so copies arrive at the latest moment a GPU could deliver them.
+bool land_bulk_copies(Block& b) {
+  if (b.bulk_copies.empty()) return false;
+  for (BulkCopy& c : b.bulk_copies) {
+    std::memcpy(shared_pointer(c.dst), c.bytes.data(), c.bytes.size());
+    MBarrier& m = b.barriers.at(c.bar);
+    m.tx -= int64_t(c.bytes.size());
+    complete_phase_if_done(m);
+  }
+  b.bulk_copies.clear();
+  return true;
+}
+
 bool release_block(Block& b) {
   for (const Fiber& f : b.fibers)
     if (f.state != State::done && f.state != State::at_block_barrier) return false;
@@ -236,6 +291,8 @@ std::string run_block(Block& b, uint3 block, dim3 block_dim) {
   b.fault.clear();
   b.epoch = 0;
   b.shared_uses.clear();
+  b.barriers.clear();
+  b.bulk_copies.clear();
   for (size_t t = 0; t < threads; ++t) {
     Fiber& f = b.fibers[t];
     f.index = make_uint3(unsigned(t % block_dim.x), unsigned(t / block_dim.x % block_dim.y),
@@ -254,11 +311,17 @@ std::string run_block(Block& b, uint3 block, dim3 block_dim) {
       }
       live = live || f.state != State::done;
     }
-    if (!live) return "";
-    if (release_warps(b) || release_block(b)) continue;
+    if (!live) {
+      if (b.bulk_copies.empty()) return "";
+      return "block " + describe(block) + " ended with " + std::to_string(b.bulk_copies.size()) +
+             " cp.async.bulk copies in flight (into shared memory that no longer exists): wait on their mbarrier";
+    }
+    if (release_warps(b) || release_block(b) || release_mbarrier_waiters(b)) continue;
+    if (land_bulk_copies(b)) continue;
     return "threads of block " + describe(block) + " wait at barriers that cannot open (a barrier in divergent "
            "code would hang a GPU): at __syncthreads " + who(b, State::at_block_barrier) +
-           "; in a warp shuffle " + who(b, State::at_warp_barrier);
+           "; in a warp shuffle " + who(b, State::at_warp_barrier) + "; for an mbarrier phase " +
+           who(b, State::at_mbarrier);
   }
 }
 
@@ -284,7 +347,9 @@ void gather_in_warp(uint64_t value, uint64_t (&all)[32]) {
 
 uint32_t shared_offset(const void* p) {
   const char* c = static_cast<const char*>(p);
-  if (!shared_base) shared_base = c;
+  // The window starts 1024-aligned, as a GPU's does, so an offset keeps its address's alignment
+  // (what the 8- and 16-byte alignment rules of mbarrier and the async copies are checked on).
+  if (!shared_base) shared_base = reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(c) & ~uintptr_t(1023));
   const int64_t offset = c - shared_base;
   if (offset < INT32_MIN || offset > INT32_MAX) kernel_fault("a shared-memory address outside the shared window");
   return uint32_t(int32_t(offset));
@@ -371,6 +436,64 @@ void cp_async_wait(int pending) {
     }
   }
   f.copies.resize(kept);
+}
+
+// ---- mbarrier and cp.async.bulk (the PTX ISA's "mbarrier" and "cp.async.bulk" sections) ----
+// The barrier's state lives beside shared memory, keyed by its address, rather than in its 8 bytes:
+// PTX leaves that encoding opaque, and a kernel must not read it.
+
+static MBarrier& barrier_at(uint32_t bar, const char* instruction) {
+  if (bar % 8 != 0) kernel_fault(std::string(instruction) + " on a shared address that is not 8-byte aligned");
+  auto it = running->barriers.find(bar);
+  if (it == running->barriers.end())
+    kernel_fault(std::string(instruction) + " on shared address " + std::to_string(bar) +
+                 ", where no mbarrier.init has made an mbarrier");
+  return it->second;
+}
+
+void mbarrier_init(uint32_t bar, uint32_t count) {
+  if (bar % 8 != 0) kernel_fault("mbarrier.init on a shared address that is not 8-byte aligned");
+  if (count < 1 || count > (1u << 20) - 1)
+    kernel_fault("mbarrier.init with a count of " + std::to_string(count) + " (the PTX ISA allows 1 to 2^20 - 1)");
+  running->barriers[bar] = MBarrier{count, count, 0, 0};
+}
+
+uint64_t mbarrier_arrive_expect_tx(uint32_t bar, uint32_t tx_bytes) {
+  MBarrier& m = barrier_at(bar, "mbarrier.arrive");
+  if (m.pending == 0)
+    kernel_fault("mbarrier.arrive on a barrier whose phase has all its arrivals (it waits for " +
+                 std::to_string(m.tx) + " more transaction bytes): more arrivals than its count");
+  const uint64_t state = m.phase;  // the token names the phase arrived on
+  m.tx += tx_bytes;
+  --m.pending;
+  complete_phase_if_done(m);
+  return state;
+}
+
+bool mbarrier_try_wait_parity(uint32_t bar, uint32_t parity) {
+  const MBarrier& m = barrier_at(bar, "mbarrier.try_wait.parity");
+  if (m.phase % 2 != parity % 2) return true;  // the phase of that parity has completed
+  // Not yet: the thread sleeps until it does (try_wait may wait; a GPU gives up after a time limit
+  // and returns false, and the kernel's loop tries again — the same thing, seen from the kernel).
+  Fiber& f = *running->current;
+  f.wait_bar = bar;
+  f.wait_parity = parity % 2;
+  park(State::at_mbarrier);
+  return true;
+}
+
+void cp_async_bulk_to_shared(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+  if (bytes == 0 || bytes % 16 != 0)
+    kernel_fault("cp.async.bulk of " + std::to_string(bytes) + " bytes (the size must be a non-zero multiple of 16)");
+  if (dst % 16 != 0 || reinterpret_cast<uintptr_t>(src) % 16 != 0)
+    kernel_fault("cp.async.bulk with an address that is not 16-byte aligned");
+  if (std::string error = check_global_range("cp.async.bulk's source", src, bytes); !error.empty())
+    kernel_fault(error);
+  barrier_at(bar, "cp.async.bulk's mbarrier::complete_tx");
+  BulkCopy copy{dst, bar, std::vector<unsigned char>(bytes)};
+  std::memcpy(copy.bytes.data(), src, bytes);
+  running->bulk_copies.push_back(std::move(copy));
+  std::memset(shared_pointer(dst), 0xff, bytes);  // undefined until the barrier's phase completes
 }
 
 // ldmatrix .x4: lanes 8j..8j+7 give the row addresses of 8x8 matrix j, and lane l receives, in r[j],

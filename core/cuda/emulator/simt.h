@@ -139,8 +139,8 @@ class Launch {
 void gather_in_warp(uint64_t value, uint64_t (&all)[32]);
 
 // Shared-memory addresses. PTX names shared memory by 32-bit offsets into the block's window; here
-// an offset is taken from the first shared address the launch converts (every __shared__ array is
-// a static of this host thread, so the others lie a few KiB away).
+// an offset is taken from the first shared address the launch converts, rounded down to 1024 bytes
+// (every __shared__ array is a static of this host thread, so the others lie a few KiB away).
 uint32_t shared_offset(const void* p);
 void* shared_pointer(uint32_t offset);
 
@@ -154,6 +154,15 @@ void cp_async_16(uint32_t dst, const void* src, int bytes);
 void cp_async_commit();
 void cp_async_wait(int pending);
 void store_shared_16(uint32_t dst, const void* v);  // st.shared.v4
+// mbarrier.init / mbarrier.arrive.expect_tx (tx 0: a plain arrive) / mbarrier.try_wait.parity on a
+// shared::cta barrier, and cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes: the
+// copy lands, and signals its barrier, at the latest moment allowed — when no thread of the block can
+// go on without it — with its destination poisoned until then (simt.cpp). A wait that can never be
+// satisfied fails the launch like a barrier that cannot open; a block may not end with a copy in flight.
+void mbarrier_init(uint32_t bar, uint32_t count);
+uint64_t mbarrier_arrive_expect_tx(uint32_t bar, uint32_t tx_bytes);
+bool mbarrier_try_wait_parity(uint32_t bar, uint32_t parity);
+void cp_async_bulk_to_shared(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar);
 // Shared-memory accesses by different warps with no barrier between them, one of them a write, fail
 // the launch (simt.cpp: note_shared); ldmatrix, cp.async and store_shared_16 report theirs.
 
