@@ -12,12 +12,16 @@
 //     on the mbarrier named in the instruction.
 //   - try_wait.parity waits until the phase of the given parity has completed: a consumer waits for
 //     parity 0, 1, 0, ... as it goes round a ring of buffers.
-// These need sm_90; on older GPUs, and in builds that do not target it, they are not compiled.
+// These need sm_90: on older GPUs they are not compiled, and a caller must guard its own use.
+// Between ordinary reads of a buffer and a bulk copy that refills it (generic proxy, then async
+// proxy), the PTX memory model asks for a proxy fence (fence.proxy.async.shared::cta) besides the
+// barrier that orders them; the emulator does not check that.
 #pragma once
 
 #include <cstdint>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/mma.cuh"  // shared_address
 
 namespace brigade::cuda {
 

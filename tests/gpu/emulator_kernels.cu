@@ -158,10 +158,70 @@ __global__ void bulk_copy_rules_kernel(const uint32_t* src, uint32_t* out, bool 
   out[1] = buf[0];
 }
 
-// A wait on shared memory no mbarrier.init has made a barrier.
-__global__ void uninitialised_mbarrier_kernel() {
-  __shared__ __align__(8) uint64_t bar;
-  cuda::mbarrier_wait(cuda::shared_address(&bar), 0);
+// One broken rule of mbarrier or cp.async.bulk per `rule` (see MbarrierRule); 2 threads.
+__global__ void mbarrier_rule_kernel(const uint32_t* src, int rule) {
+  __shared__ __align__(16) uint32_t buf[16];
+  __shared__ __align__(16) uint64_t bars[2];
+  const uint32_t b = cuda::shared_address(&bars[0]), d = cuda::shared_address(buf);
+  const bool first = threadIdx.x == 0;
+  switch (rule) {
+    case 0:  // a wait on shared memory no mbarrier.init has made a barrier
+      if (first) cuda::mbarrier_wait(b, 0);
+      return;
+    case 1:  // a count of 0
+      if (first) cuda::mbarrier_init(b, 0);
+      return;
+    case 2:  // a barrier that is not 8-byte aligned
+      if (first) cuda::mbarrier_init(b + 4, 1);
+      return;
+    case 3:  // the other thread uses the barrier before a __syncthreads makes the init visible
+      if (first) cuda::mbarrier_init(b, 2);
+      if (!first) cuda::mbarrier_arrive_expect_tx(b, 0);
+      return;
+  }
+  if (first) cuda::mbarrier_init(b, 1);
+  __syncthreads();
+  if (!first) return;
+  switch (rule) {
+    case 4:  // a size that is not a multiple of 16
+      cuda::mbarrier_arrive_expect_tx(b, 24);
+      cuda::cp_async_bulk(d, src, 24, b);
+      break;
+    case 5:  // a destination that is not 16-byte aligned
+      cuda::mbarrier_arrive_expect_tx(b, 16);
+      cuda::cp_async_bulk(d + 8, src, 16, b);
+      break;
+    case 6:  // a source reaching past its allocation (16 words)
+      cuda::mbarrier_arrive_expect_tx(b, 64);
+      cuda::cp_async_bulk(d, src + 4, 64, b);
+      break;
+    case 7:  // more arrivals than the count, while the phase waits for its bytes
+      cuda::mbarrier_arrive_expect_tx(b, 64);
+      cuda::mbarrier_arrive_expect_tx(b, 0);
+      break;
+    case 8:  // a phase parity that is neither 0 nor 1
+      cuda::mbarrier_wait(b, 2);
+      break;
+    case 9:  // a tx-count past the ISA's range
+      cuda::mbarrier_arrive_expect_tx(b, 1u << 21);
+      break;
+    case 10:  // a copy over the barrier's own bytes
+      cuda::mbarrier_arrive_expect_tx(b, 16);
+      cuda::cp_async_bulk(b, src, 16, b);
+      break;
+    case 11: {  // a copy for the barrier's next phase issued before this one completes: copies may
+                // land in any order, so the later one can complete this phase with the earlier's data
+                // still in flight
+      cuda::mbarrier_arrive_expect_tx(b, 32);
+      cuda::cp_async_bulk(d, src, 32, b);       // this phase's bytes
+      cuda::cp_async_bulk(d + 32, src, 32, b);  // meant for the next phase
+      cuda::mbarrier_wait(b, 0);
+      if (buf[0] == 0xffffffffu) __trap();  // read this phase's data: poison when the later copy won
+      cuda::mbarrier_arrive_expect_tx(b, 32);
+      cuda::mbarrier_wait(b, 1);
+      break;
+    }
+  }
 }
 
 }  // namespace
@@ -170,7 +230,7 @@ void bulk_ring(const float* src, int chunks, float* out) { bulk_ring_kernel<<<1,
 void bulk_copy_rules(const uint32_t* src, uint32_t* out, bool overdeliver, bool abandon) {
   bulk_copy_rules_kernel<<<1, 1>>>(src, out, overdeliver, abandon);
 }
-void uninitialised_mbarrier() { uninitialised_mbarrier_kernel<<<1, 1>>>(); }
+void mbarrier_rule(const uint32_t* src, int rule) { mbarrier_rule_kernel<<<1, 2>>>(src, rule); }
 
 void refill_after_read(const uint32_t* src, uint32_t* out, bool barrier) {
   refill_after_read_kernel<<<1, 64>>>(src, out, barrier);

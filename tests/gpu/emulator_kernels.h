@@ -38,7 +38,7 @@ void write_ones_on(int* out, int threads, cudaStream_t stream);
 // mbarrier and cp.async.bulk (tests/gpu/test_gpu_emulator.cpp):
 void bulk_ring(const float* src, int chunks, float* out);  // 64 threads; out[t] = sum_c src[c * 64 + t]
 void bulk_copy_rules(const uint32_t* src, uint32_t* out, bool overdeliver, bool abandon);  // src: 16 words
-void uninitialised_mbarrier();
+void mbarrier_rule(const uint32_t* src, int rule);  // src: 16 words; one broken rule each (emulator_kernels.cu)
 void vector_load_sums(const float* x, int offset, float* out, int threads);  // x needs 4 * threads + offset
 
 }  // namespace brigade::emu_test

@@ -293,8 +293,29 @@ TEST_CASE("emulator: a bulk copy's bytes exist only once its mbarrier phase comp
   // A block that ends while its copy is in flight leaves it writing shared memory that is gone.
   et::bulk_copy_rules(dsrc.data, out.data, false, true);
   CHECK_THAT(launch_error(), Contains("ended with 1 cp.async.bulk copies in flight"));
-  et::uninitialised_mbarrier();
-  CHECK_THAT(launch_error(), Contains("where no mbarrier.init has made an mbarrier"));
+}
+
+TEST_CASE("emulator: each rule of mbarrier and cp.async.bulk, broken, fails the launch", "[gpu][emulator]") {
+  DeviceArray<uint32_t> src(16);
+  const char* expected[] = {
+      "where no mbarrier.init has made an mbarrier",
+      "mbarrier.init with a count of 0",
+      "mbarrier.init on a shared address that is not 8-byte aligned",
+      "on an mbarrier another thread initialised with no __syncthreads since",
+      "cp.async.bulk of 24 bytes (the size must be a multiple of 16)",
+      "cp.async.bulk with an address that is not 16-byte aligned",
+      "cp.async.bulk's source",
+      "more arrivals than its count",
+      "with a phase parity of 2",
+      "(the PTX ISA's range is +-(2^20 - 1))",
+      "that hold the mbarrier at",
+      "__trap",
+  };
+  for (int rule = 0; rule < int(sizeof(expected) / sizeof(expected[0])); ++rule) {
+    INFO("rule " << rule);
+    et::mbarrier_rule(src.data, rule);
+    CHECK_THAT(launch_error(), Contains(expected[rule]));
+  }
 }
 
 // A cp.async into shared memory another warp has read since the last barrier is a race on a GPU

@@ -113,6 +113,8 @@ struct MBarrier {
   uint32_t expected = 0, pending = 0;
   int64_t tx = 0;
   uint32_t phase = 0;  // how many phases have completed; the current phase's parity is phase % 2
+  uint64_t init_epoch = 0;           // the block's barrier epoch at mbarrier.init ...
+  const void* init_thread = nullptr;  // ... and the fiber that ran it: others must wait for a __syncthreads
 };
 
 // A cp.async.bulk in flight: its bytes (read from global memory at issue), where they go, and the
@@ -259,17 +261,18 @@ void complete_phase_if_done(MBarrier& m) {
   m.pending = m.expected;
 }
 
-// Every bulk copy in flight lands, in issue order, and signals its barrier: called only when no
-// thread can run, so copies arrive at the latest moment a GPU could deliver them.
-bool land_bulk_copies(Block& b) {
+// One bulk copy in flight lands and signals its barrier: called only when no thread can run, so a
+// copy arrives at the latest moment a GPU could deliver it. The ISA promises no order among copies,
+// so the newest lands first, and the threads it releases run before the next lands: a kernel that
+// lets a later copy complete an earlier phase reads that phase's poison.
+bool land_bulk_copy(Block& b) {
   if (b.bulk_copies.empty()) return false;
-  for (BulkCopy& c : b.bulk_copies) {
-    std::memcpy(shared_pointer(c.dst), c.bytes.data(), c.bytes.size());
-    MBarrier& m = b.barriers.at(c.bar);
-    m.tx -= int64_t(c.bytes.size());
-    complete_phase_if_done(m);
-  }
-  b.bulk_copies.clear();
+  const BulkCopy c = std::move(b.bulk_copies.back());
+  b.bulk_copies.pop_back();
+  std::memcpy(shared_pointer(c.dst), c.bytes.data(), c.bytes.size());
+  MBarrier& m = b.barriers.at(c.bar);
+  m.tx -= int64_t(c.bytes.size());
+  complete_phase_if_done(m);
   return true;
 }
 
@@ -317,7 +320,7 @@ std::string run_block(Block& b, uint3 block, dim3 block_dim) {
              " cp.async.bulk copies in flight (into shared memory that no longer exists): wait on their mbarrier";
     }
     if (release_warps(b) || release_block(b) || release_mbarrier_waiters(b)) continue;
-    if (land_bulk_copies(b)) continue;
+    if (land_bulk_copy(b)) continue;
     return "threads of block " + describe(block) + " wait at barriers that cannot open (a barrier in divergent "
            "code would hang a GPU): at __syncthreads " + who(b, State::at_block_barrier) +
            "; in a warp shuffle " + who(b, State::at_warp_barrier) + "; for an mbarrier phase " +
@@ -448,14 +451,27 @@ static MBarrier& barrier_at(uint32_t bar, const char* instruction) {
   if (it == running->barriers.end())
     kernel_fault(std::string(instruction) + " on shared address " + std::to_string(bar) +
                  ", where no mbarrier.init has made an mbarrier");
-  return it->second;
+  MBarrier& m = it->second;
+  // The initialising thread's write must be made visible to the others (a __syncthreads after it).
+  if (m.init_epoch == running->epoch && m.init_thread != running->current)
+    kernel_fault(std::string(instruction) + " by thread " + describe(running->current->index) +
+                 " on an mbarrier another thread initialised with no __syncthreads since");
+  return m;
+}
+
+// The PTX ISA's range for a tx-count: +-(2^20 - 1).
+void check_tx_range(const MBarrier& m, const char* instruction) {
+  constexpr int64_t kLimit = (int64_t(1) << 20) - 1;
+  if (m.tx > kLimit || m.tx < -kLimit)
+    kernel_fault(std::string(instruction) + " takes an mbarrier's tx-count to " + std::to_string(m.tx) +
+                 " (the PTX ISA's range is +-(2^20 - 1))");
 }
 
 void mbarrier_init(uint32_t bar, uint32_t count) {
   if (bar % 8 != 0) kernel_fault("mbarrier.init on a shared address that is not 8-byte aligned");
   if (count < 1 || count > (1u << 20) - 1)
     kernel_fault("mbarrier.init with a count of " + std::to_string(count) + " (the PTX ISA allows 1 to 2^20 - 1)");
-  running->barriers[bar] = MBarrier{count, count, 0, 0};
+  running->barriers[bar] = MBarrier{count, count, 0, 0, running->epoch, running->current};
 }
 
 uint64_t mbarrier_arrive_expect_tx(uint32_t bar, uint32_t tx_bytes) {
@@ -465,6 +481,7 @@ uint64_t mbarrier_arrive_expect_tx(uint32_t bar, uint32_t tx_bytes) {
                  std::to_string(m.tx) + " more transaction bytes): more arrivals than its count");
   const uint64_t state = m.phase;  // the token names the phase arrived on
   m.tx += tx_bytes;
+  check_tx_range(m, "mbarrier.arrive.expect_tx");
   --m.pending;
   complete_phase_if_done(m);
   return state;
@@ -472,24 +489,31 @@ uint64_t mbarrier_arrive_expect_tx(uint32_t bar, uint32_t tx_bytes) {
 
 bool mbarrier_try_wait_parity(uint32_t bar, uint32_t parity) {
   const MBarrier& m = barrier_at(bar, "mbarrier.try_wait.parity");
-  if (m.phase % 2 != parity % 2) return true;  // the phase of that parity has completed
+  if (parity > 1) kernel_fault("mbarrier.try_wait.parity with a phase parity of " + std::to_string(parity) + " (0 or 1)");
+  if (m.phase % 2 != parity) return true;  // the phase of that parity has completed
   // Not yet: the thread sleeps until it does (try_wait may wait; a GPU gives up after a time limit
   // and returns false, and the kernel's loop tries again — the same thing, seen from the kernel).
   Fiber& f = *running->current;
   f.wait_bar = bar;
-  f.wait_parity = parity % 2;
+  f.wait_parity = parity;
   park(State::at_mbarrier);
   return true;
 }
 
 void cp_async_bulk_to_shared(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
-  if (bytes == 0 || bytes % 16 != 0)
-    kernel_fault("cp.async.bulk of " + std::to_string(bytes) + " bytes (the size must be a non-zero multiple of 16)");
+  if (bytes % 16 != 0)
+    kernel_fault("cp.async.bulk of " + std::to_string(bytes) + " bytes (the size must be a multiple of 16)");
+  if (bytes > 227 * 1024)
+    kernel_fault("cp.async.bulk of " + std::to_string(bytes) + " bytes: more than a block's shared memory (227 KiB)");
   if (dst % 16 != 0 || reinterpret_cast<uintptr_t>(src) % 16 != 0)
     kernel_fault("cp.async.bulk with an address that is not 16-byte aligned");
   if (std::string error = check_global_range("cp.async.bulk's source", src, bytes); !error.empty())
     kernel_fault(error);
   barrier_at(bar, "cp.async.bulk's mbarrier::complete_tx");
+  for (const auto& [at, m] : running->barriers)  // the emulator's barriers live beside their 8 bytes
+    if (int64_t(int32_t(at)) - int64_t(int32_t(dst)) < int64_t(bytes) && int64_t(int32_t(dst)) - int64_t(int32_t(at)) < 8)
+      kernel_fault("cp.async.bulk into shared bytes [" + std::to_string(dst) + ", +" + std::to_string(bytes) +
+                   ") that hold the mbarrier at " + std::to_string(at));
   BulkCopy copy{dst, bar, std::vector<unsigned char>(bytes)};
   std::memcpy(copy.bytes.data(), src, bytes);
   running->bulk_copies.push_back(std::move(copy));
