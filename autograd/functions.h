@@ -67,8 +67,8 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // x @ weight^T + bias (bias may be undefined), weight [out, in]. One tape node with inputs
 // {x, weight, bias}, so the input-grad / weight-grad split separates the two GEMMs.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
-// act(x @ weight^T + bias), still one node: the bias and activation run inside the GEMM's epilogue
-// (one pass over the output instead of three), with the same bits as linear() followed by gelu().
+// act(x @ weight^T + bias): the bias and activation run inside the GEMM's epilogue (one pass over the
+// output instead of three), with the bits, and the tape nodes, of linear() followed by gelu().
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation act);
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);

@@ -160,10 +160,10 @@ LinearOutput linear(const Tensor& x, const Tensor& weight, const Tensor& bias, A
   const int64_t in = weight.size(1), out = weight.size(0);
   Shape y_shape = x.shape();
   y_shape.back() = out;
+  const Tensor wt = make_view(weight, {in, out}, {weight.stride(1), weight.stride(0)}, weight.offset());  // W^T
   // The CPU GEMM takes f32 and f64: 16-bit data runs the separate ops (each widening and narrowing),
   // which round where the fused epilogue would.
   if (x.device().is_cpu() && is_half(x.dtype())) {
-    const Tensor wt = make_view(weight, {in, out}, {weight.stride(1), weight.stride(0)}, weight.offset());
     Tensor pre = matmul(x, wt, backend);
     if (bias.defined()) pre = binary(BinaryOp::add, pre, bias);
     if (act == Activation::none) return {pre, keep_pre ? pre : Tensor()};
@@ -181,7 +181,6 @@ LinearOutput linear(const Tensor& x, const Tensor& weight, const Tensor& bias, A
     const Tensor xc = contiguous(x);
     return make_view(xc, {rows, in}, {in, 1}, xc.offset());
   }();
-  const Tensor wt = make_view(weight, {in, out}, {weight.stride(1), weight.stride(0)}, weight.offset());
   const Tensor bias_c = bias.defined() ? contiguous(bias) : bias;
   LinearOutput result;
   result.y = empty({x_flat.size(0), out}, x.dtype(), x.device());

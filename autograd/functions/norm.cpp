@@ -1,6 +1,7 @@
-// Differentiable layer_norm, rms_norm and add_layer_norm (a residual add fused with the norm after it). The backward is two independent kernels — one for the
-// input gradient, one for the parameter gradients — so a zero-bubble schedule can ask for them at
-// different times (the tape's `want` mask) and each is computed only when asked for.
+// Differentiable layer_norm, rms_norm and add_layer_norm (a residual add fused with the norm after
+// it). The backward is two independent kernels — one for the input gradient, one for the parameter
+// gradients — so a zero-bubble schedule can ask for them at different times (the tape's `want` mask)
+// and each is computed only when asked for.
 #include "autograd/autocast.h"
 #include "autograd/functions.h"
 #include "autograd/tape.h"

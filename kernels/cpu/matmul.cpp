@@ -433,7 +433,7 @@ void matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
 }
 
 // linear_epilogue: the GEMM writes a @ b into pre (or straight into out when pre is not kept), and
-// each finished tile gets its bias and activation at once, one row segment at a time.
+// each finished block of rows gets its bias and activation at once, one row segment at a time.
 void linear_epilogue(const Tensor& out, const Tensor& pre, const Tensor& a, const Tensor& b, const Tensor& bias,
                      Activation act) {
   visit_float(out.dtype(), "linear_epilogue", [&](auto tag) {

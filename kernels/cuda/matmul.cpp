@@ -7,8 +7,8 @@
 //      (one matrix, not one per batch entry). The tiled kernel reads any strides and never copies.
 //   2. Batch dims are collapsed: neighbours merge when every tensor steps across them uniformly, so a
 //      contiguous [B, H, m, k] is one batch of B * H; a batch that shares one B and whose rows of A
-//      and C run on without a gap becomes rows instead (M grows). Only dims that cannot merge (e.g. a permuted
-//      operand) are looped over on the host, one strided-batched launch per outer index.
+//      and C run on without a gap becomes rows instead (M grows). Only dims that cannot merge (e.g. a
+//      permuted operand) are looped over on the host, one strided-batched launch per outer index.
 //   3. Each problem goes to its GEMM on the current stream.
 // linear_epilogue is the same path for one 2-D product, with a linear layer's bias and activation
 // (kernels/cuda/epilogue.cuh): inside the tensor-core GEMM, or as one pass after the others.
