@@ -16,6 +16,11 @@
 
 #include "kernels/dispatch.h"
 
+#if BRIGADE_HAVE_CUDA
+#include "core/cuda/guard.h"
+#include "kernels/cuda/gemm.h"
+#endif
+
 namespace brigade::ops {
 namespace {
 
@@ -65,7 +70,8 @@ std::atomic<bool> g_allow_tf32{false};
 bool backend_takes(MatmulBackend backend, DType t) {
   switch (backend) {
     case MatmulBackend::tiled: return t == DType::f32 || is_half(t);
-    case MatmulBackend::tensor_core: return is_half(t);
+    case MatmulBackend::tensor_core:
+    case MatmulBackend::hopper: return is_half(t);
     default: return true;  // cuBLAS: f32, f64, bf16, f16
   }
 }
@@ -105,8 +111,20 @@ const char* matmul_backend_name(MatmulBackend backend) {
     case MatmulBackend::cublas: return "cublas";
     case MatmulBackend::tiled: return "tiled";
     case MatmulBackend::tensor_core: return "tensor_core";
+    case MatmulBackend::hopper: return "hopper";
   }
   return "?";
+}
+
+bool matmul_backend_available(MatmulBackend backend, Device device) {
+  if (device.is_cpu() || backend != MatmulBackend::hopper) return true;
+#if BRIGADE_HAVE_CUDA
+  cuda::check_gpu("matmul_backend_available", device);
+  cuda::DeviceGuard guard(device.index);
+  return cuda::hopper_gemm_available();
+#else
+  return false;
+#endif
 }
 
 void set_matmul_backend(MatmulBackend backend) { g_backend.store(backend); }

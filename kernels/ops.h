@@ -100,13 +100,18 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 //   cublas       cublasGemmStridedBatchedEx: f32, f64, bf16, f16;
 //   tiled        the hand-written shared-memory GEMM (kernels/cuda/gemm_tiled.cu): f32, bf16, f16
 //                inputs, computed in f32;
-//   tensor_core  the hand-written mma.sync GEMM (kernels/cuda/gemm_tensor_core.cu): bf16, f16.
+//   tensor_core  the hand-written mma.sync GEMM (kernels/cuda/gemm_tensor_core.cu): bf16, f16;
+//   hopper       the hand-written TMA + wgmma GEMM for sm_90 (kernels/cuda/gemm_hopper.cu): bf16, f16;
+//                operands not contiguous along k are copied first (a linear layer's x @ Wᵀ needs none).
 // Asking a backend for a dtype it has no kernel for is an error that names both.
-enum class MatmulBackend { automatic, cublas, tiled, tensor_core };
+enum class MatmulBackend { automatic, cublas, tiled, tensor_core, hopper };
 const char* matmul_backend_name(MatmulBackend backend);  // "automatic", "cublas", ...
 void set_matmul_backend(MatmulBackend backend);           // process-wide; the default is automatic
 MatmulBackend matmul_backend();
 Tensor matmul(const Tensor& a, const Tensor& b, MatmulBackend backend);  // this call only
+// Whether `backend` can run on `device` (hopper: an sm_90 GPU and a build for gpu_arch 90; the CPU
+// takes any backend and ignores it).
+bool matmul_backend_available(MatmulBackend backend, Device device);
 // A linear layer, fused: y = act(x @ weight^T + bias) with x [..., in], weight [out, in], bias [out]
 // (undefined: none) — one GEMM whose epilogue adds the bias and applies the activation on the way
 // out, instead of three passes over [rows, out]. The bits equal those of matmul, add and gelu run

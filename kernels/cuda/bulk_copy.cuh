@@ -80,6 +80,23 @@ __device__ __forceinline__ void cp_async_bulk(uint32_t dst, const void* src, uin
 #endif
 }
 
+// The TMA's tile copy: the box of the 2-D tensor map `map` (a __grid_constant__ kernel parameter,
+// made by make_tensor_map_2d in kernels/cuda/tensor_map.h) whose first element is at column x, row
+// y, into shared `dst` (128-byte aligned; 1024 for the 128-byte swizzle to start at row 0), laid out
+// row after row and swizzled as the map says. Elements outside the tensor arrive as zeros, and the
+// whole box's bytes count towards complete_tx on `bar`.
+__device__ __forceinline__ void cp_async_bulk_tensor_2d(uint32_t dst, const void* map, int x, int y, uint32_t bar) {
+#if BRIGADE_CUDA_EMULATOR
+  const int32_t coords[2] = {x, y};
+  ::brigade::emu::cp_async_bulk_tensor_to_shared(dst, map, coords, 2, bar);
+#else
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+      "l"(map), "r"(x), "r"(y), "r"(bar)
+      : "memory");
+#endif
+}
+
 #endif
 
 }  // namespace brigade::cuda

@@ -25,6 +25,17 @@
 
 namespace brigade::cuda {
 
+// The block's dynamic shared memory (the launch's third <<<>>> argument): CUDA promises it 16-byte
+// alignment only, so a kernel that needs more rounds the pointer up itself.
+__device__ __forceinline__ unsigned char* dynamic_shared_memory() {
+#if BRIGADE_CUDA_EMULATOR
+  return static_cast<unsigned char*>(::brigade::emu::dynamic_shared_memory());
+#else
+  extern __shared__ __align__(16) unsigned char dynamic_smem[];
+  return dynamic_smem;
+#endif
+}
+
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // ---- element types ------------------------------------------------------------------------------

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "kernels/cuda/activation.cuh"
+#include "kernels/cuda/mma.cuh"  // store_pair
 #include "kernels/params.h"
 
 namespace brigade::cuda {
@@ -33,6 +34,21 @@ __device__ __forceinline__ Out add_bias(const Epilogue<Out>& e, compute_t<Out> p
 template <class Out>
 __device__ __forceinline__ compute_t<Out> activate(const Epilogue<Out>& e, Out h) {
   return e.gelu ? to_compute(from_compute<Out>(gelu(to_compute(h)))) : to_compute(h);
+}
+
+// How the tensor-core GEMMs (mma.sync and wgmma) store their accumulators: the pair (v0, v1) of C at
+// element offset `at`, columns col and col + 1 (the second only when second_ok), through the
+// epilogue when there is one — `pre` first, then the activation. pair_ok: C's and pre's layout allow
+// one paired store.
+template <class Out>
+__device__ __forceinline__ void store_accumulator_pair(const Epilogue<Out>& e, Out* c, Out* pre, int64_t at,
+                                                       int64_t col, float v0, float v1, bool pair_ok, bool second_ok) {
+  if (e.active()) {
+    const Out h0 = add_bias(e, v0, col), h1 = second_ok ? add_bias(e, v1, col + 1) : h0;
+    if (pre) store_pair(pre + at, to_compute(h0), to_compute(h1), pair_ok, second_ok);
+    v0 = activate(e, h0), v1 = activate(e, h1);
+  }
+  store_pair(c + at, v0, v1, pair_ok, second_ok);
 }
 
 }  // namespace brigade::cuda

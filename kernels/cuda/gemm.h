@@ -1,4 +1,4 @@
-// The three GPU GEMMs behind cuda::matmul, and the one problem description they share.
+// The four GPU GEMMs behind cuda::matmul, and the one problem description they share.
 //
 // A GemmProblem is a strided batch of products C_i = A_i @ B_i with raw pointers and element strides:
 // A_i(r, p) lives at a.data + i * a.batch_stride + r * a.row_stride + p * a.col_stride, and so on.
@@ -32,7 +32,7 @@ struct GemmOutput {
 
 // A linear layer's epilogue, applied to C before it is stored (kernels/cuda/epilogue.cuh has the
 // arithmetic): C = act(A @ B + bias), with A @ B + bias also written to `pre` (same layout as C) when
-// pre is set. bias [n] and pre have C's dtype. Only the tensor-core GEMM applies it; matmul.cpp runs
+// pre is set. bias [n] and pre have C's dtype. The tensor-core and Hopper GEMMs apply it; matmul.cpp runs
 // the others plain and applies the epilogue in a pass of its own.
 struct GemmEpilogue {
   const void* bias = nullptr;
@@ -71,5 +71,14 @@ void apply_epilogue(const GemmProblem& problem, Device device, cudaStream_t stre
 // one GEMM that applies problem.epilogue itself.
 void gemm_tensor_core(const GemmProblem& problem, cudaStream_t stream);
 bool tensor_core_can_read(const GemmOperand& x, int64_t rows, int64_t cols);
+
+// The Hopper GEMM (kernels/cuda/gemm_hopper.cu): TMA + wgmma on sm_90 (the emulator runs it too),
+// bf16/f16 inputs, one product (batch 1), both operands contiguous along k with 16-byte aligned rows
+// (a linear layer's x @ Wᵀ; hopper_can_read tells). Applies problem.epilogue itself. Persistent: at
+// most one block per SM, or `max_blocks` when positive (tests use it to give each block many tiles).
+void gemm_hopper(const GemmProblem& problem, cudaStream_t stream, int max_blocks = 0);
+bool hopper_can_read(const GemmProblem& problem);
+// Whether the current device can run it (compute capability 9.x) and this build has it (gpu_arch 90).
+bool hopper_gemm_available();
 
 }  // namespace brigade::cuda

@@ -221,7 +221,6 @@ __global__ void __launch_bounds__(kBlockThreads)
   // has C's layout.
   Out* c_base = c.data + batch * c.batch_stride;
   Out* pre_base = epilogue.pre ? epilogue.pre + batch * c.batch_stride : nullptr;
-  const bool fused = epilogue.active();
   const int frag_row = lane / 4, frag_col = 2 * (lane % 4);
 #pragma unroll
   for (int i = 0; i < kMmaRows; ++i)
@@ -234,14 +233,8 @@ __global__ void __launch_bounds__(kBlockThreads)
         const int row = m0 + warp_row + i * 16 + frag_row + h * 8;
         if (row >= m) continue;
         const int64_t at = int64_t(row) * c.row_stride + col;
-        float v0 = acc[i][j][2 * h], v1 = acc[i][j][2 * h + 1];
-        if (fused) {
-          const bool second = col + 1 < n;
-          const Out h0 = add_bias(epilogue, v0, col), h1 = second ? add_bias(epilogue, v1, col + 1) : h0;
-          if (pre_base) store_pair(pre_base + at, to_compute(h0), to_compute(h1), c.pair_stores, second);
-          v0 = activate(epilogue, h0), v1 = activate(epilogue, h1);
-        }
-        store_pair(c_base + at, v0, v1, c.pair_stores, col + 1 < n);
+        store_accumulator_pair(epilogue, c_base, pre_base, at, col, acc[i][j][2 * h], acc[i][j][2 * h + 1],
+                               c.pair_stores, col + 1 < n);
       }
     }
 }

@@ -83,10 +83,34 @@ Tensor readable(const Tensor& x, ops::MatmulBackend backend) {
   }
 }
 
+// For the Hopper GEMM: A [.., m, k] contiguous along k (its rows), B [.., k, n] contiguous along k
+// (its columns: B is a transposed view, as a linear layer's Wᵀ is), rows 16-byte aligned. Otherwise
+// a copy that is: A row-major, or B as the transpose of a row-major Bᵀ.
+Tensor hopper_readable(const Tensor& x, bool is_b) {
+  if (is_b) return hopper_readable(x.transpose(-2, -1), false).transpose(-2, -1);
+  for (int64_t d = 0; d < x.dim() - 2; ++d)
+    if (x.size(d) > 1 && x.stride(d) % 8 != 0) return packed_copy(x, 8);
+  const bool along_k = x.stride(-1) == 1 || x.size(-1) == 1;
+  const bool aligned = reinterpret_cast<uintptr_t>(x.raw_data()) % 16 == 0 && (x.size(-2) == 1 || x.stride(-2) % 8 == 0);
+  return along_k && aligned ? x : packed_copy(x, 8);
+}
+
 // Runs one problem. The tensor-core GEMM applies an epilogue itself; after the others it is a pass
 // of its own over C.
 void run(const GemmProblem& p, ops::MatmulBackend backend, Device device, cudaStream_t stream) {
   if (backend == ops::MatmulBackend::tensor_core) return gemm_tensor_core(p, stream);
+  if (backend == ops::MatmulBackend::hopper) {
+    if (p.batch == 1) return gemm_hopper(p, stream);
+    for (int64_t i = 0; i < p.batch; ++i) {  // one launch per product (the kernel takes one)
+      GemmProblem one = p;
+      one.batch = 1;
+      one.a.data = static_cast<const char*>(p.a.data) + i * p.a.batch_stride * int64_t(dtype_size(p.in));
+      one.b.data = static_cast<const char*>(p.b.data) + i * p.b.batch_stride * int64_t(dtype_size(p.in));
+      one.c.data = static_cast<char*>(p.c.data) + i * p.c.batch_stride * int64_t(dtype_size(p.out));
+      gemm_hopper(one, stream);
+    }
+    return;
+  }
   GemmProblem plain = p;
   plain.epilogue = {};
   if (backend == ops::MatmulBackend::tiled) gemm_tiled(plain, stream);
@@ -117,7 +141,9 @@ void gemm(const Tensor& out, const Tensor& a, const Tensor& b, ops::MatmulBacken
     return;
   }
   if (backend == ops::MatmulBackend::automatic) backend = ops::MatmulBackend::cublas;
-  const Tensor A = readable(a, backend), B = readable(b, backend);
+  const bool hopper = backend == ops::MatmulBackend::hopper;
+  const Tensor A = hopper ? hopper_readable(a, false) : readable(a, backend);
+  const Tensor B = hopper ? hopper_readable(b, true) : readable(b, backend);
   base.in = A.dtype();
   base.a = operand(A), base.b = operand(B);
 

@@ -65,6 +65,7 @@ inline std::vector<OpCase> matmul_cases(std::mt19937_64& rng) {
       {MatmulBackend::cublas, "cublas", {DType::f32, DType::bf16, DType::f16, DType::f64}},
       {MatmulBackend::tiled, "tiled", {DType::f32, DType::bf16, DType::f16}},
       {MatmulBackend::tensor_core, "tensor_core", {DType::bf16, DType::f16}},
+      {MatmulBackend::hopper, "hopper", {DType::bf16, DType::f16}},
   };
   std::vector<OpCase> cases;
   for (const Backend& be : backends) {
@@ -123,6 +124,7 @@ inline std::vector<OpCase> linear_cases() {
   };
   const Fused fused[] = {{ops::MatmulBackend::tensor_core, "tensor_core", DType::bf16},
                          {ops::MatmulBackend::tensor_core, "tensor_core", DType::f16},
+                         {ops::MatmulBackend::hopper, "hopper", DType::bf16},
                          {ops::MatmulBackend::cublas, "cublas", DType::f32},
                          {ops::MatmulBackend::cublas, "cublas", DType::bf16},
                          {ops::MatmulBackend::tiled, "tiled", DType::f32}};

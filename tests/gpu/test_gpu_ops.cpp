@@ -28,6 +28,8 @@
 #include "cases_nn.h"
 #include "cases_reduce.h"
 #include "cases_views.h"
+#include "core/cuda/current.h"
+#include "kernels/cuda/gemm.h"
 
 namespace gpu_test {
 namespace {
@@ -226,6 +228,7 @@ TEST_CASE("linear's fused bias + gelu equals matmul, add and gelu apart, bit for
     DType dtype;
   };
   for (Path path : {Path{ops::MatmulBackend::tensor_core, DType::bf16}, Path{ops::MatmulBackend::tensor_core, DType::f16},
+                    Path{ops::MatmulBackend::hopper, DType::bf16}, Path{ops::MatmulBackend::hopper, DType::f16},
                     Path{ops::MatmulBackend::cublas, DType::bf16}, Path{ops::MatmulBackend::cublas, DType::f32},
                     Path{ops::MatmulBackend::tiled, DType::f32}}) {
     // 131 or 2 x 66 rows (a 3-D input: the unfused matmul must run the same one GEMM); 259 and 256
@@ -245,6 +248,54 @@ TEST_CASE("linear's fused bias + gelu equals matmul, add and gelu apart, bit for
         const ops::LinearOutput biased = ops::linear(x, w, b, Activation::none, false, path.backend);
         CHECK(host_values(biased.y) == host_values(pre));
       }
+    }
+  }
+  check_guards();
+}
+
+// The Hopper GEMM is persistent: each block walks tiles blockIdx.x, + gridDim.x, ... with its ring of
+// buffers running on from tile to tile. Fewer blocks than tiles (1, 2, 3 for 4 x 3 tiles) make every
+// block cross tiles mid-ring; the product must not change, and must match an f64 CPU reference.
+TEST_CASE("the hopper GEMM gives the same product however many tiles each block walks", "[gpu_ops][hopper]") {
+  start_clean();
+  INFO("run seed " << run_seed());
+  const int64_t m = 4 * 128 - 37, n = 3 * 128 - 5, k = 3 * 64 + 24;  // partial tiles and a partial K slice
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    INFO(dtype_name(dtype));
+    const Tensor a = random_cpu({m, k}, dtype, 50), w = random_cpu({n, k}, dtype, 51);
+    const Tensor a_gpu = a.to(kGpu), w_gpu = w.to(kGpu);
+    std::vector<double> reference(size_t(m * n)), magnitude(size_t(m * n));
+    const std::vector<double> av = host_values(a), wv = host_values(w);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0, abs_sum = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          sum += av[size_t(i * k + p)] * wv[size_t(j * k + p)];
+          abs_sum += std::abs(av[size_t(i * k + p)] * wv[size_t(j * k + p)]);
+        }
+        reference[size_t(i * n + j)] = sum;
+        magnitude[size_t(i * n + j)] = abs_sum;
+      }
+    std::vector<double> first;
+    for (int blocks : {1, 2, 3, 0}) {  // 0: one block per SM (as many as there are tiles here)
+      INFO(blocks << " blocks");
+      const Tensor c = empty({m, n}, DType::f32, kGpu);
+      cuda::GemmProblem p;
+      p.m = m, p.n = n, p.k = k, p.in = dtype, p.out = DType::f32;
+      p.a = {a_gpu.raw_data(), k, 1, 0};
+      p.b = {w_gpu.raw_data(), 1, k, 0};  // B = Wᵀ: k contiguous
+      p.c = {c.raw_data(), n, 0};
+      REQUIRE(cuda::hopper_can_read(p));
+      cuda::gemm_hopper(p, cuda::stream_for(c), blocks);
+      const std::vector<double> got = host_values(c);
+      // Products of 16-bit values are exact in f32; summing K of them in f32 errs by at most
+      // K * 2^-24 * sum |a_p w_p| (the standard bound for recursive summation).
+      double worst = 0;
+      for (size_t i = 0; i < got.size(); ++i)
+        worst = std::max(worst, std::abs(got[i] - reference[i]) / (double(k) * std::ldexp(1.0, -24) * magnitude[i] + 1e-30));
+      CHECK(worst <= 1.0);
+      if (first.empty()) first = got;
+      CHECK(got == first);  // the same sums in the same order, whoever computes the tile
     }
   }
   check_guards();

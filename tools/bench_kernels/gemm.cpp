@@ -1,7 +1,8 @@
 // GEMMs: brigade's matmuls at square sizes and at the GPT-2-small MLP shape a training step runs
 // (m tokens x 768 -> 3072), small sizes showing launch, packing and tail effects, large ones the
 // inner loop.
-//  - a GPU: the three matmul backends against cuBLAS called directly, at the same shape and dtype;
+//  - a GPU: the four matmul backends (hopper on sm_90 only) against cuBLAS called directly, at the
+//    same shape and dtype;
 //  - the CPU: its one GEMM (kernels/cpu/matmul.cpp) against the FMA peak (bench/fma_peak.cpp);
 // and, on both, the MLP's up-projection as a layer, with the bias and GELU fused into the GEMM's
 // epilogue against the same three ops run apart.
@@ -32,6 +33,7 @@ const std::vector<Backend>& backends_for(Device device) {
       {MatmulBackend::cublas, "matmul cublas", {DType::bf16, DType::f32}},
       {MatmulBackend::tiled, "matmul tiled", {DType::bf16, DType::f32}},
       {MatmulBackend::tensor_core, "matmul tensor_core", {DType::bf16}},
+      {MatmulBackend::hopper, "matmul hopper", {DType::bf16}},
   };
   static const std::vector<Backend> cpu = {{MatmulBackend::automatic, "matmul", {DType::f32, DType::bf16}}};
   return device.is_cpu() ? cpu : gpu;
@@ -53,9 +55,13 @@ void gemm_shape(Session& s, const Sizes& sizes, int64_t m, int64_t n, int64_t k)
   for (DType t : sizes.gemm_dtypes) {
     const auto [baseline, baseline_rate] = gemm_baseline(s, t, m, n, k);
     const Tensor a = randn({m, k}, t, s.device()), b = randn({k, n}, t, s.device());
+    // The Hopper GEMM reads B along k (a layer's Wᵀ); given a row-major B it would copy it first.
+    const Tensor b_along_k = randn({n, k}, t, s.device()).transpose(0, 1);
     for (const Backend& be : backends_for(s.device())) {
       if (std::find(be.dtypes.begin(), be.dtypes.end(), t) == be.dtypes.end()) continue;
-      s.throughput({"gemm", be.name, shape, dtype_name(t)}, flops, [&] { ops::matmul(a, b, be.backend); }, baseline,
+      if (!ops::matmul_backend_available(be.backend, s.device())) continue;
+      const Tensor& rhs = be.backend == MatmulBackend::hopper ? b_along_k : b;
+      s.throughput({"gemm", be.name, shape, dtype_name(t)}, flops, [&] { ops::matmul(a, rhs, be.backend); }, baseline,
                    baseline_rate);
     }
   }
@@ -74,6 +80,7 @@ void linear_gelu(Session& s, const Sizes& sizes, int64_t m, int64_t n, int64_t k
     const Tensor x = randn({m, k}, t, s.device()), w = randn({n, k}, t, s.device()), b = randn({n}, t, s.device());
     for (const Backend& be : backends_for(s.device())) {
       if (std::find(be.dtypes.begin(), be.dtypes.end(), t) == be.dtypes.end()) continue;
+      if (!ops::matmul_backend_available(be.backend, s.device())) continue;
       const std::string name = "linear+gelu" + std::string(be.name).substr(6);  // "matmul cublas" -> "linear+gelu cublas"
       s.throughput(
           {"gemm", name + " apart", shape, dtype_name(t)}, flops,

@@ -256,6 +256,18 @@ cudaError_t cudaDriverGetVersion(int* version) {
   return cudaSuccess;
 }
 
+// Only the dynamic shared memory limit is modelled (a launch's size is checked against the GPU's
+// 227 KiB either way; the emulator does not track the attribute per kernel).
+cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value) {
+  if (func == nullptr) return fail(cudaErrorInvalidDeviceFunction, "cudaFuncSetAttribute: a null function");
+  if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize)
+    return fail(cudaErrorInvalidValue, "cudaFuncSetAttribute: the emulator does not model attribute " + std::to_string(int(attr)));
+  if (value < 0 || value > 227 * 1024)
+    return fail(cudaErrorInvalidValue, "cudaFuncSetAttribute: " + std::to_string(value) +
+                                           " bytes of dynamic shared memory (an sm_90 block has at most 227 KiB)");
+  return cudaSuccess;
+}
+
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
   if (device < 0 || device >= device_count()) return fail(cudaErrorInvalidDevice, "cudaDeviceGetAttribute: no such device");
   switch (attr) {

@@ -83,7 +83,8 @@ class FiberStack {
   size_t bytes_ = 0;
 };
 
-enum class State { runnable, at_block_barrier, at_warp_barrier, at_mbarrier, done };
+// yielded: the thread completed an mbarrier phase and lets the threads that waited for it run first.
+enum class State { runnable, at_block_barrier, at_warp_barrier, at_mbarrier, yielded, done };
 
 // A cp.async this thread issued that has not landed yet: the 16 bytes it will write, read from
 // global memory at issue, and its group (-1 until cp.async.commit_group closes one).
@@ -117,11 +118,12 @@ struct MBarrier {
   const void* init_thread = nullptr;  // ... and the fiber that ran it: others must wait for a __syncthreads
 };
 
-// A cp.async.bulk in flight: its bytes (read from global memory at issue), where they go, and the
-// mbarrier its complete-tx signals.
+// A bulk copy in flight (cp.async.bulk, or cp.async.bulk.tensor's tile): its bytes, read from global
+// memory at issue, in runs by where they land, and the mbarrier its complete-tx signals.
 struct BulkCopy {
-  uint32_t dst, bar;
-  std::vector<unsigned char> bytes;
+  uint32_t bar;
+  std::vector<SharedRun> runs;
+  size_t bytes;  // over all runs: what complete-tx takes off the barrier
 };
 
 // Who touched a 16-byte chunk of shared memory since the block's last barrier (see note_shared).
@@ -154,6 +156,12 @@ struct Block {
 
 thread_local std::vector<std::unique_ptr<FiberStack>> stacks;  // reused by every block of this thread
 thread_local Block* running = nullptr;
+thread_local uint64_t blocks_run = 0;  // see block_serial
+// Dynamic shared memory: a static of the host thread like every __shared__ array, so its offsets
+// from the other shared arrays stay small; the launch's bytes start 16 bytes in (see simt.h).
+constexpr size_t kDynamicSharedSlack = 16;
+alignas(1024) thread_local unsigned char dynamic_window[227 * 1024 + kDynamicSharedSlack];
+thread_local size_t dynamic_bytes = 0;
 thread_local const char* shared_base = nullptr;  // see shared_offset
 
 // Back to the scheduler; `parked` fibers will be resumed, the others never.
@@ -269,11 +277,19 @@ bool land_bulk_copy(Block& b) {
   if (b.bulk_copies.empty()) return false;
   const BulkCopy c = std::move(b.bulk_copies.back());
   b.bulk_copies.pop_back();
-  std::memcpy(shared_pointer(c.dst), c.bytes.data(), c.bytes.size());
+  for (const SharedRun& run : c.runs) std::memcpy(shared_pointer(run.dst), run.bytes.data(), run.bytes.size());
   MBarrier& m = b.barriers.at(c.bar);
-  m.tx -= int64_t(c.bytes.size());
+  m.tx -= int64_t(c.bytes);
   complete_phase_if_done(m);
   return true;
+}
+
+// Threads that completed an mbarrier phase go on, once the threads it released have had their turn.
+bool wake_yielded(Block& b) {
+  bool woke = false;
+  for (Fiber& f : b.fibers)
+    if (f.state == State::yielded) f.state = State::runnable, woke = true;
+  return woke;
 }
 
 bool release_block(Block& b) {
@@ -296,6 +312,8 @@ std::string run_block(Block& b, uint3 block, dim3 block_dim) {
   b.shared_uses.clear();
   b.barriers.clear();
   b.bulk_copies.clear();
+  ++blocks_run;
+  std::memset(dynamic_window + kDynamicSharedSlack, 0xff, dynamic_bytes);
   for (size_t t = 0; t < threads; ++t) {
     Fiber& f = b.fibers[t];
     f.index = make_uint3(unsigned(t % block_dim.x), unsigned(t / block_dim.x % block_dim.y),
@@ -320,6 +338,7 @@ std::string run_block(Block& b, uint3 block, dim3 block_dim) {
              " cp.async.bulk copies in flight (into shared memory that no longer exists): wait on their mbarrier";
     }
     if (release_warps(b) || release_block(b) || release_mbarrier_waiters(b)) continue;
+    if (wake_yielded(b)) continue;
     if (land_bulk_copy(b)) continue;
     return "threads of block " + describe(block) + " wait at barriers that cannot open (a barrier in divergent "
            "code would hang a GPU): at __syncthreads " + who(b, State::at_block_barrier) +
@@ -359,6 +378,11 @@ uint32_t shared_offset(const void* p) {
 }
 
 void* shared_pointer(uint32_t offset) { return const_cast<char*>(shared_base) + int32_t(offset); }
+
+void* dynamic_shared_memory() {
+  if (dynamic_bytes == 0) kernel_fault("extern __shared__ memory used by a kernel launched with none (shared_bytes 0)");
+  return dynamic_window + kDynamicSharedSlack;
+}
 
 // The race detector for shared memory, at 16-byte granularity, for the accesses that go through the
 // emulated instructions (ldmatrix reads; cp.async and st.shared.v4 writes — every shared-memory
@@ -484,6 +508,10 @@ uint64_t mbarrier_arrive_expect_tx(uint32_t bar, uint32_t tx_bytes) {
   check_tx_range(m, "mbarrier.arrive.expect_tx");
   --m.pending;
   complete_phase_if_done(m);
+  // Nothing orders the arriving thread's next steps after the waiters' wake-up: the emulator lets the
+  // waiters go first (a producer refilling a buffer the moment its last reader arrives), the order
+  // that exposes a reader which arrived before it was really done with the buffer.
+  if (m.phase != state) park(State::yielded);
   return state;
 }
 
@@ -509,16 +537,32 @@ void cp_async_bulk_to_shared(uint32_t dst, const void* src, uint32_t bytes, uint
     kernel_fault("cp.async.bulk with an address that is not 16-byte aligned");
   if (std::string error = check_global_range("cp.async.bulk's source", src, bytes); !error.empty())
     kernel_fault(error);
-  barrier_at(bar, "cp.async.bulk's mbarrier::complete_tx");
-  for (const auto& [at, m] : running->barriers)  // the emulator's barriers live beside their 8 bytes
-    if (int64_t(int32_t(at)) - int64_t(int32_t(dst)) < int64_t(bytes) && int64_t(int32_t(dst)) - int64_t(int32_t(at)) < 8)
-      kernel_fault("cp.async.bulk into shared bytes [" + std::to_string(dst) + ", +" + std::to_string(bytes) +
-                   ") that hold the mbarrier at " + std::to_string(at));
-  BulkCopy copy{dst, bar, std::vector<unsigned char>(bytes)};
-  std::memcpy(copy.bytes.data(), src, bytes);
-  running->bulk_copies.push_back(std::move(copy));
-  std::memset(shared_pointer(dst), 0xff, bytes);  // undefined until the barrier's phase completes
+  SharedRun run{dst, std::vector<unsigned char>(bytes)};
+  std::memcpy(run.bytes.data(), src, bytes);
+  std::vector<SharedRun> runs;
+  runs.push_back(std::move(run));
+  queue_bulk_copy(std::move(runs), bar, "cp.async.bulk");
 }
+
+void queue_bulk_copy(std::vector<SharedRun> runs, uint32_t bar, const char* instruction) {
+  barrier_at(bar, (std::string(instruction) + "'s mbarrier::complete_tx").c_str());
+  size_t bytes = 0;
+  for (const SharedRun& run : runs) {
+    const int64_t dst = int32_t(run.dst), size = int64_t(run.bytes.size());
+    for (const auto& [at, m] : running->barriers)  // the emulator's barriers live beside their 8 bytes
+      if (int64_t(int32_t(at)) - dst < size && dst - int64_t(int32_t(at)) < 8)
+        kernel_fault(std::string(instruction) + " into shared bytes [" + std::to_string(run.dst) + ", +" +
+                     std::to_string(size) + ") that hold the mbarrier at " + std::to_string(at));
+    std::memset(shared_pointer(run.dst), 0xff, run.bytes.size());  // undefined until the phase completes
+    bytes += run.bytes.size();
+  }
+  running->bulk_copies.push_back(BulkCopy{bar, std::move(runs), bytes});
+}
+
+int thread_in_block() {
+  return int(thread_index.x + block_size.x * (thread_index.y + block_size.y * thread_index.z));
+}
+uint64_t block_serial() { return blocks_run; }
 
 // ldmatrix .x4: lanes 8j..8j+7 give the row addresses of 8x8 matrix j, and lane l receives, in r[j],
 // the two 16-bit elements (l/4, 2(l%4)) and (l/4, 2(l%4)+1) of matrix j; with .trans, of its
@@ -666,6 +710,7 @@ std::string run_grid(const char* kernel, dim3 grid, dim3 block, size_t shared_by
   Block* outer = running;
   running = &b;
   shared_base = nullptr;
+  dynamic_bytes = shared_bytes;
   grid_size = grid;
   block_size = block;
   std::string fault;

@@ -143,6 +143,10 @@ void gather_in_warp(uint64_t value, uint64_t (&all)[32]);
 // (every __shared__ array is a static of this host thread, so the others lie a few KiB away).
 uint32_t shared_offset(const void* p);
 void* shared_pointer(uint32_t offset);
+// The block's dynamic shared memory (`extern __shared__`, the launch's shared_bytes): all bits set at
+// the start of every block (shared memory starts undefined), and 16 bytes past a 1024-byte boundary —
+// the 16-byte alignment CUDA guarantees and no more, so a kernel that needs more aligns it itself.
+void* dynamic_shared_memory();
 
 // The PTX instructions of the tensor-core GEMM (kernels/cuda/gemm_tensor_core.cu), written from
 // their definitions in the PTX ISA: warp-collective, so each one gathers the warp's operands first.
@@ -163,8 +167,36 @@ void mbarrier_init(uint32_t bar, uint32_t count);
 uint64_t mbarrier_arrive_expect_tx(uint32_t bar, uint32_t tx_bytes);
 bool mbarrier_try_wait_parity(uint32_t bar, uint32_t parity);
 void cp_async_bulk_to_shared(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar);
+// cp.async.bulk.tensor.{rank}d...tile.mbarrier::complete_tx::bytes: the box of the tensor map `map`
+// (a CUtensorMap made by the emulator's cuTensorMapEncodeTiled) at `coords`, swizzled into shared
+// memory, with the same late landing and poison (core/cuda/emulator/tensor_maps.cpp).
+void cp_async_bulk_tensor_to_shared(uint32_t dst, const void* map, const int32_t* coords, int rank, uint32_t bar);
+// wgmma.fence / wgmma.mma_async.m64nNk16.f32.{bf16,f16} with both operands in shared memory (K-major,
+// 128-byte swizzle) / wgmma.commit_group / wgmma.wait_group (core/cuda/emulator/wgmma.cpp): the
+// accumulators are undefined (NaN) from the mma until the wait that retires its group, and are
+// computed there, reading shared memory at that moment.
+void wgmma_fence();
+void wgmma_mma_async(float* d, int n, uint64_t desc_a, uint64_t desc_b, bool accumulate, bool bf16_inputs);
+void wgmma_commit_group();
+void wgmma_wait_group(int pending);
 // Shared-memory accesses by different warps with no barrier between them, one of them a write, fail
 // the launch (simt.cpp: note_shared); ldmatrix, cp.async and store_shared_16 report theirs.
+
+// ---- for the emulator's other instruction models (tensor_maps.cpp, wgmma.cpp) ----
+// Bytes that land at one shared offset.
+struct SharedRun {
+  uint32_t dst;
+  std::vector<unsigned char> bytes;
+};
+// What every bulk copy does once its source is read: checks the mbarrier and that no run covers one,
+// poisons the runs' bytes, and queues them to land — all at once, at the latest moment — followed
+// by complete-tx(total bytes) on `bar`. `instruction` names it in faults.
+void queue_bulk_copy(std::vector<SharedRun> runs, uint32_t bar, const char* instruction);
+// The running thread's linear index in its block.
+int thread_in_block();
+// Changes with every block the emulator starts: per-thread state kept outside the scheduler (a
+// thread's wgmma in flight) is stale when it does.
+uint64_t block_serial();
 
 template <class T>
 T shuffle(T value, int source_lane) {
