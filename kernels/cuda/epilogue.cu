@@ -8,12 +8,18 @@
 namespace brigade::cuda {
 namespace {
 
+// A grid-stride loop that keeps each element's column as it goes: one 64-bit division per thread
+// instead of one per element (the bias is indexed by column).
 template <class Out>
 __global__ void epilogue_kernel(Out* c, Epilogue<Out> e, int64_t m, int64_t n) {
-  BRIGADE_GRID_STRIDE_LOOP(i, m * n, int64_t) {
-    const Out h = add_bias(e, to_compute(c[i]), i % n);
+  const int64_t stride = int64_t(blockDim.x) * gridDim.x, step = stride % n;
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, col = i % n;
+  for (; i < m * n; i += stride) {
+    const Out h = add_bias(e, to_compute(c[i]), col);
     if (e.pre) e.pre[i] = h;
     c[i] = from_compute<Out>(activate(e, h));
+    col += step;
+    if (col >= n) col -= n;
   }
 }
 

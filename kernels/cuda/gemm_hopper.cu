@@ -48,7 +48,8 @@ constexpr uint32_t kStageBytes = 2 * kTileBytes;
 // The ring, 2 x kStages mbarriers, and slack to align the start to 1024 bytes.
 constexpr size_t kSharedBytes = kStages * kStageBytes + 2 * kStages * 8 + 1024;
 
-// Whether this build has the kernel: nvcc compiles it for sm_90a only.
+// Whether this pass has the kernel's body: the sm_90a pass (and the emulator); with gpu_arch 80,90 nvcc
+// also compiles an empty kernel for sm_80, never launched (hopper_gemm_available).
 #if BRIGADE_CUDA_EMULATOR || defined(__CUDA_ARCH_FEAT_SM90_ALL) || !defined(__CUDA_ARCH__)
 #define BRIGADE_HOPPER_KERNEL_BODY 1
 #endif
@@ -112,18 +113,21 @@ __global__ void __launch_bounds__(kThreads)
       mbarrier_wait(full + 8 * stage, phase);
       const uint32_t a = ring + stage * kStageBytes + uint32_t(warpgroup) * 64 * 128;  // this warpgroup's rows
       const uint32_t bt = ring + stage * kStageBytes + kTileBytes;
+      wgmma_fence_operands(acc);
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < kTileK / 16; ++kk)  // 16 deep each: 32 bytes further along the rows
         wgmma_m64n128k16<In>(acc, wgmma_descriptor(a + 32 * kk), wgmma_descriptor(bt + 32 * kk), s > 0 || kk > 0);
       wgmma_commit_group();
       wgmma_wait_group<1>();  // the previous slice's wgmmas have read their buffer: release it
+      wgmma_fence_operands(acc);
       if (previous >= 0) mbarrier_arrive_expect_tx(empty + 8 * previous, 0);
       previous = stage;
       if (++stage == kStages) stage = 0, phase ^= 1;
     }
     wgmma_wait_group<0>();
-    mbarrier_arrive_expect_tx(empty + 8 * previous, 0);
+    wgmma_fence_operands(acc);
+    if (previous >= 0) mbarrier_arrive_expect_tx(empty + 8 * previous, 0);
 
     // The accumulator fragment: for column block j, rows 16 warp + lane/4 (+8), columns 8j + 2(lane%4) (+1).
     const int row_base = row0 + warpgroup * 64 + 16 * warp + lane / 4;
@@ -178,7 +182,9 @@ bool hopper_gemm_available() {
   int device = 0, major = 0;
   if (cudaGetDevice(&device) != cudaSuccess) return false;
   if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) return false;
-  return major == 9 && BRIGADE_HOPPER_COMPILED;
+  int minor = 0;
+  if (cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) return false;
+  return major == 9 && minor == 0 && BRIGADE_HOPPER_COMPILED;  // an sm_90a binary runs on 9.0 only
 #endif
 }
 
@@ -193,8 +199,9 @@ void gemm_hopper(const GemmProblem& p, cudaStream_t stream, int max_blocks) {
   BRIGADE_CHECK(hopper_can_read(p), "matmul (hopper): needs bf16/f16 operands of one product, both contiguous along k ",
                 "with 16-byte aligned rows; got ", dtype_name(p.in), " [", p.m, ", ", p.k, "] @ [", p.k, ", ", p.n,
                 "], batch ", p.batch);
-  BRIGADE_CHECK(p.m <= INT_MAX && p.n <= INT_MAX && p.k <= INT_MAX, "matmul (hopper): problem [", p.m, ", ", p.k,
-                "] @ [", p.k, ", ", p.n, "] is too large for one launch");
+  BRIGADE_CHECK(p.m > 0 && p.n > 0 && p.k > 0 && p.m <= INT_MAX && p.n <= INT_MAX && p.k <= INT_MAX,
+                "matmul (hopper): problem [", p.m, ", ", p.k, "] @ [", p.k, ", ", p.n,
+                "] must have every size from 1 to 2^31 - 1 (matmul handles empty products itself)");
   const bool wide_out = p.out == DType::f32;
   if (p.in == DType::bf16)
     return wide_out ? launch<bf16, float>(p, stream, max_blocks) : launch<bf16, bf16>(p, stream, max_blocks);

@@ -24,8 +24,8 @@ EncodeTiled encode_tiled() {
     const cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &pointer, 12000,
                                                            cudaEnableDefault, &status);
     BRIGADE_CHECK(e == cudaSuccess && status == cudaDriverEntryPointSuccess && pointer != nullptr,
-                  "the CUDA driver has no cuTensorMapEncodeTiled (", cudaGetErrorString(e),
-                  "): TMA needs a driver for CUDA 12.0 or newer");
+                  "the CUDA driver has no cuTensorMapEncodeTiled (cudaGetDriverEntryPointByVersion: ",
+                  cudaGetErrorString(e), ", query result ", int(status), "): TMA needs a driver for CUDA 12.0 or newer");
     function = reinterpret_cast<EncodeTiled>(pointer);
   });
   return function;
@@ -61,7 +61,8 @@ CUtensorMap make_tensor_map_2d(const char* what, const void* data, DType dtype, 
                                int64_t row_stride, int box_rows, int box_cols) {
   BRIGADE_CHECK(tensor_map_can_describe(data, dtype, rows, cols, row_stride), what, ": a ", dtype_name(dtype),
                 " matrix [", rows, ", ", cols, "] with row stride ", row_stride,
-                " cannot be a TMA tensor map (it needs a 16-byte aligned start and row stride)");
+                " cannot be a TMA tensor map (it needs a 16-byte aligned start and row stride, a row stride of at "
+                "least a row, and sides of at most 2^32)");
   BRIGADE_CHECK(box_rows >= 1 && box_rows <= 256 && box_cols >= 1 && box_cols <= 256 &&
                     int64_t(box_cols) * int64_t(dtype_size(dtype)) <= 128,
                 what, ": a TMA box of [", box_rows, ", ", box_cols, "] ", dtype_name(dtype),

@@ -18,6 +18,9 @@
 
 #include <cstdint>
 #include <type_traits>
+#if BRIGADE_CUDA_EMULATOR
+#include <string>
+#endif
 
 #include "kernels/cuda/common.cuh"
 
@@ -29,7 +32,24 @@ namespace brigade::cuda {
 // bits 0-13, the leading byte offset (unused by this layout; 1 by convention) in 16-29, the stride
 // byte offset 1024 >> 4 (between groups of 8 rows) in 32-45, base offset 0, swizzle mode 1 in 62-63.
 __device__ __forceinline__ uint64_t wgmma_descriptor(uint32_t start) {
+#if BRIGADE_CUDA_EMULATOR
+  // The field holds 18 bits of address: a shared window cannot reach further on a GPU; here an offset
+  // that does would be silently cut.
+  if (start >= (1u << 18)) ::brigade::emu::kernel_fault("a wgmma descriptor for shared address " + std::to_string(start) + ", past the field's 18 bits");
+#endif
   return uint64_t((start & 0x3ffff) >> 4) | uint64_t(1) << 16 | uint64_t(1024 >> 4) << 32 | uint64_t(1) << 62;
+}
+
+// Keeps the compiler from moving ordinary arithmetic on the accumulators across a wgmma or a wait:
+// its asm statements order memory, not registers (each register becomes an operand of an empty asm).
+// Before wgmma_fence and after wgmma_wait_group, as CUTLASS does.
+__device__ __forceinline__ void wgmma_fence_operands(float (&d)[64]) {
+#if !BRIGADE_CUDA_EMULATOR
+#pragma unroll
+  for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
+#else
+  (void)d;
+#endif
 }
 
 __device__ __forceinline__ void wgmma_fence() {

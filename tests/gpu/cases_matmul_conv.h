@@ -69,6 +69,7 @@ inline std::vector<OpCase> matmul_cases(std::mt19937_64& rng) {
   };
   std::vector<OpCase> cases;
   for (const Backend& be : backends) {
+    if (!ops::matmul_backend_available(be.backend, Device::cuda(0))) continue;  // hopper: sm_90 only
     for (DType t : be.dtypes) {
       for (size_t i = 0; i < gemms.size(); ++i) {
         // f16 and f64 are the rarer dtypes: a third of the shapes covers them.
@@ -85,7 +86,7 @@ inline std::vector<OpCase> matmul_cases(std::mt19937_64& rng) {
   }
   // Sizes where tiles and pipelines are full and partial at once (the CPU reference is still quick).
   for (const Backend& be : backends) {
-    if (be.backend == MatmulBackend::automatic) continue;
+    if (be.backend == MatmulBackend::automatic || !ops::matmul_backend_available(be.backend, Device::cuda(0))) continue;
     const DType t = be.backend == MatmulBackend::tiled ? DType::f32 : DType::bf16;
     OpCase c = make_case(
         "matmul", {floats({513, 1031}, t), floats({1031, 257}, t, transposed)},
@@ -129,6 +130,7 @@ inline std::vector<OpCase> linear_cases() {
                          {ops::MatmulBackend::cublas, "cublas", DType::bf16},
                          {ops::MatmulBackend::tiled, "tiled", DType::f32}};
   for (const Fused& f : fused) {
+    if (!ops::matmul_backend_available(f.backend, Device::cuda(0))) continue;
     for (const auto& [x, w, bias] : {std::tuple<Shape, Shape, bool>{{2, 70, 96}, {259, 96}, true},
                                      {{33, 40}, {17, 40}, false},
                                      {{5, 0}, {6, 0}, true}}) {

@@ -60,6 +60,11 @@ __global__ void wgmma_tile_kernel(const __grid_constant__ CUtensorMap map_a, con
   if (bug == int(WgmmaBug::read_before_wait)) d[t] = acc[0];
   cuda::wgmma_wait_group<0>();
   if (bug == int(WgmmaBug::read_before_wait)) return;
+  if (bug == int(WgmmaBug::no_fence_after_wait)) {  // the accumulators are back: a fence is due first
+    cuda::wgmma_m64n128k16<bf16>(acc, cuda::wgmma_descriptor(a), cuda::wgmma_descriptor(bt), true);
+    cuda::wgmma_commit_group();
+    cuda::wgmma_wait_group<0>();
+  }
   for (int j = 0; j < 16; ++j)
     for (int i = 0; i < 4; ++i) {
       const int row = 16 * warp + lane / 4 + (i >= 2 ? 8 : 0), col = 8 * j + 2 * (lane % 4) + i % 2;

@@ -10,7 +10,7 @@ namespace brigade::emu_test {
 // boundary, then its `bytes` raw bytes to out.
 void tma_tile(const CUtensorMap& map, int x, int y, unsigned char* out, int bytes, int misalign);
 
-enum class WgmmaBug { none, no_fence, read_before_wait, unswizzled_descriptor };
+enum class WgmmaBug { none, no_fence, no_fence_after_wait, read_before_wait, unswizzled_descriptor };
 // d [64, 128] = A [64, 64] @ (Bᵀ [128, 64])ᵀ in bf16 via TMA and wgmma, by `threads` threads (128: one
 // warpgroup); with `bug`, one rule broken (read_before_wait: d[t] = thread t's first accumulator
 // between the mma and its wait).

@@ -186,7 +186,9 @@ TEST_CASE("emulator: each wgmma rule, broken, shows", "[gpu][emulator][hopper]")
   REQUIRE((Map2d{dbt.data, 128, 64, 64, 128, 64}.encode(&map_bt)) == CUDA_SUCCESS);
   DeviceBuffer<float> d(std::vector<float>(64 * 128, 0.0f));
   et::wgmma_tile(map_a, map_bt, d.data, et::WgmmaBug::no_fence);
-  CHECK_THAT(launch_error(), Contains("no wgmma.fence before"));
+  CHECK_THAT(launch_error(), Contains("with no wgmma.fence since the thread's start"));
+  et::wgmma_tile(map_a, map_bt, d.data, et::WgmmaBug::no_fence_after_wait);
+  CHECK_THAT(launch_error(), Contains("since a wait_group handed it accumulators back"));
   et::wgmma_tile(map_a, map_bt, d.data, et::WgmmaBug::unswizzled_descriptor);
   CHECK_THAT(launch_error(), Contains("swizzle mode 0"));
   et::wgmma_tile(map_a, map_bt, d.data, et::WgmmaBug::none, 96);  // three warps: no whole warpgroup

@@ -231,6 +231,7 @@ TEST_CASE("linear's fused bias + gelu equals matmul, add and gelu apart, bit for
                     Path{ops::MatmulBackend::hopper, DType::bf16}, Path{ops::MatmulBackend::hopper, DType::f16},
                     Path{ops::MatmulBackend::cublas, DType::bf16}, Path{ops::MatmulBackend::cublas, DType::f32},
                     Path{ops::MatmulBackend::tiled, DType::f32}}) {
+    if (!ops::matmul_backend_available(path.backend, kGpu)) continue;  // hopper: sm_90 only
     // 131 or 2 x 66 rows (a 3-D input: the unfused matmul must run the same one GEMM); 259 and 256
     // columns: full and partial 128-wide tiles, unpaired and paired stores.
     for (const Shape& x_shape : {Shape{131, 72}, Shape{2, 66, 72}}) {
@@ -253,10 +254,28 @@ TEST_CASE("linear's fused bias + gelu equals matmul, add and gelu apart, bit for
   check_guards();
 }
 
+// The epilogue pass after cuBLAS walks C with a grid-stride loop that carries each element's column
+// along: past 132 x 16 blocks of 256 threads (540,672 elements) every thread wraps round at least once.
+TEST_CASE("the epilogue pass keeps its columns right when its threads loop over C", "[gpu_ops][fused]") {
+  start_clean();
+  const int64_t rows = 2100, n = 259, k = 8;  // 543,900 elements
+  const Tensor x = random_cpu({rows, k}, DType::f32, 60).to(kGpu), w = random_cpu({n, k}, DType::f32, 61).to(kGpu);
+  const Tensor b = random_cpu({n}, DType::f32, 62).to(kGpu);
+  const ops::LinearOutput fused = ops::linear(x, w, b, Activation::gelu, true, ops::MatmulBackend::cublas);
+  const Tensor pre = ops::binary(ops::BinaryOp::add, ops::matmul(x, w.transpose(0, 1), ops::MatmulBackend::cublas), b);
+  CHECK(host_values(fused.pre) == host_values(pre));
+  CHECK(host_values(fused.y) == host_values(ops::unary(ops::UnaryOp::gelu, pre)));
+  check_guards();
+}
+
 // The Hopper GEMM is persistent: each block walks tiles blockIdx.x, + gridDim.x, ... with its ring of
 // buffers running on from tile to tile. Fewer blocks than tiles (1, 2, 3 for 4 x 3 tiles) make every
 // block cross tiles mid-ring; the product must not change, and must match an f64 CPU reference.
 TEST_CASE("the hopper GEMM gives the same product however many tiles each block walks", "[gpu_ops][hopper]") {
+  if (!ops::matmul_backend_available(ops::MatmulBackend::hopper, kGpu)) {
+    WARN("no sm_90 GPU, or a build without gpu_arch 90: the hopper GEMM is not tested here");
+    return;
+  }
   start_clean();
   INFO("run seed " << run_seed());
   const int64_t m = 4 * 128 - 37, n = 3 * 128 - 5, k = 3 * 64 + 24;  // partial tiles and a partial K slice
@@ -289,10 +308,11 @@ TEST_CASE("the hopper GEMM gives the same product however many tiles each block 
       cuda::gemm_hopper(p, cuda::stream_for(c), blocks);
       const std::vector<double> got = host_values(c);
       // Products of 16-bit values are exact in f32; summing K of them in f32 errs by at most
-      // K * 2^-24 * sum |a_p w_p| (the standard bound for recursive summation).
+      // K * u * sum |a_p w_p|: u = 2^-24 rounding to nearest, 2^-23 for tensor cores, which have
+      // been measured truncating while they align and add (Fasi et al., 2021).
       double worst = 0;
       for (size_t i = 0; i < got.size(); ++i)
-        worst = std::max(worst, std::abs(got[i] - reference[i]) / (double(k) * std::ldexp(1.0, -24) * magnitude[i] + 1e-30));
+        worst = std::max(worst, std::abs(got[i] - reference[i]) / (double(k) * std::ldexp(1.0, -23) * magnitude[i] + 1e-30));
       CHECK(worst <= 1.0);
       if (first.empty()) first = got;
       CHECK(got == first);  // the same sums in the same order, whoever computes the tile

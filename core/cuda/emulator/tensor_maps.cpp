@@ -15,7 +15,8 @@
 // chunk c at position c ^ (r % 8) and the pattern repeats every 1024 bytes. It is a function of the
 // shared address itself, which is why wgmma's descriptor (wgmma.cpp) reads the same pattern back when
 // both start 1024-aligned. The 32B and 64B patterns, interleaved layouts, element strides other than 1
-// and the NaN OOB fill are not modelled: encoding a map that uses them fails with a clear message.
+// and the NaN OOB fill are not modelled: encoding a map that uses them fails with a clear message
+// (elementStrides[0] is ignored, as the documentation says, without interleaving).
 #include <cuda.h>
 
 #include <algorithm>
@@ -81,6 +82,7 @@ CUresult CUDAAPI encode_tensor_map_tiled(CUtensorMap* map, CUtensorMapDataType t
   (void)l2;  // a cache hint: no effect on what is copied
   if (map == nullptr || dims == nullptr || box == nullptr || element_strides == nullptr || (rank > 1 && !strides))
     return refuse("a null pointer argument");
+  if (reinterpret_cast<uintptr_t>(map) % 64 != 0) return refuse("the tensorMap address is not 64-byte aligned");
   const int size = element_bytes(type);
   if (size == 0) return refuse("data type " + std::to_string(int(type)) + " is not modelled by the emulator");
   if (rank < 1 || rank > 5) return refuse("tensorRank " + std::to_string(rank) + " (1 to 5)");
@@ -109,6 +111,14 @@ CUresult CUDAAPI encode_tensor_map_tiled(CUtensorMap* map, CUtensorMapDataType t
     if (strides[d] % 16 != 0 || strides[d] >= (uint64_t(1) << 40))
       return refuse("globalStrides" + which + " = " + std::to_string(strides[d]) + " must be a multiple of 16 below 2^40");
     e.strides[d] = strides[d];
+  }
+  // Each stride spans the dimension below it (the documentation's padding rule).
+  uint64_t span = uint64_t(size) * dims[0];
+  for (cuuint32_t d = 0; d + 1 < rank; ++d) {
+    if (strides[d] < span)
+      return refuse("globalStrides[" + std::to_string(d) + "] = " + std::to_string(strides[d]) + " bytes is less than the " +
+                    std::to_string(span) + " bytes of the dimensions below it");
+    span = strides[d] * dims[d + 1];
   }
   const uint64_t inner = uint64_t(box[0]) * uint64_t(size);
   if (inner % 16 != 0) return refuse("boxDim[0] * element size = " + std::to_string(inner) + " bytes, not a multiple of 16");

@@ -25,7 +25,9 @@
 // touching them before that is undefined. The emulator takes that at its strictest: the registers
 // read NaN from the mma until the wait, and the product is computed at the wait, reading shared
 // memory then — so a kernel that refills an operand's buffer before its wait sees the wrong data
-// (or the refill's poison). wgmma.fence must come before a thread's first mma_async.
+// (or the refill's poison). wgmma.fence must come before a thread's first mma_async, and again after
+// a wait has handed accumulators back (the ISA asks for it after any other access to them, which the
+// emulator cannot see: it takes the hand-back as one).
 // Products are exact in f32 and summed in f32 in k order (the hardware's order is unspecified).
 // Not modelled: the other layouts and swizzles, register A operands, scale-a/b = -1, other shapes
 // and types; warp-level uniformity of the operands is checked, warpgroup-level is not.
@@ -125,7 +127,10 @@ void wgmma_mma_async(float* d, int n, uint64_t desc_a, uint64_t desc_b, bool acc
     if (all_a[lane] != desc_a || all_b[lane] != desc_b)
       kernel_fault("wgmma.mma_async with descriptors that differ between the lanes of a warp (.aligned)");
   ThreadState& s = state();
-  if (!s.fenced) kernel_fault("wgmma.mma_async with no wgmma.fence before the thread's first one");
+  if (!s.fenced)
+    kernel_fault("wgmma.mma_async with no wgmma.fence since the thread's start or since a wait_group handed it "
+                 "accumulators back (the ISA wants one before the first wgmma and between any other access to its "
+                 "registers and the next; the emulator cannot see those accesses, so it asks after every hand-back)");
   const Mma m{d, n, decode(desc_a, "A"), decode(desc_b, "B"), accumulate, bf16_inputs, -1};
   auto [it, fresh] = s.values.try_emplace(d);
   if (fresh) {
@@ -163,6 +168,7 @@ void wgmma_wait_group(int pending) {
     }
     std::memcpy(it->first, it->second.data(), it->second.size() * sizeof(float));
     it = s.values.erase(it);
+    s.fenced = false;  // ordinary instructions may touch them now
   }
 }
 
