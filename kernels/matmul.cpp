@@ -119,7 +119,7 @@ const char* matmul_backend_name(MatmulBackend backend) {
 bool matmul_backend_available(MatmulBackend backend, Device device) {
   if (device.is_cpu() || backend != MatmulBackend::hopper) return true;
 #if BRIGADE_HAVE_CUDA
-  cuda::check_gpu("matmul_backend_available", device);
+  if (!device.is_cuda() || device.index < 0 || device.index >= cuda::device_count()) return false;  // no such GPU
   cuda::DeviceGuard guard(device.index);
   return cuda::hopper_gemm_available();
 #else

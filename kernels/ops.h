@@ -110,7 +110,7 @@ void set_matmul_backend(MatmulBackend backend);           // process-wide; the d
 MatmulBackend matmul_backend();
 Tensor matmul(const Tensor& a, const Tensor& b, MatmulBackend backend);  // this call only
 // Whether `backend` can run on `device` (hopper: an sm_90 GPU and a build for gpu_arch 90; the CPU
-// takes any backend and ignores it).
+// takes any backend and ignores it; a GPU this machine does not have takes none).
 bool matmul_backend_available(MatmulBackend backend, Device device);
 // A linear layer, fused: y = act(x @ weight^T + bias) with x [..., in], weight [out, in], bias [out]
 // (undefined: none) — one GEMM whose epilogue adds the bias and applies the activation on the way

@@ -1,4 +1,4 @@
-// Launchers for tests/gpu/emulator_hopper_kernels.cu (the emulator's TMA and wgmma). Each launches one
+// Launchers for tests/gpu/hopper_instruction_kernels.cu (the emulator's TMA and wgmma). Each launches one
 // kernel on the default stream; the caller reads cudaGetLastError.
 #pragma once
 

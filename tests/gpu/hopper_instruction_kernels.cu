@@ -1,7 +1,7 @@
-// Kernels that exercise the emulator's Hopper instructions (tests/gpu/test_emulator_hopper.cpp): the
+// Kernels that exercise the emulator's Hopper instructions (tests/gpu/test_gpu_hopper_instructions.cpp): the
 // TMA's tile copy and wgmma, each alone, with the layouts the PTX ISA and the driver documentation
 // define, and each rule broken once.
-#include "tests/gpu/emulator_hopper_kernels.h"
+#include "tests/gpu/hopper_instruction_kernels.h"
 
 #include "kernels/cuda/bulk_copy.cuh"
 #include "kernels/cuda/wgmma.cuh"
