@@ -14,7 +14,8 @@ namespace {
 // bound keeps a typo such as M=100000000 from allocating gigabytes.
 constexpr long long kMaxComputeActions = 10'000'000;
 
-Schedule empty_schedule(const char* name, int ranks, int microbatches, int chunks) {
+Schedule empty_schedule(const char* name, int ranks, int microbatches, int chunks,
+                        Placement placement = Placement::interleaved) {
   BRIGADE_CHECK(ranks >= 1 && microbatches >= 1 && chunks >= 1, "pipeline schedule ", name,
                 ": needs at least one rank, micro-batch and chunk, got P=", ranks, ", M=", microbatches,
                 ", V=", chunks);
@@ -23,7 +24,7 @@ Schedule empty_schedule(const char* name, int ranks, int microbatches, int chunk
                 " actions)");
   Schedule s;
   s.name = name;
-  s.layout = Layout{ranks, chunks};
+  s.layout = Layout{ranks, chunks, placement};
   s.microbatches = microbatches;
   s.actions.resize(size_t(ranks));
   return s;
@@ -125,6 +126,54 @@ Schedule zb_h1_order(int ranks, int microbatches) {
       if (k + warmup < microbatches) list.push_back(F(k + warmup));
     }
     for (int m = std::max(microbatches - r, 0); m < microbatches; ++m) list.push_back(W(m));
+  }
+  return s;
+}
+
+// ZB-V (Qi et al., "Pipeline Parallelism with Controllable Memory", 2024, section 6; PyTorch's
+// ScheduleZBVZeroBubble): two chunks per rank in a V (pipeline/action.h) — chunk 0 is stage r on the
+// way down, chunk 1 stage 2P-1-r on the way back up — and B split into I and W as in zb-h1. On each
+// rank every (chunk, kind) pair runs its micro-batches in order 0, 1, 2, ...; the schedule is only how
+// the rank interleaves those six streams:
+//
+//   warm-up    2(P-r)-1 F on chunk 0 (the first micro-batch is on its way to the turn at rank P-1);
+//              then r times F1 F0 (chunk 1's first forwards come back up while chunk 0 keeps
+//              feeding); then P-r times F1 I1 W1 (the first backwards start at the top of the V)
+//   steady     F0 I0 W0 F1 I1 W1 until both chunks have forwarded every micro-batch (F0 dropped
+//              once chunk 0 has none left)
+//   cool-down  r times I0 I1 (the input gradients others wait for, weights held back); then P-r
+//              times I0 W0; then the held-back W of chunk 1, then of chunk 0
+//
+// A rank's stash peaks at 2P (micro-batch, chunk) pairs; a chunk is half a 1f1b stage, so that is
+// 1f1b's peak memory (P whole-stage stashes on rank 0). With F = I = W = 1 per chunk and M >= 2P no
+// rank waits between its first action (at time r) and its last (at 6M + P - 1 - (P-1-r)... see
+// docs/pipeline.md): the bubble is the warm-up alone. Fewer micro-batches: the pattern is built for
+// 2P-1 and the actions of micro-batches that do not exist are left out (correct, not bubble-free).
+Schedule zb_v_order(int ranks, int microbatches) {
+  Schedule s = empty_schedule("zb-v", ranks, microbatches, 2, Placement::v_shape);
+  const int n = std::max(microbatches, 2 * ranks - 1);
+  for (int r = 0; r < ranks; ++r) {
+    auto& list = s.actions[size_t(r)];
+    int next[3][2] = {};  // [F, I, W][chunk]: the next micro-batch of each stream
+    auto run = [&](ActionKind kind, int stream, int chunk) {
+      const int m = next[stream][chunk]++;
+      if (m < microbatches) list.push_back({kind, m, chunk});
+    };
+    auto f = [&](int chunk) { run(ActionKind::forward, 0, chunk); };
+    auto i = [&](int chunk) { run(ActionKind::backward_input, 1, chunk); };
+    auto w = [&](int chunk) { run(ActionKind::backward_weight, 2, chunk); };
+
+    for (int k = 0; k < 2 * (ranks - r) - 1; ++k) f(0);
+    for (int k = 0; k < r; ++k) f(1), f(0);
+    for (int k = 0; k < ranks - r; ++k) f(1), i(1), w(1);
+    while (next[0][1] < next[0][0] || next[0][0] < n) {
+      if (next[0][0] < n) f(0);
+      i(0), w(0), f(1), i(1), w(1);
+    }
+    for (int k = 0; k < r; ++k) i(0), i(1);
+    for (int k = 0; k < ranks - r; ++k) i(0), w(0);
+    while (next[2][1] < n) w(1);
+    while (next[2][0] < n) w(0);
   }
   return s;
 }

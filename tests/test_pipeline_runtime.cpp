@@ -193,6 +193,10 @@ TEST_CASE("runtime: every schedule equals one-device training, bitwise on the CP
     for (int V : {2, 3})
       for (int M : {P, 2 * P, 3 * P}) grid.push_back({ScheduleKind::interleaved, P, M, V});
   grid.push_back({ScheduleKind::one_f_one_b, 7, 3, 1});
+  // ZB-V: the turn on rank P-1 and both ends of the model (the tied embedding's two uses) on rank 0;
+  // M below, at and past 2P (where it fills the pipe). With rendezvous sends below: a deadlock grid.
+  for (int P : {1, 2, 3, 4})
+    for (int M : {1, 2, P + 1, 2 * P, 2 * P + 1}) grid.push_back({ScheduleKind::zb_v, P, M, 2});
 
   for (const Config& c : grid) {
     DYNAMIC_SECTION(schedule_name(c.kind) << " P=" << c.P << " M=" << c.M << " V=" << c.V) {

@@ -118,7 +118,7 @@ ScheduleResult run_schedule(const std::string& name, const BenchOptions& o, cons
   const ScheduleKind kind = pipeline::parse_schedule_kind(name);
   r.ranks = o.stages;
   r.microbatches = o.microbatches;
-  r.chunks = kind == ScheduleKind::interleaved ? o.chunks : 1;
+  r.chunks = kind == ScheduleKind::interleaved ? o.chunks : pipeline::default_chunks(kind);  // zb-v: its V
   if (kind == ScheduleKind::interleaved && o.microbatches % o.stages != 0) {
     // Megatron's rule (pipeline/schedule.h): micro-batches go round the ranks in groups of P.
     r.skipped = "interleaved needs M to be a multiple of P (M=" + std::to_string(o.microbatches) +

@@ -55,14 +55,14 @@ const std::vector<Flag>& flags() {
          o.transport = v;
        },
        [](const BenchOptions& o) { return o.transport; }},
-      {"--schedules", "LIST", "comma-separated: naive,gpipe,1f1b,interleaved,zb-h1",
+      {"--schedules", "LIST", "comma-separated, of " + pipeline::schedule_names(),
        [](BenchOptions& o, const std::string& v) {
          o.schedules.clear();
          for (const std::string& name : split_commas(v)) {
            try {
              pipeline::parse_schedule_kind(name);
            } catch (const Error&) {
-             bad("--schedules", "expected naive, gpipe, 1f1b, interleaved or zb-h1, got '" + name + "'");
+             bad("--schedules", "expected " + pipeline::schedule_names() + ", got '" + name + "'");
            }
            for (const std::string& seen : o.schedules)
              if (seen == name) bad("--schedules", "'" + name + "' is listed twice");

@@ -44,6 +44,9 @@ std::string textbook(const SimulateOptions& o, int P, int M, int V) {
   if (o.schedule == "zb-h1" && o.cost_f == o.cost_b && o.cost_b == o.cost_w && M >= P) {
     return "(P-1)/(3M+P-1) = " + fixed4((P - 1.0) / (3 * M + P - 1)) + " with F = I = W and M >= P";
   }
+  if (o.schedule == "zb-v" && o.cost_f == o.cost_b && o.cost_b == o.cost_w && M >= 2 * P) {
+    return "(P-1)/(6M+P-1) = " + fixed4((P - 1.0) / (6 * M + P - 1)) + " with F = I = W and M >= 2P";
+  }
   return "";
 }
 

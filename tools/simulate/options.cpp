@@ -52,21 +52,21 @@ Flag cost_flag(std::string name, std::string help, double SimulateOptions::*fiel
 
 const std::vector<Flag>& flags() {
   static const std::vector<Flag> table = {
-      {"--schedule", "NAME", "naive, gpipe, 1f1b, interleaved or zb-h1",
+      {"--schedule", "NAME", pipeline::schedule_names(),
        [](SimulateOptions& o, const std::string& v) {
          try {
            pipeline::parse_schedule_kind(v);
          } catch (const Error&) {
-           bad("--schedule", "expected naive, gpipe, 1f1b, interleaved or zb-h1, got '" + v + "'");
+           bad("--schedule", "expected " + pipeline::schedule_names() + ", got '" + v + "'");
          }
          o.schedule = v;
        },
        [](const SimulateOptions& o) { return o.schedule; }},
       int_flag("--stages", "P", "pipeline ranks P (with V chunks each: P*V stages)", &SimulateOptions::stages, 1, 4096),
       int_flag("--microbatches", "M", "micro-batches M per step", &SimulateOptions::microbatches, 1, 1 << 20),
-      {"--chunks", "V", "chunks per rank (interleaved only)",
+      {"--chunks", "V", "chunks per rank (interleaved: 2 or more; zb-v: 2)",
        [](SimulateOptions& o, const std::string& v) { o.chunks = int(parse_int("--chunks", v, 1, 64)); },
-       [](const SimulateOptions&) { return std::string("2 for interleaved, else 1"); }},
+       [](const SimulateOptions&) { return std::string("2 for interleaved and zb-v, else 1"); }},
       cost_flag("--cost-f", "time of a forward (one chunk)", &SimulateOptions::cost_f),
       cost_flag("--cost-b", "time of a backward's input-gradient half (I); a whole B costs b + w",
                 &SimulateOptions::cost_b),
@@ -92,6 +92,10 @@ const std::vector<Flag>& flags() {
 }
 
 }  // namespace
+
+int SimulateOptions::chunks_or_default() const {
+  return chunks > 0 ? chunks : pipeline::default_chunks(pipeline::parse_schedule_kind(schedule));
+}
 
 ParsedSimulateArgs parse_simulate_args(const std::vector<std::string>& args) {
   ParsedSimulateArgs out;

@@ -5,6 +5,9 @@
 #include <iomanip>
 #include <sstream>
 
+#include "core/error.h"
+#include "pipeline/schedule.h"
+
 namespace brigade::train {
 
 namespace {
@@ -100,15 +103,20 @@ const std::vector<Flag>& flags() {
          o.partition = v;
        },
        [](const TrainOptions& o) { return o.partition; }},
-      {"--schedule", "NAME", "naive, gpipe, 1f1b, interleaved or zb-h1",
+      {"--schedule", "NAME", pipeline::schedule_names(),
        [](TrainOptions& o, const std::string& v) {
-         if (v != "naive" && v != "gpipe" && v != "1f1b" && v != "interleaved" && v != "zb-h1")
-           bad("--schedule", "expected naive, gpipe, 1f1b, interleaved or zb-h1, got '" + v + "'");
+         try {
+           pipeline::parse_schedule_kind(v);
+         } catch (const Error&) {
+           bad("--schedule", "expected " + pipeline::schedule_names() + ", got '" + v + "'");
+         }
          o.schedule = v;
        },
        [](const TrainOptions& o) { return o.schedule; }},
       int_flag("--microbatches", "micro-batches per step (must divide --batch)", &TrainOptions::microbatches, 1),
-      int_flag("--chunks", "model chunks per rank (interleaved: 2 or more)", &TrainOptions::chunks, 1),
+      {"--chunks", "N", "model chunks per rank (interleaved: 2 or more; zb-v: 2)",
+       [](TrainOptions& o, const std::string& v) { o.chunks = parse_int("--chunks", v, 1, 64); },
+       [](const TrainOptions&) { return std::string("2 for interleaved and zb-v, else 1"); }},
       int_flag("--replicas", "data-parallel pipelines (threads; under launch: world size / stages)",
                &TrainOptions::replicas, 1),
       {"--recompute", "", "recompute each stage's forward in its backward (less memory)",
@@ -147,13 +155,19 @@ void check_combination(const TrainOptions& o) {
       bad("--microbatches", "a batch of " + std::to_string(o.batch) + " sequences does not split into " +
                                 std::to_string(o.replicas) + " replica(s) x " + std::to_string(o.microbatches) +
                                 " equal micro-batches; make --batch a multiple of --replicas x --microbatches");
-    if (o.schedule == "interleaved" && o.chunks < 2) bad("--chunks", "interleaved needs at least 2 chunks per rank");
-    if (o.schedule != "interleaved" && o.chunks != 1)
-      bad("--chunks", "only the interleaved schedule holds more than one chunk per rank");
+    const int64_t V = o.chunks_or_default();
+    if (o.schedule == "interleaved" && V < 2) bad("--chunks", "interleaved needs at least 2 chunks per rank");
+    if (o.schedule == "zb-v" && V != 2) bad("--chunks", "zb-v holds exactly 2 chunks per rank (its V)");
+    if (o.schedule != "interleaved" && o.schedule != "zb-v" && V != 1)
+      bad("--chunks", "only the interleaved and zb-v schedules hold more than one chunk per rank");
   }
 }
 
 }  // namespace
+
+int64_t TrainOptions::chunks_or_default() const {
+  return chunks > 0 ? chunks : pipeline::default_chunks(pipeline::parse_schedule_kind(schedule));
+}
 
 const std::vector<ModelPreset>& model_presets() {
   static const std::vector<ModelPreset> presets = {

@@ -90,7 +90,7 @@ Trainer::Trainer(const TrainOptions& options, const pipeline::PipelineGroups* gr
   if (groups_ != nullptr) {
     const int P = groups_->pipeline->size();
     pipeline::Schedule schedule = pipeline::make_schedule(pipeline::parse_schedule_kind(options_.schedule), P,
-                                                          int(options_.microbatches), int(options_.chunks));
+                                                          int(options_.microbatches), int(options_.chunks_or_default()));
     partition_ = choose_partition(schedule.stages());
     pipeline::GptStages mine = pipeline::gpt_stages(*model_, partition_, schedule.layout, groups_->pipeline->rank());
     pipeline::PipelineOptions po;
