@@ -145,10 +145,11 @@ Schedule zb_h1_order(int ranks, int microbatches) {
 //              times I0 W0; then the held-back W of chunk 1, then of chunk 0
 //
 // A rank's stash peaks at 2P (micro-batch, chunk) pairs; a chunk is half a 1f1b stage, so that is
-// 1f1b's peak memory (P whole-stage stashes on rank 0). With F = I = W = 1 per chunk and M >= 2P no
-// rank waits between its first action (at time r) and its last (at 6M + P - 1 - (P-1-r)... see
-// docs/pipeline.md): the bubble is the warm-up alone. Fewer micro-batches: the pattern is built for
-// 2P-1 and the actions of micro-batches that do not exist are left out (correct, not bubble-free).
+// 1f1b's peak memory (P whole-stage stashes on rank 0). With F = I = W = 1 per chunk and M >= 2P,
+// rank r starts at time r (its first input needs r forwards) and then never waits: it ends at 6M + r,
+// and the bubble, (P-1)/(6M+P-1), is that unavoidable stagger alone (docs/pipeline.md). With fewer
+// micro-batches the pattern is built for 2P-1 and the actions of micro-batches that do not exist
+// are left out: correct, not bubble-free.
 Schedule zb_v_order(int ranks, int microbatches) {
   Schedule s = empty_schedule("zb-v", ranks, microbatches, 2, Placement::v_shape);
   const int n = std::max(microbatches, 2 * ranks - 1);
