@@ -65,7 +65,11 @@ struct Layout {
   int chunks = 1;  // V
   Placement placement = Placement::interleaved;
 
-  bool operator==(const Layout&) const = default;
+  // Equal when they put the same stages on the same ranks: with one rank or one chunk per rank
+  // every placement is the same.
+  bool operator==(const Layout& o) const {
+    return ranks == o.ranks && chunks == o.chunks && (placement == o.placement || ranks == 1 || chunks == 1);
+  }
 
   int stages() const { return ranks * chunks; }
   int stage(int rank, int chunk) const { return chunk * ranks + position(rank, chunk); }

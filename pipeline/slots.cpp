@@ -73,18 +73,22 @@ std::vector<std::vector<int>> unit_slots(const Schedule& s) {
       }
     }
   }
-  std::ostringstream stuck;
+  std::vector<StuckOrder::Wait> stuck;
+  std::ostringstream why;
   for (int r = 0; r < P; ++r) {
     const size_t i = next[size_t(r)];
     if (i == s.actions[size_t(r)].size()) continue;
-    stuck << "\n  rank " << r << ", step " << i << ": " << describe(s.actions[size_t(r)][i], r, s.layout)
-          << " waits for " << waits[size_t(r)];
+    stuck.push_back({r, i, waits[size_t(r)]});
+    why << "\n  rank " << r << ", step " << i << ": " << describe(s.actions[size_t(r)][i], r, s.layout)
+        << " waits for " << waits[size_t(r)];
   }
-  BRIGADE_CHECK(stuck.str().empty(), "schedule '", s.name, "' (P=", P, ", M=", s.microbatches, ", V=", s.chunks(),
-                ") can never finish: every rank left waits for an input that is computed only later in some "
-                "rank's list, or never",
-                stuck.str());
-  return slots;
+  if (stuck.empty()) return slots;
+  std::ostringstream what;
+  what << "schedule '" << s.name << "' (P=" << P << ", M=" << s.microbatches << ", V=" << s.chunks()
+       << ") can never finish: every rank left waits for an input that is computed only later in some rank's "
+          "list, or never"
+       << why.str();
+  throw StuckOrder(what.str(), std::move(stuck));
 }
 
 }  // namespace brigade::pipeline

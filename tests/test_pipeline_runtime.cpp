@@ -20,6 +20,7 @@
 #include "pipeline/executor.h"
 #include "pipeline/gpt_stages.h"
 #include "pipeline/runtime.h"
+#include "pipeline/schedule_csv.h"
 #include "pipeline/analysis/simulator.h"
 #include "test_util.h"
 #include "skip_model.h"
@@ -116,11 +117,11 @@ Result reference(const Batch& batch, nn::GPTConfig config = tiny_gpt()) {
 
 // The pipeline on P threads (local communicators), each rank with its own copy of the GPT. With
 // rendezvous sends the threads behave like gloo or NCCL at their strictest (comm/local.h).
-Result pipelined(ScheduleKind kind, int P, int M, int V, const Batch& batch, PipelineOptions options = {},
+Result pipelined(const Schedule& schedule, const Batch& batch, PipelineOptions options = {},
                  nn::GPTConfig config = tiny_gpt(), comm::LocalSends sends = comm::LocalSends::queued) {
-  Schedule schedule = make_schedule(kind, P, M, V);
+  const int P = schedule.ranks();
   const int64_t layers = config.n_layer + 2;
-  Partition partition = partition_uniform(layers, int64_t(P) * V);
+  Partition partition = partition_uniform(layers, schedule.stages());
   // Rendezvous runs take milliseconds; a short timeout turns a wrong exchange order into a quick failure.
   const comm::Milliseconds timeout =
       sends == comm::LocalSends::rendezvous ? comm::Milliseconds(20'000) : comm::default_timeout();
@@ -155,6 +156,11 @@ Result pipelined(ScheduleKind kind, int P, int M, int V, const Batch& batch, Pip
   for (size_t i = 0; i < errors.size(); ++i) INFO("rank " << i << ": " << errors[i]);
   for (const std::string& e : errors) REQUIRE(e.empty());
   return r;
+}
+
+Result pipelined(ScheduleKind kind, int P, int M, int V, const Batch& batch, PipelineOptions options = {},
+                 nn::GPTConfig config = tiny_gpt(), comm::LocalSends sends = comm::LocalSends::queued) {
+  return pipelined(make_schedule(kind, P, M, V), batch, std::move(options), config, sends);
 }
 
 // Bitwise, except where `tolerant` names the parameter.
@@ -258,6 +264,33 @@ TEST_CASE("runtime: with rendezvous sends, interleaved's messages must be combin
   // is on two stages: tolerant).
   require_same(pipelined(ScheduleKind::interleaved, P, M, V, batch, {}, tiny_gpt(), comm::LocalSends::rendezvous),
                reference(batch), tolerant_name(P * V));
+}
+
+TEST_CASE("runtime: schedules from PyTorch-format files equal one device, bitwise", "[pipeline][runtime]") {
+  // Written by hand as torch.distributed.pipelining's _dump_csv writes them (compute only, idle
+  // cells, \r\n): ScheduleZBVZeroBubble on 2 ranks with 4 micro-batches (stages 0 and 3 on rank 0,
+  // 1 and 2 on rank 1), and a 1F1B with whole backwards on 3 ranks whose last rank forwards micro-batch
+  // 1 before 0 — an order no generator here makes. Both run on queued and on rendezvous sends.
+  const std::vector<std::pair<std::string, std::string>> files = {
+      {"zbv.csv",
+       "0F0,0F1,0F2,3F0,3I0,3W0,3F1,3I1,3W1,0F3,0I0,0W0,3F2,3I2,3W2,0I1,0W1,3F3,3I3,3W3,0I2,0W2,0I3,0W3\r\n"
+       ",1F0,2F0,1F1,2F1,2I0,2W0,1F2,1I0,1W0,2F2,2I1,2W1,1F3,1I1,1W1,2F3,2I2,2W2,1I2,2I3,1I3,1W2,2W3,1W3\r\n"},
+      {"1f1b-swapped.csv",
+       "0F0,0F1,0F2,,0B0,0F3,0B1,0B2,0B3\r\n"
+       ",1F0,1F1,1B0,1F2,1B1,1F3,1B2,1B3\r\n"
+       ",,2F1,2F0,2B1,2B0,2F2,2B2,2F3,2B3\r\n"},
+  };
+  for (const auto& [name, text] : files) {
+    DYNAMIC_SECTION(name) {
+      const Schedule schedule = schedule_from_file(parse_schedule_csv(text, name));
+      const int M = schedule.microbatches;
+      Batch batch = make_batch(M, 97);
+      const Result want = reference(batch);
+      require_same(pipelined(schedule, batch), want, tolerant_name(schedule.stages()));
+      require_same(pipelined(schedule, batch, {}, tiny_gpt(), comm::LocalSends::rendezvous), want,
+                   tolerant_name(schedule.stages()));
+    }
+  }
 }
 
 TEST_CASE("runtime: bf16 compute with f32 master weights equals one device, bitwise", "[pipeline][runtime]") {

@@ -84,6 +84,18 @@ const std::vector<Flag>& flags() {
        },
        [](const SimulateOptions& o) { return o.svg.empty() ? std::string("none") : o.svg; }},
       int_flag("--width", "N", "most characters of time in the terminal chart", &SimulateOptions::width, 10, 100000),
+      {"--schedule-file", "FILE", "run this schedule (PyTorch's CSV format) instead of --schedule; it gives P, M and V",
+       [](SimulateOptions& o, const std::string& v) {
+         if (v.empty()) bad("--schedule-file", "expected a file name");
+         o.schedule_file = v;
+       },
+       [](const SimulateOptions& o) { return o.schedule_file.empty() ? std::string("none") : o.schedule_file; }},
+      {"--write-schedule", "FILE", "also write the schedule to FILE in PyTorch's CSV format",
+       [](SimulateOptions& o, const std::string& v) {
+         if (v.empty()) bad("--write-schedule", "expected a file name");
+         o.write_schedule = v;
+       },
+       [](const SimulateOptions& o) { return o.write_schedule.empty() ? std::string("none") : o.write_schedule; }},
       {"--grid", "", "also print the schedule itself: every rank's actions, step by step",
        [](SimulateOptions& o, const std::string&) { o.grid = true; },
        [](const SimulateOptions&) { return std::string("off"); }},
@@ -100,6 +112,11 @@ int SimulateOptions::chunks_or_default() const {
 ParsedSimulateArgs parse_simulate_args(const std::vector<std::string>& args) {
   ParsedSimulateArgs out;
   cli::parse_flags(args, flags(), out.options, out.help);
+  if (!out.options.schedule_file.empty())
+    for (const char* shape : {"--schedule", "--stages", "--microbatches", "--chunks"})
+      if (cli::flag_given(args, shape))
+        bad("--schedule-file", std::string("the file gives the schedule, its ranks, micro-batches and chunks; drop ") +
+                                   shape);
   return out;
 }
 
@@ -109,7 +126,8 @@ std::string simulate_usage() {
         "Dry-runs a pipeline-parallel schedule: P ranks, M micro-batches, V chunks per rank. Checks it\n"
         "(every dependency, no deadlock), prints its bubble, stashed activations and messages, and draws\n"
         "its timeline. Costs are in arbitrary time units.\n\n"
-        "example: brigade simulate --stages 4 --microbatches 16 --schedule zb-h1 --svg zb.svg\n\nflags:\n";
+        "example: brigade simulate --stages 4 --microbatches 16 --schedule zb-h1 --svg zb.svg\n"
+        "         brigade simulate --schedule-file zbv.csv   (a schedule from PyTorch's _dump_csv)\n\nflags:\n";
   os << cli::flag_lines(flags());
   return os.str();
 }

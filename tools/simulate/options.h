@@ -23,6 +23,10 @@ struct SimulateOptions {
   std::string svg;    // write the timeline here
   int width = 200;    // most characters of time in the terminal chart
   bool grid = false;  // also print the rank x step action grid
+  // A schedule file in PyTorch's CSV format (pipeline/schedule_csv.h) instead of --schedule: it
+  // gives P, M and V too. write_schedule: write the simulated schedule to this file in that format.
+  std::string schedule_file;
+  std::string write_schedule;
 
   int chunks_or_default() const;
 };

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "pipeline/schedule.h"
+#include "pipeline/schedule_csv.h"
 
 namespace brigade::train {
 
@@ -113,6 +114,10 @@ const std::vector<Flag>& flags() {
          o.schedule = v;
        },
        [](const TrainOptions& o) { return o.schedule; }},
+      text_flag("--schedule-file", "FILE",
+                "run this schedule (PyTorch's CSV format) instead of --schedule; it gives --stages, --microbatches "
+                "and --chunks",
+                &TrainOptions::schedule_file),
       int_flag("--microbatches", "micro-batches per step (must divide --batch)", &TrainOptions::microbatches, 1),
       {"--chunks", "N", "model chunks per rank (interleaved: 2 or more; zb-v: 2)",
        [](TrainOptions& o, const std::string& v) { o.chunks = parse_int("--chunks", v, 1, 64); },
@@ -138,6 +143,24 @@ const std::vector<Flag>& flags() {
   return table;
 }
 
+// --schedule-file: the file's schedule is checked to run (every dependency, no deadlock) and sets
+// the pipeline's shape; flags that would set it too are refused.
+void take_schedule_file(const std::vector<std::string>& args, TrainOptions& o) {
+  for (const char* shape : {"--schedule", "--stages", "--microbatches", "--chunks"})
+    if (cli::flag_given(args, shape))
+      bad("--schedule-file", std::string("the file gives the schedule, its stages, micro-batches and chunks; drop ") +
+                                 shape);
+  pipeline::Schedule schedule;
+  try {
+    schedule = pipeline::schedule_from_file(pipeline::read_schedule_csv(o.schedule_file));
+  } catch (const Error& e) {
+    bad("--schedule-file", e.what());
+  }
+  o.stages = schedule.ranks();
+  o.microbatches = schedule.microbatches;
+  o.chunks = schedule.chunks();
+}
+
 // Checks that involve more than one flag.
 void check_combination(const TrainOptions& o) {
   if (o.embd % o.heads != 0) {
@@ -155,6 +178,7 @@ void check_combination(const TrainOptions& o) {
       bad("--microbatches", "a batch of " + std::to_string(o.batch) + " sequences does not split into " +
                                 std::to_string(o.replicas) + " replica(s) x " + std::to_string(o.microbatches) +
                                 " equal micro-batches; make --batch a multiple of --replicas x --microbatches");
+    if (!o.schedule_file.empty()) return;  // the file's own shape, checked when it was read
     const int64_t V = o.chunks_or_default();
     if (o.schedule == "interleaved" && V < 2) bad("--chunks", "interleaved needs at least 2 chunks per rank");
     if (o.schedule == "zb-v" && V != 2) bad("--chunks", "zb-v holds exactly 2 chunks per rank (its V)");
@@ -197,6 +221,7 @@ ParsedTrainArgs parse_train_args(const std::vector<std::string>& args) {
     out.options.context = preset->context;
   }
   cli::parse_flags(args, flags(), out.options, out.help);
+  if (!out.options.schedule_file.empty()) take_schedule_file(args, out.options);
   check_combination(out.options);
   return out;
 }

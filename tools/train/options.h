@@ -47,6 +47,9 @@ struct TrainOptions {
   // all, the plain one-device loop.
   int64_t stages = 4;
   std::string schedule = "1f1b";
+  // A schedule file in PyTorch's CSV format (pipeline/schedule_csv.h) instead of `schedule`; parsing
+  // reads it and sets stages, microbatches and chunks from it.
+  std::string schedule_file;
   int64_t microbatches = 8;
   int64_t chunks = 0;    // per rank; 0: the schedule's own (2 for interleaved and zb-v, else 1)
   int64_t replicas = 1;  // data-parallel copies of the pipeline (threads; launched: from the world size)
