@@ -207,7 +207,10 @@ ScheduleFile parse_schedule_csv(const std::string& text, const std::string& path
       };
       auto listed = [](const std::vector<const CellAction*>& v) {
         std::string out;
-        for (const CellAction* a : v) out += (out.empty() ? "" : " and ") + std::to_string(a->cell) + " ('" + a->text + "')";
+        for (const CellAction* a : v) {
+          if (!out.empty()) out += " and ";
+          out += std::to_string(a->cell) + " ('" + a->text + "')";
+        }
         return out;
       };
       const auto &f = cells(ActionKind::forward), &b = cells(ActionKind::backward),

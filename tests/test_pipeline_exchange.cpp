@@ -347,7 +347,10 @@ TEST_CASE("add_communication, lock_step: every slot's messages in one exchange a
   CHECK(unit_slots(one_f_one_b_order(2, 2)) == std::vector<std::vector<int>>{{0, 1, 3, 5}, {1, 2, 3, 4}});
   auto names = [&](int r) {
     std::string out;
-    for (const Action& a : s.actions[size_t(r)]) out += (out.empty() ? "" : " ") + short_name(a, r, s.layout);
+    for (const Action& a : s.actions[size_t(r)]) {
+      if (!out.empty()) out += ' ';
+      out += short_name(a, r, s.layout);
+    }
     return out;
   };
   CHECK(names(0) == "F0 sendA0>1 F1 sendA1>1 recvG0<1 B0 recvG1<1 B1");
