@@ -38,6 +38,11 @@ struct Action {
   ActionKind kind;
   int microbatch = 0;
   int chunk = 0;  // which of the rank's V chunks (0 when every rank holds one)
+  // On an F: it and the B or I right after it on the rank form one *overlapped pair* (DualPipeV's
+  // F&B: one micro-batch's forward beside another's backward, so each hides the other's
+  // communication). Both take their inputs before the pair and send after it; brigade runs the two
+  // back to back (as PyTorch's runtime does) — the pairing shapes where messages go, not the math.
+  bool overlapped = false;
 
   bool operator==(const Action&) const = default;
 };
@@ -86,7 +91,8 @@ struct Layout {
 };
 
 // Terse, for grids and charts: "F3", "I3.1" (micro-batch 3, chunk 1), "sendA3>1" (activation to
-// rank 1), "recvG3<2" (gradient from rank 2). The chunk is shown when the layout has V > 1.
+// rank 1), "recvG3<2" (gradient from rank 2), "F3.0&" (an F overlapped with the backward after it).
+// The chunk is shown when the layout has V > 1.
 std::string short_name(const Action& a, int rank, const Layout& layout);
 // For error messages: "B(micro-batch 3, chunk 1 = stage 5)", "RECV activation of micro-batch 3 for
 // stage 2 from rank 1 (stage 1)".

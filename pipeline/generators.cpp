@@ -2,6 +2,7 @@
 // (Messages are added afterwards by add_communication, in schedule.cpp.)
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "pipeline/schedule.h"
@@ -175,6 +176,76 @@ Schedule zb_v_order(int ranks, int microbatches) {
     for (int k = 0; k < ranks - r; ++k) i(0), w(0);
     while (next[2][1] < n) w(1);
     while (next[2][0] < n) w(0);
+  }
+  return s;
+}
+
+// DualPipeV (DeepSeek-V3's DualPipe folded into a V, as in deepseek-ai/DualPipe and PyTorch's
+// ScheduleDualPipeV): zb-v's placement, and in the steady state each forward is paired with a
+// backward of the other chunk — an overlapped F&B (Action::overlapped) — so that on hardware one's
+// communication (MoE all-to-all) hides behind the other's compute. Backwards are mostly whole B;
+// the warm-up and the drain split some into I and W to fill gaps. On rank r, with chunk 0 = stage r
+// and chunk 1 = stage 2P-1-r, each stream (F per chunk, backward per chunk) runs its micro-batches in
+// order, and W's run oldest first:
+//
+//   1  2(P-r-1) x F0                  fill the way down
+//   2  r+1 x F0 F1                    the first micro-batches turn round
+//   3  P-r-1 x I1 W F1                zero-bubble style while the pipe fills
+//   4  M-2P+r+1 x (F0&B1) (F1&B0)     the overlapped steady state (the last rank's very first F0,
+//                                     B1 not paired: it would wait for its own B1's input)
+//   5  P-r-1 x B1 (F1&B0)
+//   6  r+1 x B1 B0                    the drain; from halfway, backwards split into I (W later)
+//   7  P-r-1 x W B0
+//   8  r+1 x W
+//
+// Needs M >= 2P (every rank's steady state non-negative). Checked by the simulator over a grid
+// (tests/test_pipeline_schedule.cpp), like every generator here.
+Schedule dualpipev_order(int ranks, int microbatches) {
+  Schedule s = empty_schedule("dualpipev", ranks, microbatches, 2, Placement::v_shape);
+  BRIGADE_CHECK(microbatches >= 2 * ranks, "pipeline schedule dualpipev: needs at least as many micro-batches as "
+                "stages (M >= 2P), got P=", ranks, ", M=", microbatches, ", V=2");
+  for (int r = 0; r < ranks; ++r) {
+    auto& list = s.actions[size_t(r)];
+    int forwards[2] = {}, backwards[2] = {};
+    std::vector<Action> held;  // W's of the I's run so far, oldest first
+    auto f = [&](int chunk) { list.push_back(F(forwards[chunk]++, chunk)); };
+    auto b = [&](int chunk, bool split) {
+      const int m = backwards[chunk]++;
+      list.push_back(split ? I(m, chunk) : B(m, chunk));
+      if (split) held.push_back(W(m, chunk));
+    };
+    auto w = [&] {
+      if (held.empty()) return;
+      list.push_back(held.front());
+      held.erase(held.begin());
+    };
+    auto pair = [&](int forward_chunk) {  // F on one chunk beside a whole B on the other
+      f(forward_chunk);
+      list.back().overlapped = true;
+      b(1 - forward_chunk, false);
+    };
+    const int P = ranks;
+    for (int k = 0; k < 2 * (P - r - 1); ++k) f(0);
+    for (int k = 0; k < r + 1; ++k) f(0), f(1);
+    for (int k = 0; k < P - r - 1; ++k) b(1, true), w(), f(1);
+    for (int k = 0; k < microbatches - 2 * P + r + 1; ++k) {
+      if (k == 0 && r == P - 1) {
+        f(0), b(1, false);
+      } else {
+        pair(0);
+      }
+      pair(1);
+    }
+    for (int k = 0; k < P - r - 1; ++k) b(1, false), pair(1);
+    bool split = false;
+    for (int k = 0; k < r + 1; ++k) {
+      if (k == (r + 1) / 2 && r % 2 == 1) split = true;
+      b(1, split);
+      if (k == (r + 1) / 2 && r % 2 == 0) split = true;
+      b(0, split);
+    }
+    for (int k = 0; k < P - r - 1; ++k) w(), b(0, split);
+    for (int k = 0; k < r + 1; ++k) w();
   }
   return s;
 }

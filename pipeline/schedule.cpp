@@ -26,6 +26,7 @@ const char* schedule_name(ScheduleKind kind) {
     case ScheduleKind::interleaved: return "interleaved";
     case ScheduleKind::zb_h1: return "zb-h1";
     case ScheduleKind::zb_v: return "zb-v";
+    case ScheduleKind::dualpipev: return "dualpipev";
   }
   return "?";
 }
@@ -41,16 +42,17 @@ std::string schedule_names() {
 }
 
 int default_chunks(ScheduleKind kind) {
-  return kind == ScheduleKind::interleaved || kind == ScheduleKind::zb_v ? 2 : 1;
+  return kind == ScheduleKind::interleaved || kind == ScheduleKind::zb_v || kind == ScheduleKind::dualpipev ? 2 : 1;
 }
 
 Placement placement_of(ScheduleKind kind) {
-  return kind == ScheduleKind::zb_v ? Placement::v_shape : Placement::interleaved;
+  return kind == ScheduleKind::zb_v || kind == ScheduleKind::dualpipev ? Placement::v_shape : Placement::interleaved;
 }
 
 const std::vector<ScheduleKind>& all_schedule_kinds() {
   static const std::vector<ScheduleKind> kinds = {ScheduleKind::naive, ScheduleKind::gpipe, ScheduleKind::one_f_one_b,
-                                                  ScheduleKind::interleaved, ScheduleKind::zb_h1, ScheduleKind::zb_v};
+                                                  ScheduleKind::interleaved, ScheduleKind::zb_h1, ScheduleKind::zb_v,
+                                                  ScheduleKind::dualpipev};
   return kinds;
 }
 
@@ -66,12 +68,12 @@ Schedule make_schedule(ScheduleKind kind, int ranks, int microbatches, int chunk
   if (chunks == 0) chunks = default_chunks(kind);
   BRIGADE_CHECK(chunks >= 1, "pipeline schedule ", name, ": needs at least one chunk per rank, got P=", ranks,
                 ", M=", microbatches, ", V=", chunks);
-  if (kind == ScheduleKind::zb_v) {
-    BRIGADE_CHECK(chunks == 2, "pipeline schedule zb-v: holds exactly two chunks per rank (the two arms of its V), "
-                  "got V=", chunks, " (P=", ranks, ", M=", microbatches, ")");
+  if (placement_of(kind) == Placement::v_shape) {
+    BRIGADE_CHECK(chunks == 2, "pipeline schedule ", name, ": holds exactly two chunks per rank (the two arms of its "
+                  "V), got V=", chunks, " (P=", ranks, ", M=", microbatches, ")");
   } else if (kind != ScheduleKind::interleaved) {
     BRIGADE_CHECK(chunks == 1, "pipeline schedule ", name, ": holds one chunk per rank, got V=", chunks, " (P=", ranks,
-                  ", M=", microbatches, "); interleaved and zb-v are the schedules for V > 1");
+                  ", M=", microbatches, "); interleaved, zb-v and dualpipev are the schedules for V > 1");
   }
   switch (kind) {
     case ScheduleKind::naive: return add_communication(naive_order(ranks, microbatches));
@@ -87,6 +89,8 @@ Schedule make_schedule(ScheduleKind kind, int ranks, int microbatches, int chunk
     }
     case ScheduleKind::zb_h1: return add_communication(zb_h1_order(ranks, microbatches));
     case ScheduleKind::zb_v: return add_communication(zb_v_order(ranks, microbatches), MessagePlacement::lock_step);
+    case ScheduleKind::dualpipev:
+      return add_communication(dualpipev_order(ranks, microbatches), MessagePlacement::lock_step);
   }
   fail("pipeline schedule: unknown kind");
 }
@@ -125,45 +129,47 @@ size_t iteration_end(const std::vector<Action>& compute, size_t first, MessagePl
   return first + (pair ? 2 : 1);
 }
 
-// lock_step: each rank's actions and messages ordered by slot — in a slot, the compute action, then
-// the SENDs of what it made, then the RECVs of what the neighbours' actions of that slot made for it.
+// lock_step: each rank's actions and messages ordered by time on the unit clock (pipeline/slots.h).
+// A compute action stands at its start; a message at the end of the step that made it — the SEND on
+// the maker's rank, the RECV on the other — and at one time the SENDs come first, then the RECVs,
+// then the compute actions starting then. So all the messages of one time on one rank form one run.
 Schedule lock_step_communication(Schedule schedule) {
   const Layout& layout = schedule.layout;
-  const std::vector<std::vector<int>> slots = unit_slots(schedule);
-  // The slot of each piece of work a message carries, by (stage, micro-batch).
-  std::map<std::pair<int, int>, int> forward_slot, input_grad_slot;
+  const std::vector<std::vector<Slot>> slots = unit_slots(schedule);
+  // When each piece of work a message carries is made, by (stage, micro-batch).
+  std::map<std::pair<int, int>, int> forward_end, input_grad_end;
   for (int r = 0; r < schedule.ranks(); ++r) {
     const auto& list = schedule.actions[size_t(r)];
     for (size_t i = 0; i < list.size(); ++i) {
       const std::pair<int, int> key{layout.stage(r, list[i].chunk), list[i].microbatch};
-      if (list[i].kind == ActionKind::forward) forward_slot[key] = slots[size_t(r)][i];
+      if (list[i].kind == ActionKind::forward) forward_end[key] = slots[size_t(r)][i].end;
       if (list[i].kind == ActionKind::backward || list[i].kind == ActionKind::backward_input)
-        input_grad_slot[key] = slots[size_t(r)][i];
+        input_grad_end[key] = slots[size_t(r)][i].end;
     }
   }
   for (int r = 0; r < schedule.ranks(); ++r) {
     struct Placed {
-      int slot, order;  // order within the slot: 0 compute, 1 SEND, 2 RECV
+      int time, order;  // order at one time: 0 SEND, 1 RECV, 2 compute
       Action action;
     };
     std::vector<Placed> placed;
     const auto& list = schedule.actions[size_t(r)];
     for (size_t i = 0; i < list.size(); ++i) {
-      const int slot = slots[size_t(r)][i];
-      placed.push_back({slot, 0, list[i]});
+      const Slot& slot = slots[size_t(r)][i];
+      placed.push_back({slot.start, 2, list[i]});
       std::vector<Action> recvs, sends;
       messages_of(list[i], r, layout, recvs, sends);
-      for (const Action& send : sends) placed.push_back({slot, 1, send});
+      for (const Action& send : sends) placed.push_back({slot.end, 0, send});
       for (const Action& recv : recvs) {
-        // Received right after the slot that computed it (on the neighbour: stage s-1 or s+1).
+        // Received when the neighbour's step that made it ends (stage s-1's F, or s+1's B or I).
         const int s = layout.stage(r, recv.chunk);
         const bool activation = recv.kind == ActionKind::recv_activation;
-        const auto& made = activation ? forward_slot : input_grad_slot;
-        placed.push_back({made.at({activation ? s - 1 : s + 1, recv.microbatch}), 2, recv});
+        const auto& made = activation ? forward_end : input_grad_end;
+        placed.push_back({made.at({activation ? s - 1 : s + 1, recv.microbatch}), 1, recv});
       }
     }
     std::stable_sort(placed.begin(), placed.end(), [](const Placed& a, const Placed& b) {
-      return a.slot != b.slot ? a.slot < b.slot : a.order < b.order;
+      return a.time != b.time ? a.time < b.time : a.order < b.order;
     });
     std::vector<Action> with_messages;
     for (const Placed& p : placed) with_messages.push_back(p.action);
@@ -187,6 +193,12 @@ Schedule add_communication(Schedule schedule, MessagePlacement placement) {
     }
   }
   if (placement == MessagePlacement::lock_step) return lock_step_communication(std::move(schedule));
+  for (int r = 0; r < int(schedule.actions.size()); ++r)
+    for (size_t i = 0; i < schedule.actions[size_t(r)].size(); ++i)
+      BRIGADE_CHECK(!schedule.actions[size_t(r)][i].overlapped, "add_communication: schedule '", schedule.name,
+                    "' has overlapped pairs (rank ", r, ", step ", i, ": ",
+                    describe(schedule.actions[size_t(r)][i], r, layout),
+                    "), whose messages must go before and after the pair: use MessagePlacement::lock_step");
   for (int r = 0; r < int(schedule.actions.size()); ++r) {
     const std::vector<Action>& compute = schedule.actions[size_t(r)];
     std::vector<Action> with_messages;

@@ -49,7 +49,8 @@ struct CellAction {
   int stage = 0;
   ActionKind kind = ActionKind::forward;
   int microbatch = 0;
-  int cell = 0;  // 1-based, in its row
+  bool overlapped = false;  // the F of an overlapped pair
+  int cell = 0;             // 1-based, in its row
   std::string text;
 };
 
@@ -66,9 +67,7 @@ int read_index(const std::string& text, size_t& i, const std::string& where, con
 
 CellAction parse_cell(const std::string& text, const std::string& where) {
   const std::string expected = "expected <stage><F|B|I|W><micro-batch>, such as 0F0 or 3W1";
-  if (text.front() == '(')
-    fail(where, ": an overlapped action (PyTorch's OVERLAP_F_B, as DualPipeV writes it) — brigade runs one action "
-         "per cell; ", expected);
+  if (text.front() == '(') fail(where, ": a composite action inside a composite one; ", expected);
   CellAction out;
   out.text = text;
   size_t i = 0;
@@ -93,6 +92,25 @@ CellAction parse_cell(const std::string& text, const std::string& where) {
     fail(where, ": unknown action '", name, "'; ", expected);
   if (out.microbatch < 0) fail(where, ": no micro-batch index; ", expected);
   return out;
+}
+
+// A cell's actions: one, or an overlapped pair "(<F>;<B or I>)OVERLAP_F_B", whose F is marked
+// overlapped.
+std::vector<CellAction> parse_cell_actions(const std::string& text, const std::string& where) {
+  if (text.front() != '(') return {parse_cell(text, where)};
+  const std::string kind = ")OVERLAP_F_B";
+  const size_t close = text.find(')');
+  const size_t semicolon = text.find(';');
+  if (close == std::string::npos || text.substr(close) != kind || semicolon == std::string::npos || semicolon > close)
+    fail(where, ": expected an overlapped pair such as (0F1;3B0)OVERLAP_F_B (PyTorch's DualPipeV cells)");
+  CellAction forward = parse_cell(trim(text.substr(1, semicolon - 1)), where);
+  CellAction backward = parse_cell(trim(text.substr(semicolon + 1, close - semicolon - 1)), where);
+  if (forward.kind != ActionKind::forward ||
+      (backward.kind != ActionKind::backward && backward.kind != ActionKind::backward_input))
+    fail(where, ": an overlapped pair is a forward, then a backward (B or I), such as (0F1;3B0)OVERLAP_F_B");
+  forward.overlapped = true;
+  forward.text = backward.text = text;
+  return {forward, backward};
 }
 
 // The rows of a CSV text: lines (\n or \r\n) split at commas, cells trimmed and unquoted; trailing
@@ -148,9 +166,10 @@ ScheduleFile parse_schedule_csv(const std::string& text, const std::string& path
     for (size_t c = 0; c < row.size(); ++c) {
       if (row[c].empty()) continue;  // an idle slot
       BRIGADE_CHECK(++total <= kMaxActions, file, ": more than ", kMaxActions, " actions");
-      CellAction a = parse_cell(row[c], place(path, r, int(c) + 1, row[c]));
-      a.cell = int(c) + 1;
-      ranks[size_t(r)].push_back(a);
+      for (CellAction& a : parse_cell_actions(row[c], place(path, r, int(c) + 1, row[c]))) {
+        a.cell = int(c) + 1;
+        ranks[size_t(r)].push_back(a);
+      }
     }
     BRIGADE_CHECK(!ranks[size_t(r)].empty(), file, ", row ", r + 1, " (rank ", r,
                   "): no actions; every rank must run the stages it holds (a row per rank, rank 0 first)");
@@ -240,7 +259,7 @@ ScheduleFile parse_schedule_csv(const std::string& text, const std::string& path
   out.cells.resize(size_t(P));
   for (int r = 0; r < P; ++r)
     for (const CellAction& a : ranks[size_t(r)]) {
-      out.schedule.actions[size_t(r)].push_back({a.kind, a.microbatch, layout.chunk_of(a.stage)});
+      out.schedule.actions[size_t(r)].push_back({a.kind, a.microbatch, layout.chunk_of(a.stage), a.overlapped});
       out.cells[size_t(r)].push_back(a.cell);
     }
   return out;
@@ -283,12 +302,23 @@ Schedule schedule_from_file(const ScheduleFile& file) {
 std::string schedule_csv(const Schedule& schedule) {
   std::string out;
   for (int r = 0; r < schedule.ranks(); ++r) {
+    const auto& list = schedule.actions.at(size_t(r));
     bool first = true;
-    for (const Action& a : schedule.actions.at(size_t(r))) {
+    for (size_t i = 0; i < list.size(); ++i) {
+      const Action& a = list[i];
       if (!is_compute(a.kind)) continue;
       if (!first) out += ',';
-      out += cell_text(a, r, schedule.layout);
       first = false;
+      if (a.overlapped && i + 1 < list.size() && is_compute(list[i + 1].kind)) {  // the pair, as PyTorch writes it
+        out += '(';
+        out += cell_text(a, r, schedule.layout);
+        out += ';';
+        out += cell_text(list[i + 1], r, schedule.layout);
+        out += ")OVERLAP_F_B";
+        ++i;
+      } else {
+        out += cell_text(a, r, schedule.layout);
+      }
     }
     out += "\r\n";
   }

@@ -19,8 +19,12 @@
 // every micro-batch. The messages are not in the file: schedule_from_file() places them in
 // lock-step (MessagePlacement::lock_step), which no compute order can deadlock.
 //
-// Not read: PyTorch's compute_comms format (SEND_F, RECV_B, ... cells), FSDP's UNSHARD / RESHARD,
-// REDUCE_GRAD, and overlapped cells such as "(0F1;3B0)OVERLAP_F_B" — each refused by name.
+// An overlapped pair — a forward and a backward of another micro-batch run side by side, as
+// DualPipeV writes them — is one cell, "(0F1;3B0)OVERLAP_F_B": it reads as the two actions with the
+// F marked overlapped (Action::overlapped), and is written back the same way.
+//
+// Not read: PyTorch's compute_comms format (SEND_F, RECV_B, ... cells), FSDP's UNSHARD / RESHARD and
+// REDUCE_GRAD — each refused by name.
 //
 // Errors name the file, the row (rank) and the cell, counted from 1 as a spreadsheet shows them.
 #pragma once

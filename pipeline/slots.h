@@ -1,13 +1,15 @@
-// Time slots: when each compute action of a schedule could run if every action took one unit.
+// Time slots: when each compute action of a schedule could run, on a clock of whole units where F,
+// I and W take one unit and B two (B = I + W, as the simulator's default costs have it).
 //
-// Rank r's k-th compute action gets slot
+// Rank r's next step — one compute action, or an overlapped pair (Action::overlapped: an F and
+// the backward after it, taking the sum of their units) — starts at
 //
-//   slot = max(slot of r's previous compute action + 1, slot of each input's producer + 1)
+//   start = max(end of r's previous step, end of each input's producer)
 //
 // where F needs the F of the previous stage, B and I the B or I of the next stage (the last stage its
-// own F), W its I. With F = I = W = 1 these are the simulator's start times. add_communication's
-// lock_step placement trades every slot's messages in one exchange after the slot
-// (pipeline/schedule.h); the schedule-file writer could align rows by them.
+// own F), W its I; both halves of a pair share the pair's start and end. These are the simulator's
+// times under its default costs. add_communication's lock_step placement keys every message by
+// the end of the step that made it (pipeline/schedule.h).
 #pragma once
 
 #include <string>
@@ -34,8 +36,14 @@ class StuckOrder : public Error {
   std::vector<Wait> stuck;
 };
 
+struct Slot {
+  int start = 0;
+  int end = 0;  // for both halves of an overlapped pair: the pair's end
+  bool operator==(const Slot&) const = default;
+};
+
 // slots[rank][i] for the i-th action of a compute-only schedule (messages are refused: they belong
 // to one placement). Throws StuckOrder when the order can never finish.
-std::vector<std::vector<int>> unit_slots(const Schedule& compute_only);
+std::vector<std::vector<Slot>> unit_slots(const Schedule& compute_only);
 
 }  // namespace brigade::pipeline

@@ -203,6 +203,9 @@ TEST_CASE("runtime: every schedule equals one-device training, bitwise on the CP
   // M below, at and past 2P (where it fills the pipe). With rendezvous sends below: a deadlock grid.
   for (int P : {1, 2, 3, 4})
     for (int M : {1, 2, P + 1, 2 * P, 2 * P + 1}) grid.push_back({ScheduleKind::zb_v, P, M, 2});
+  // DualPipeV: the same V with overlapped F&B pairs, whole backwards mixed with I + W; M >= 2P.
+  for (int P : {1, 2, 3, 4})
+    for (int M : {2 * P, 2 * P + 1, 3 * P}) grid.push_back({ScheduleKind::dualpipev, P, M, 2});
 
   for (const Config& c : grid) {
     DYNAMIC_SECTION(schedule_name(c.kind) << " P=" << c.P << " M=" << c.M << " V=" << c.V) {
@@ -268,13 +271,18 @@ TEST_CASE("runtime: with rendezvous sends, interleaved's messages must be combin
 
 TEST_CASE("runtime: schedules from PyTorch-format files equal one device, bitwise", "[pipeline][runtime]") {
   // Written by hand as torch.distributed.pipelining's _dump_csv writes them (compute only, idle
-  // cells, \r\n): ScheduleZBVZeroBubble on 2 ranks with 4 micro-batches (stages 0 and 3 on rank 0,
-  // 1 and 2 on rank 1), and a 1F1B with whole backwards on 3 ranks whose last rank forwards micro-batch
+  // cells, \r\n): ScheduleZBVZeroBubble and ScheduleDualPipeV on 2 ranks with 4 micro-batches (stages
+  // 0 and 3 on rank 0, 1 and 2 on rank 1), and a 1F1B with whole backwards on 3 ranks whose last rank forwards micro-batch
   // 1 before 0 — an order no generator here makes. Both run on queued and on rendezvous sends.
   const std::vector<std::pair<std::string, std::string>> files = {
       {"zbv.csv",
        "0F0,0F1,0F2,3F0,3I0,3W0,3F1,3I1,3W1,0F3,0I0,0W0,3F2,3I2,3W2,0I1,0W1,3F3,3I3,3W3,0I2,0W2,0I3,0W3\r\n"
        ",1F0,2F0,1F1,2F1,2I0,2W0,1F2,1I0,1W0,2F2,2I1,2W1,1F3,1I1,1W1,2F3,2I2,2W2,1I2,2I3,1I3,1W2,2W3,1W3\r\n"},
+      {"dualpipev.csv",  // ScheduleDualPipeV, 2 ranks, 4 micro-batches: overlapped pairs run back to back
+       "0F0,0F1,0F2,3F0,3I0,3W0,3F1,(0F3;3B1)OVERLAP_F_B,(3F2;0B0)OVERLAP_F_B,3B2,(3F3;0B1)OVERLAP_F_B,3B3,0I2,0W2,"
+       "0I3,0W3\r\n"
+       "1F0,2F0,1F1,2F1,1F2,2B0,(2F2;1B0)OVERLAP_F_B,(1F3;2B1)OVERLAP_F_B,(2F3;1B1)OVERLAP_F_B,2B2,1B2,2I3,1I3,2W3,"
+       "1W3\r\n"},
       {"1f1b-swapped.csv",
        "0F0,0F1,0F2,,0B0,0F3,0B1,0B2,0B3\r\n"
        ",1F0,1F1,1B0,1F2,1B1,1F3,1B2,1B3\r\n"

@@ -73,6 +73,7 @@ TEST_CASE("schedule: every schedule runs every accepted (P, M, V) up to 8 x 32 x
             // Refusals are exactly the documented ones, and the message names the configuration.
             const bool expected = kind == ScheduleKind::interleaved ? (V == 1 || M % P != 0)
                                   : kind == ScheduleKind::zb_v      ? V != 2
+                                  : kind == ScheduleKind::dualpipev ? V != 2 || M < 2 * P
                                                                     : V > 1;
             INFO(schedule_name(kind) << " P=" << P << " M=" << M << " V=" << V << ": " << e.what());
             REQUIRE(expected);
@@ -88,6 +89,7 @@ TEST_CASE("schedule: every schedule runs every accepted (P, M, V) up to 8 x 32 x
           // Exactly one F, and one B or one I + one W, per micro-batch per global stage.
           const auto counts = compute_counts(s);
           const bool split = kind == ScheduleKind::zb_h1 || kind == ScheduleKind::zb_v;
+          const bool mixed = kind == ScheduleKind::dualpipev;  // whole B for most, I + W for some
           for (int stage = 0; stage < P * V; ++stage) {
             for (int m = 0; m < M; ++m) {
               auto count = [&](ActionKind k) {
@@ -95,6 +97,11 @@ TEST_CASE("schedule: every schedule runs every accepted (P, M, V) up to 8 x 32 x
                 return it == counts.end() ? 0 : it->second;
               };
               REQUIRE(count(ActionKind::forward) == 1);
+              if (mixed) {  // either, once
+                REQUIRE(count(ActionKind::backward) + count(ActionKind::backward_input) == 1);
+                REQUIRE(count(ActionKind::backward_weight) == count(ActionKind::backward_input));
+                continue;
+              }
               REQUIRE(count(ActionKind::backward) == (split ? 0 : 1));
               REQUIRE(count(ActionKind::backward_input) == (split ? 1 : 0));
               REQUIRE(count(ActionKind::backward_weight) == (split ? 1 : 0));
@@ -365,6 +372,69 @@ TEST_CASE("simulate: a zb-v with two actions swapped or a stage on the wrong ran
   CHECK(error_of([&] { add_communication(misplaced, MessagePlacement::lock_step); }).find("can never finish") !=
         std::string::npos);
   CHECK_THROWS_AS(simulate(add_communication(misplaced)), ScheduleError);
+}
+
+TEST_CASE("schedule: dualpipev's order for P=2, M=4: overlapped F&B pairs, taken whole by the messages",
+          "[pipeline]") {
+  auto names = [](const Schedule& s, int r) {
+    std::string out;
+    for (const Action& a : s.actions[size_t(r)]) {
+      if (!out.empty()) out += ' ';
+      out += short_name(a, r, s.layout);
+    }
+    return out;
+  };
+  // Rank 0 (stages 0 and 3): F0 x2, F0 F1, I1 W F1, then the pairs F0&B1 F1&B0, B1 F1&B0, the drain
+  // B1 I0, W I0, W. Rank 1 (the turn, stages 1 and 2): F0 F1 x2, its first F0 and B1 not paired
+  // (the last rank), then pairs, then B1 B0 and, from halfway, I1 I0 and their W's.
+  const Schedule d = dualpipev_order(2, 4);
+  CHECK(d.layout == Layout{2, 2, Placement::v_shape});
+  CHECK(names(d, 0) == "F0.0 F1.0 F2.0 F0.1 I0.1 W0.1 F1.1 F3.0& B1.1 F2.1& B0.0 B2.1 F3.1& B1.0 B3.1 I2.0 W2.0 "
+                       "I3.0 W3.0");
+  CHECK(names(d, 1) == "F0.0 F0.1 F1.0 F1.1 F2.0 B0.1 F2.1& B0.0 F3.0& B1.1 F3.1& B1.0 B2.1 B2.0 I3.1 I3.0 W3.1 "
+                       "W3.0");
+  // With messages: each pair stays together — both halves' RECVs before it, SENDs after it.
+  for (int P = 1; P <= 6; ++P) {
+    for (int M = 2 * P; M <= 4 * P; ++M) {
+      INFO("P=" << P << " M=" << M);
+      const Schedule s = make_schedule(ScheduleKind::dualpipev, P, M);
+      for (int r = 0; r < P; ++r) {
+        const auto& list = s.actions[size_t(r)];
+        int pairs = 0;
+        for (size_t i = 0; i < list.size(); ++i) {
+          if (!list[i].overlapped) continue;
+          ++pairs;
+          REQUIRE(list[i].kind == ActionKind::forward);
+          REQUIRE(i + 1 < list.size());
+          REQUIRE(list[i + 1].kind == ActionKind::backward);
+          REQUIRE(list[i + 1].chunk != list[i].chunk);  // one arm of the V forward, the other backward
+        }
+        // Steady state 2(M-2P+r+1) pairs (the last rank's first not paired), then P-r-1 more.
+        REQUIRE(pairs == 2 * (M - 2 * P + r + 1) - (r == P - 1 ? 1 : 0) + (P - r - 1));
+      }
+      REQUIRE_NOTHROW(check_exchanges(s));
+    }
+  }
+  // Stashes: stage s of 2P holds at most 2P - s, as under zb-v, but every rank one more than zb-v's
+  // 2P at its peak — the F of a pair is stashed before its B frees one (docs/pipeline.md).
+  for (int P = 1; P <= 8; ++P) {
+    for (int M = 2 * P; M <= 32; ++M) {
+      INFO("P=" << P << " M=" << M);
+      const SimulationResult r = simulate(make_schedule(ScheduleKind::dualpipev, P, M));
+      for (int s = 0; s < 2 * P; ++s) REQUIRE(r.peak_activations[size_t(s)] == 2 * P - s);
+      for (int peak : r.peak_activations_per_rank) REQUIRE(peak == 2 * P + 1);
+    }
+  }
+  CHECK(error_of([] { make_schedule(ScheduleKind::dualpipev, 4, 7); }).find("M >= 2P), got P=4, M=7, V=2") !=
+        std::string::npos);
+  // The simulator holds a pair together, and other placements refuse pairs.
+  Schedule broken = make_schedule(ScheduleKind::dualpipev, 2, 4);
+  auto& r0 = broken.actions[0];
+  const size_t at = size_t(std::find_if(r0.begin(), r0.end(), [](const Action& a) { return a.overlapped; }) - r0.begin());
+  std::swap(r0[at + 1], r0[at + 2]);  // something else between the F and its B
+  CHECK(rejection(broken).problem == "is overlapped, but the next action is not the B or I it pairs with");
+  CHECK(error_of([] { add_communication(dualpipev_order(2, 4)); }).find("use MessagePlacement::lock_step") !=
+        std::string::npos);
 }
 
 TEST_CASE("simulate: peak stashed activations — gpipe M, 1f1b min(M, P - s), naive 1", "[pipeline]") {
@@ -679,7 +749,8 @@ TEST_CASE("brigade simulate: the report, the chart, the SVG and the errors", "[p
   CHECK(run({"--help"}).first == 0);
   CHECK(run({"--help"}).second.find("--cost-w X") != std::string::npos);
   CHECK(run({"--schedule", "2f2b"}, &err).first == 2);
-  CHECK(err.find("--schedule: expected naive, gpipe, 1f1b, interleaved, zb-h1 or zb-v, got '2f2b'") != std::string::npos);
+  CHECK(err.find("--schedule: expected naive, gpipe, 1f1b, interleaved, zb-h1, zb-v or dualpipev, got '2f2b'") !=
+        std::string::npos);
   CHECK(err.find("usage: brigade simulate") != std::string::npos);
   CHECK(run({"--stages", "0"}, &err).first == 2);
   CHECK(err.find("--stages: must be between 1 and 4096, got 0") != std::string::npos);
@@ -694,7 +765,7 @@ TEST_CASE("brigade simulate: the report, the chart, the SVG and the errors", "[p
   CHECK(run({"--schedule", "interleaved", "--stages", "4", "--microbatches", "6"}, &err).first == 2);
   CHECK(err.find("P=4, M=6, V=2") != std::string::npos);
   CHECK(run({"--schedule", "gpipe", "--chunks", "2"}, &err).first == 2);
-  CHECK(err.find("interleaved and zb-v are the schedules for V > 1") != std::string::npos);
+  CHECK(err.find("interleaved, zb-v and dualpipev are the schedules for V > 1") != std::string::npos);
   CHECK(run({"--schedule", "zb-v", "--chunks", "3"}, &err).first == 2);
   CHECK(err.find("zb-v: holds exactly two chunks per rank") != std::string::npos);
 }

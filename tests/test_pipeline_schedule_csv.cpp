@@ -106,6 +106,18 @@ TEST_CASE("schedule file: PyTorch's own format, idle cells and CRLF included, as
   const SimulationResult r = simulate(schedule_from_file(f));
   CHECK(r.makespan == 25);  // 6M + P - 1
 
+  // DualPipeV as PyTorch writes it: overlapped pairs are one cell each.
+  const std::string dualpipev =
+      "0F0,0F1,0F2,3F0,3I0,3W0,3F1,(0F3;3B1)OVERLAP_F_B,(3F2;0B0)OVERLAP_F_B,3B2,(3F3;0B1)OVERLAP_F_B,3B3,0I2,0W2,"
+      "0I3,0W3\r\n"
+      "1F0,2F0,1F1,2F1,1F2,2B0,(2F2;1B0)OVERLAP_F_B,(1F3;2B1)OVERLAP_F_B,(2F3;1B1)OVERLAP_F_B,2B2,1B2,2I3,1I3,2W3,"
+      "1W3\r\n";
+  const ScheduleFile d = parse_schedule_csv(dualpipev, "dualpipev.csv");
+  CHECK(d.schedule.actions == dualpipev_order(2, 4).actions);
+  CHECK(d.cells[0][7] == 8);  // both halves of a pair come from one cell
+  CHECK(d.cells[0][8] == 8);
+  CHECK(schedule_csv(d.schedule) == dualpipev);
+
   // 1F1B with whole backwards, and a Megatron-interleaved schedule: stage s on rank s % P.
   const ScheduleFile one = parse_schedule_csv("0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n", "1f1b.csv");
   CHECK(one.schedule.layout == Layout{2, 1});
@@ -131,7 +143,10 @@ TEST_CASE("schedule file: malformed files name the file, the row and the cell", 
   CHECK_THAT(file_error("0F0,0B0\n1F0,1SEND_F0\n"),
              Contains("row 2 (rank 1), cell 2 ('1SEND_F0'): SEND_F is a message (PyTorch's compute_comms format)"));
   CHECK_THAT(file_error("0UNSHARD,0F0,0B0\n"), Contains("cell 1 ('0UNSHARD'): UNSHARD is FSDP"));
-  CHECK_THAT(file_error("0F0,(0F1;0B0)OVERLAP_F_B\n"), Contains("cell 2 ('(0F1;0B0)OVERLAP_F_B'): an overlapped action"));
+  CHECK_THAT(file_error("0F0,(0B0;0F1)OVERLAP_F_B,0B1\n"),
+             Contains("cell 2 ('(0B0;0F1)OVERLAP_F_B'): an overlapped pair is a forward, then a backward"));
+  CHECK_THAT(file_error("0F0,(0F1;0B0)OVERLAP,0B1\n"), Contains("cell 2 ('(0F1;0B0)OVERLAP'): expected an overlapped pair"));
+  CHECK_THAT(file_error("0F0,(0F1;(0B0;0F1)OVERLAP_F_B)OVERLAP_F_B\n"), Contains("cell 2"));
   CHECK_THAT(file_error("0F99999999\n"), Contains("micro-batch 99999999 is too large (at most 1048576)"));
   // Where the stages live.
   CHECK_THAT(file_error("0F0,1F0,0B0,1B0\n1F1\n"),

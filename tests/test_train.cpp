@@ -199,12 +199,14 @@ TEST_CASE("train options: bad command lines are refused with the flag and the re
   REQUIRE(error_of({"--save-every", "5"}) == "--save-every: needs --save PATH");
   REQUIRE(error_of({"steps=5"}) == "unexpected argument 'steps=5'");
   REQUIRE(error_of({"--schedule", "2f2b"}) ==
-          "--schedule: expected naive, gpipe, 1f1b, interleaved, zb-h1 or zb-v, got '2f2b'");
+          "--schedule: expected naive, gpipe, 1f1b, interleaved, zb-h1, zb-v or dualpipev, got '2f2b'");
   REQUIRE(error_of({"--schedule", "zb-v", "--chunks", "3"}) == "--chunks: zb-v holds exactly 2 chunks per rank (its V)");
   REQUIRE(error_of({"--schedule", "interleaved", "--chunks", "1"}) ==
           "--chunks: interleaved needs at least 2 chunks per rank");
-  REQUIRE(error_of({"--chunks", "2"}) == "--chunks: only the interleaved and zb-v schedules hold more than one chunk "
-                                         "per rank");
+  REQUIRE(error_of({"--chunks", "2"}) ==
+          "--chunks: only the interleaved, zb-v and dualpipev schedules hold more than one chunk per rank");
+  REQUIRE(error_of({"--schedule", "dualpipev", "--chunks", "1"}) ==
+          "--chunks: dualpipev holds exactly 2 chunks per rank (its V)");
   REQUIRE(parse_train_args({"--schedule", "zb-v"}).options.chunks_or_default() == 2);
   REQUIRE(parse_train_args({}).options.chunks_or_default() == 1);
 }

@@ -123,7 +123,7 @@ struct Size {
   int64_t layers, embd, heads, seq, batch, vocab;
 };
 
-// CPU: all five schedules in well under a minute on two cores (about 15 s). GPU: large enough that a
+// CPU: all seven schedules in well under a minute on two cores. GPU: large enough that a
 // stage's kernels take longer than launching them, so the timeline is the GPU's, not the host's; 14
 // blocks make 16 pipeline layers, 4 per stage at P = 4 and 2 per chunk with V = 2.
 constexpr Size kQuick = {6, 32, 2, 16, 16, 64};

@@ -119,9 +119,9 @@ const std::vector<Flag>& flags() {
                 "and --chunks",
                 &TrainOptions::schedule_file),
       int_flag("--microbatches", "micro-batches per step (must divide --batch)", &TrainOptions::microbatches, 1),
-      {"--chunks", "N", "model chunks per rank (interleaved: 2 or more; zb-v: 2)",
+      {"--chunks", "N", "model chunks per rank (interleaved: 2 or more; zb-v, dualpipev: 2)",
        [](TrainOptions& o, const std::string& v) { o.chunks = parse_int("--chunks", v, 1, 64); },
-       [](const TrainOptions&) { return std::string("2 for interleaved and zb-v, else 1"); }},
+       [](const TrainOptions&) { return std::string("2 for interleaved, zb-v and dualpipev, else 1"); }},
       int_flag("--replicas", "data-parallel pipelines (threads; under launch: world size / stages)",
                &TrainOptions::replicas, 1),
       {"--recompute", "", "recompute each stage's forward in its backward (less memory)",
@@ -181,9 +181,11 @@ void check_combination(const TrainOptions& o) {
     if (!o.schedule_file.empty()) return;  // the file's own shape, checked when it was read
     const int64_t V = o.chunks_or_default();
     if (o.schedule == "interleaved" && V < 2) bad("--chunks", "interleaved needs at least 2 chunks per rank");
-    if (o.schedule == "zb-v" && V != 2) bad("--chunks", "zb-v holds exactly 2 chunks per rank (its V)");
-    if (o.schedule != "interleaved" && o.schedule != "zb-v" && V != 1)
-      bad("--chunks", "only the interleaved and zb-v schedules hold more than one chunk per rank");
+    const pipeline::ScheduleKind kind = pipeline::parse_schedule_kind(o.schedule);
+    if (pipeline::placement_of(kind) == pipeline::Placement::v_shape && V != 2)
+      bad("--chunks", o.schedule + " holds exactly 2 chunks per rank (its V)");
+    if (kind != pipeline::ScheduleKind::interleaved && pipeline::default_chunks(kind) == 1 && V != 1)
+      bad("--chunks", "only the interleaved, zb-v and dualpipev schedules hold more than one chunk per rank");
   }
 }
 
