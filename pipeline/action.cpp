@@ -17,14 +17,6 @@ int Layout::peer_stage(const Action& a, int rank) const {
   return other >= 0 && other < stages() ? other : -1;
 }
 
-const char* placement_name(Placement p) {
-  switch (p) {
-    case Placement::interleaved: return "interleaved";
-    case Placement::v_shape: return "v-shape";
-  }
-  return "?";
-}
-
 const char* kind_name(ActionKind k) {
   switch (k) {
     case ActionKind::forward: return "forward";

@@ -80,7 +80,8 @@ struct Layout {
   int stage(int rank, int chunk) const { return chunk * ranks + position(rank, chunk); }
   int rank_of(int stage) const { return position(stage % ranks, stage / ranks); }
   int chunk_of(int stage) const { return stage / ranks; }
-  // position() is its own inverse: the rank at offset i of chunk c's run of P stages is position(i, c).
+  // Where `rank` stands among chunk `chunk`'s P consecutive stages (0: the first). Its own inverse —
+  // the rank standing at offset i is position(i, chunk) — so rank_of() uses it too.
   int position(int rank, int chunk) const {
     return placement == Placement::v_shape && chunk % 2 == 1 ? ranks - 1 - rank : rank;
   }
@@ -97,8 +98,6 @@ std::string short_name(const Action& a, int rank, const Layout& layout);
 // For error messages: "B(micro-batch 3, chunk 1 = stage 5)", "RECV activation of micro-batch 3 for
 // stage 2 from rank 1 (stage 1)".
 std::string describe(const Action& a, int rank, const Layout& layout);
-// "interleaved", "v-shape".
-const char* placement_name(Placement p);
 // "forward", "backward", "backward-input", ... (the kind alone).
 const char* kind_name(ActionKind k);
 
