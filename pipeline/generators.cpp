@@ -192,8 +192,8 @@ Schedule zb_v_order(int ranks, int microbatches) {
 //   2  r+1 x F0 F1                    the first micro-batches turn round
 //   3  P-r-1 x I1 W F1                zero-bubble style while the pipe fills
 //   4  M-2P+r+1 x (F0&B1) (F1&B0)     the overlapped steady state (the last rank's very first F0
-//                                     and B1 apart: a pair starts only once both halves have their
-//                                     inputs, and that F0's comes well before that B1's gradient)
+//                                     and B1 unpaired, as PyTorch's generator has them; with pairs
+//                                     run back to back the simulated makespan is the same either way)
 //   5  P-r-1 x B1 (F1&B0)
 //   6  r+1 x B1 B0                    the drain; from halfway, backwards split into I (W later)
 //   7  P-r-1 x W B0
