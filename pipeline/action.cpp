@@ -53,6 +53,7 @@ std::string short_name(const Action& a, int rank, const Layout& layout) {
   std::ostringstream os;
   os << letter(a.kind) << a.microbatch;
   if (layout.chunks > 1) os << '.' << a.chunk;
+  if (a.overlapped) os << '&';  // paired with the backward after it
   if (!is_compute(a.kind)) {
     const int peer = layout.peer_stage(a, rank);
     os << (is_send(a.kind) ? '>' : '<');
@@ -71,6 +72,7 @@ std::string describe(const Action& a, int rank, const Layout& layout) {
   if (is_compute(a.kind)) {
     os << letter(a.kind) << "(micro-batch " << a.microbatch;
     if (layout.chunks > 1) os << ", chunk " << a.chunk << " = stage " << s;
+    if (a.overlapped) os << ", overlapped with the backward after it";
     os << ")";
     return os.str();
   }

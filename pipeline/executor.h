@@ -2,11 +2,11 @@
 //
 // It walks the rank's action list (pipeline/schedule.h) in order:
 //
-//   F(m, c)   takes stage s = c*P + rank's input for micro-batch m (the batch data on stage 0, else what
-//             arrived from stage s-1), makes it a fresh leaf, and runs the chunk's layers on a tape of
-//             its own — one tape per micro-batch in flight, so backwards can run in any order. The
-//             last stage applies the loss. With recomputation the forward runs without a tape and
-//             only the input is kept.
+//   F(m, c)   takes the input of stage s = layout.stage(rank, c) for micro-batch m (the batch data on
+//             stage 0, else what arrived from stage s-1), makes it a fresh leaf, and runs the chunk's
+//             layers on a tape of its own — one tape per micro-batch in flight, so backwards can run in
+//             any order. The last stage applies the loss. With recomputation the forward runs without a
+//             tape and only the input is kept.
 //   B(m, c)   replays that tape from the output gradient (1/M on the last stage: the gradient of a mean
 //             over micro-batches), which accumulates the chunk's weight gradients and yields the input
 //             gradient for stage s-1; then the tape and everything it kept are dropped.
@@ -16,7 +16,8 @@
 //
 // A message is a *bundle*: the stage's output plus every skip tensor (pipeline/stage.h) crossing that
 // stage boundary. A gradient bundle holds the gradients of the floating-point entries only. When
-// neighbouring stages live on the same rank (P = 1), bundles are handed over in memory.
+// neighbouring stages live on the same rank (P = 1; the turn of zb-v's V), bundles are handed over in
+// memory.
 //
 // On a GPU the executor runs everything on the stream that is current when run() is called (the
 // caller — brigade train, bench pipeline — gives each rank's thread its own); nothing synchronises the device.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <sstream>
 
@@ -159,12 +160,11 @@ std::string layer_names(const Layers& layers, int64_t begin, int64_t end) {
   return out.empty() ? "(empty: passes its input on)" : out;
 }
 
-}  // namespace
-
-std::string describe_partition(const Partition& partition, const Layers& layers, int64_t ranks) {
+// The table, with each stage's rank from `rank_of`.
+std::string partition_table(const Partition& partition, const Layers& layers,
+                            const std::function<int64_t(int64_t)>& rank_of) {
   BRIGADE_CHECK(partition.layers() == int64_t(layers.size()), "describe_partition: the partition covers ",
                 partition.layers(), " layers, but ", layers.size(), " were given");
-  if (ranks <= 0) ranks = partition.stages();
   double total = 0;
   for (double c : partition.layer_costs) total += c;
 
@@ -188,7 +188,7 @@ std::string describe_partition(const Partition& partition, const Layers& layers,
                         : partition.size(s) == 1
                             ? std::to_string(partition.begin(s))
                             : std::to_string(partition.begin(s)) + "-" + std::to_string(partition.end(s) - 1);
-    rows.push_back({std::to_string(s), std::to_string(s % ranks), range,
+    rows.push_back({std::to_string(s), std::to_string(rank_of(s)), range,
                     layer_names(layers, partition.begin(s), partition.end(s)), with_commas(params), cost.str(),
                     format_bytes(bytes)});
   }
@@ -216,6 +216,19 @@ std::string describe_partition(const Partition& partition, const Layers& layers,
      << " (the pipeline runs at the pace of its slowest stage)\n"
      << "memory: parameters and buffers; training adds gradients and optimizer state\n";
   return os.str();
+}
+
+}  // namespace
+
+std::string describe_partition(const Partition& partition, const Layers& layers, int64_t ranks) {
+  if (ranks <= 0) ranks = partition.stages();
+  return partition_table(partition, layers, [ranks](int64_t s) { return s % ranks; });
+}
+
+std::string describe_partition(const Partition& partition, const Layers& layers, const Layout& layout) {
+  BRIGADE_CHECK(partition.stages() == layout.stages(), "describe_partition: the partition has ", partition.stages(),
+                " stages, but the layout ", layout.stages(), " (P=", layout.ranks, " x V=", layout.chunks, ")");
+  return partition_table(partition, layers, [&layout](int64_t s) { return int64_t(layout.rank_of(int(s))); });
 }
 
 }  // namespace brigade::pipeline

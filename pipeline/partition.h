@@ -28,6 +28,7 @@
 
 #include "core/tensor.h"
 #include "nn/module.h"
+#include "pipeline/action.h"
 
 namespace brigade::pipeline {
 
@@ -73,10 +74,12 @@ std::vector<double> profile_layers(const Layers& layers, const Tensor& sample_in
 // The layers of one stage, in order.
 Layers stage_layers(const Layers& layers, const Partition& partition, int64_t stage);
 
-// A table, one line per stage: its rank (stage % ranks), its layers (index range and names), their
-// parameters, the estimated cost (in the partition's unit, and as a share of the total) and memory
-// (bytes of parameters and buffers the stage holds; training adds a gradient per parameter and the
-// optimizer's state, e.g. AdamW's two moments).
+// A table, one line per stage: its rank (where `layout` places it), its layers (index range and
+// names), their parameters, the estimated cost (in the partition's unit, and as a share of the total)
+// and memory (bytes of parameters and buffers the stage holds; training adds a gradient per parameter
+// and the optimizer's state, e.g. AdamW's two moments).
+std::string describe_partition(const Partition& partition, const Layers& layers, const Layout& layout);
+// The same with `ranks` ranks holding the stages interleaved (stage % ranks); 0: one stage per rank.
 std::string describe_partition(const Partition& partition, const Layers& layers, int64_t ranks = 0);
 
 }  // namespace brigade::pipeline

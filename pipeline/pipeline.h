@@ -1,6 +1,8 @@
 // brigade::pipeline — pipeline parallelism, one include.
 //
 //   schedule.h   schedules as data: per rank, the ordered F/B/I/W and SEND/RECV actions
+//   slots.h      unit-time slots of a compute order (lock-step message placement)
+//   schedule_csv.h  schedule files in PyTorch's CSV format, read and written
 //   simulator.h  the dry run: dependency and deadlock checks, bubble, stashed activations, messages
 //   timeline.h   drawing a simulated schedule (terminal text, SVG)
 //   grid.h       the rank x step table of a schedule
@@ -17,6 +19,8 @@
 #include "pipeline/analysis/grid.h"
 #include "pipeline/partition.h"
 #include "pipeline/schedule.h"
+#include "pipeline/schedule_csv.h"
+#include "pipeline/slots.h"
 #include "pipeline/analysis/simulator.h"
 #include "pipeline/analysis/timeline.h"
 #include "pipeline/exchange.h"

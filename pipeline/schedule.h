@@ -12,13 +12,17 @@
 // two ranks are matched in order, per kind (activations and gradients are separate queues) — as
 // point-to-point messages are in NCCL — so a schedule must receive in the order its peer sends.
 //
-// The five schedules, for P ranks and M micro-batches (F = B = 1 time unit, W folded into B):
+// The seven schedules, for P ranks and M micro-batches (F = B = 1 time unit, W folded into B):
 //
 //   naive        one micro-batch at a time through the whole pipe     bubble (P-1)/P
 //   gpipe        all forwards, then all backwards                     bubble (P-1)/(M+P-1), M stashed
 //   1f1b         P-r-1 warm-up forwards, then alternate F and B       bubble (P-1)/(M+P-1), P-r stashed
 //   interleaved  1f1b over V chunks per rank (Megatron)               bubble (P-1)/(V*M+P-1)
 //   zb-h1        1f1b with B split into I and W; W fills the bubbles  a third of 1f1b's idle time
+//   zb-v         two chunks per rank in a V, B split into I and W     bubble (P-1)/(6M+P-1) per chunk
+//                                                                     F = I = W, M >= 2P; 1f1b's memory
+//   dualpipev    the V with overlapped F&B pairs (DeepSeek)           M >= 2P; brigade runs a pair's
+//                                                                     two halves back to back
 //
 // (the bubble is the idle share of P x the step's duration; see docs/pipeline.md.)
 #pragma once
@@ -30,7 +34,7 @@
 
 namespace brigade::pipeline {
 
-enum class ScheduleKind { naive, gpipe, one_f_one_b, interleaved, zb_h1 };
+enum class ScheduleKind { naive, gpipe, one_f_one_b, interleaved, zb_h1, zb_v, dualpipev };
 
 struct Schedule {
   std::string name;  // "1f1b", or anything for a hand-written schedule
@@ -45,18 +49,27 @@ struct Schedule {
   bool split_backward() const;
 };
 
-// "naive", "gpipe", "1f1b", "interleaved", "zb-h1" (the names the CLI takes).
+// "naive", "gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "dualpipev" (the names the CLI takes).
 const char* schedule_name(ScheduleKind kind);
 // The inverse; throws an Error listing the valid names.
 ScheduleKind parse_schedule_kind(const std::string& name);
 // Every kind, in the order above.
 const std::vector<ScheduleKind>& all_schedule_kinds();
+// "naive, gpipe, 1f1b, interleaved, zb-h1, zb-v or dualpipev": for messages listing the valid names.
+std::string schedule_names();
+// The chunks per rank a kind takes when none are asked for: 2 for interleaved, zb-v and dualpipev,
+// else 1.
+int default_chunks(ScheduleKind kind);
+// Where a kind puts its chunks: the V for zb-v and dualpipev, interleaved for the others.
+Placement placement_of(ScheduleKind kind);
 
 // The schedule of `kind` for `ranks` ranks, `microbatches` micro-batches and `chunks` chunks per
-// rank, with its communication. Throws an Error naming P, M and V for a configuration the schedule
-// cannot run: every kind needs P, M, V >= 1; only interleaved takes V > 1, and it needs V >= 2 and
-// M a multiple of P (Megatron's rule: micro-batches go round the ranks in groups of P).
-Schedule make_schedule(ScheduleKind kind, int ranks, int microbatches, int chunks = 1);
+// rank (0: the kind's default_chunks), with its communication. Throws an Error naming P, M and V for a configuration the schedule
+// cannot run: every kind needs P, M, V >= 1; interleaved needs V >= 2 and M a multiple of P
+// (Megatron's rule: micro-batches go round the ranks in groups of P); zb-v holds exactly V = 2 (any
+// M >= 1 runs, but only M >= 2P fills the pipe); dualpipev holds V = 2 and needs M >= 2P; the others
+// hold V = 1.
+Schedule make_schedule(ScheduleKind kind, int ranks, int microbatches, int chunks = 0);
 
 // The compute-only orders (no SEND/RECV), one function per kind. Arguments are checked as above.
 Schedule naive_order(int ranks, int microbatches);
@@ -64,6 +77,8 @@ Schedule gpipe_order(int ranks, int microbatches);
 Schedule one_f_one_b_order(int ranks, int microbatches);
 Schedule interleaved_order(int ranks, int microbatches, int chunks);
 Schedule zb_h1_order(int ranks, int microbatches);
+Schedule zb_v_order(int ranks, int microbatches);
+Schedule dualpipev_order(int ranks, int microbatches);
 
 // Where add_communication puts the messages.
 enum class MessagePlacement {
@@ -81,11 +96,26 @@ enum class MessagePlacement {
   // interleaved's warm-up of 2(P-r-1) + (V-1)P forwards the unit-cost bubble is still
   // (P-1)/(VM+P-1) (tests/test_pipeline_schedule.cpp checks P <= 8, M <= 32, V <= 4).
   per_iteration,
+  // Lock-step, as PyTorch's runtime pairs its messages: every compute action gets a time on a unit
+  // clock — when it could start if F, I and W took one unit and B two (pipeline/slots.h) — and
+  // whenever a step ends, the ranks trade, in one exchange each, what ended then: a rank's SENDs of
+  // its own outputs and its RECVs of what its neighbours made for it. A RECV never comes later than
+  // next_to_actions puts it. Every rank meets its partners at each time's exchange, so no compute
+  // order can make ranks wait for each other under rendezvous sends (by induction over the times);
+  // next_to_actions cannot promise that once two ranks send to each other both ways — zb-v's chunk
+  // 0 sends activations down the ranks while its chunk 1 sends them back up, and with messages next
+  // to their actions neighbours would both sit in a SEND. Under the simulator's default costs the
+  // clock is the simulator's, so messages wait for nothing but their inputs. An overlapped pair's
+  // messages go before and after the pair. Works for any order whose dependencies can be met
+  // (hand-written ones included); throws StuckOrder (pipeline/slots.h) naming the stuck ranks
+  // otherwise.
+  lock_step,
 };
 
 // Inserts, on every rank, a SEND for each F whose output goes to another rank (and each B or I whose
 // input gradient does), and a RECV for each F, B or I that needs a tensor from another rank, where
-// `placement` says. Stages on the same rank (P = 1) hand tensors over without messages.
+// `placement` says. Neighbouring stages on the same rank (P = 1; the turn of zb-v's V) hand tensors
+// over without messages.
 Schedule add_communication(Schedule compute_only, MessagePlacement placement = MessagePlacement::next_to_actions);
 
 }  // namespace brigade::pipeline

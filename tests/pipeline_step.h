@@ -25,7 +25,8 @@ struct StepResult {
 };
 
 // The schedules an equality grid runs, on 2 .. max_P ranks: every kind with one chunk per rank and
-// M = 1, P, 2P + 1, and interleaved with two chunks and M = P, 2P.
+// M = 1, P, 2P + 1, interleaved with two chunks and M = P, 2P, zb-v (two chunks in a V) with
+// M = 1, 2P, 2P + 1, and dualpipev with M = 2P, 2P + 1.
 struct GridPoint {
   pipeline::ScheduleKind kind;
   int P, M, V;
@@ -38,6 +39,10 @@ inline std::vector<GridPoint> schedule_grid(int max_P) {
       for (int M : {1, P, 2 * P + 1}) grid.push_back({kind, P, M, 1});
   for (int P = 2; P <= max_P; ++P)
     for (int M : {P, 2 * P}) grid.push_back({ScheduleKind::interleaved, P, M, 2});
+  for (int P = 2; P <= max_P; ++P)
+    for (int M : {1, 2 * P, 2 * P + 1}) grid.push_back({ScheduleKind::zb_v, P, M, 2});
+  for (int P = 2; P <= max_P; ++P)
+    for (int M : {2 * P, 2 * P + 1}) grid.push_back({ScheduleKind::dualpipev, P, M, 2});
   return grid;
 }
 

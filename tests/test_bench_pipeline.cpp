@@ -118,7 +118,8 @@ TEST_CASE("bench pipeline: flags, defaults and their errors", "[bench][pipeline]
     p.options.resolve();
     const BenchOptions& o = p.options;
     CHECK(o.device == "cpu");
-    CHECK(o.schedules == std::vector<std::string>{"naive", "gpipe", "1f1b", "interleaved", "zb-h1"});
+    CHECK(o.schedules ==
+          std::vector<std::string>{"naive", "gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "dualpipev"});
     CHECK(o.batch % 6 == 0);
     CHECK(o.steps == 3);
     CHECK(o.warmup == 1);
@@ -174,7 +175,7 @@ TEST_CASE("bench pipeline: --quick on the CPU, every schedule against theory", "
   INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
   REQUIRE(r.status == 0);
 
-  const std::vector<std::string> names = {"naive", "gpipe", "1f1b", "interleaved", "zb-h1"};
+  const std::vector<std::string> names = {"naive", "gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "dualpipev"};
   for (const std::string& name : names) CHECK_THAT(r.out, Contains("\n" + name + " "));
   CHECK_THAT(r.out, Contains("exposed comm") && Contains("unpipelined"));
 
@@ -214,6 +215,7 @@ TEST_CASE("bench pipeline: --quick on the CPU, every schedule against theory", "
       {"1f1b", (P - 1.0) / (M + P - 1)},
       {"interleaved", (P - 1.0) / (V * M + P - 1)},
       {"zb-h1", (P - 1.0) / (3 * M + P - 1)},
+      {"zb-v", (P - 1.0) / (6 * M + P - 1)},  // M = 2P: the pipe is full
   };
   const Json& schedules = doc["schedules"];
   REQUIRE(schedules.items.size() == names.size());
@@ -234,7 +236,8 @@ TEST_CASE("bench pipeline: --quick on the CPU, every schedule against theory", "
     CHECK(s["bubble"].as_number() < 1);
     CHECK(s["predicted"]["bubble"].as_number() >= 0);
     CHECK(s["predicted"]["bubble"].as_number() < 1);
-    CHECK(s["unit_costs"]["bubble"].as_number() == Approx(textbook.at(name)).margin(1e-12));
+    if (textbook.count(name))  // dualpipev has none: its pairs' overlap is not modelled (docs/pipeline.md)
+      CHECK(s["unit_costs"]["bubble"].as_number() == Approx(textbook.at(name)).margin(1e-12));
     CHECK(s["tokens_per_second"].as_number() > 0);
     CHECK(s["exposed_comm"].as_number() >= 0);
     CHECK(s["exposed_comm"].as_number() <= 1);
@@ -246,7 +249,10 @@ TEST_CASE("bench pipeline: --quick on the CPU, every schedule against theory", "
     const double per_step = double(M) * P * s["chunks"].as_number();
     const Json& counts = s["action_counts"];
     CHECK(counts["F"].as_number() == 3 * per_step);
-    if (name == "zb-h1") {
+    if (name == "dualpipev") {  // whole backwards, and I + W for some in the drain
+      CHECK(counts["B"].as_number() + counts["I"].as_number() == 3 * per_step);
+      CHECK(counts["W"].as_number() == counts["I"].as_number());
+    } else if (name == "zb-h1" || name == "zb-v") {
       CHECK(counts["I"].as_number() == 3 * per_step);
       CHECK(counts["W"].as_number() == 3 * per_step);
       CHECK(counts["B"].as_number() == 0);
@@ -265,6 +271,7 @@ TEST_CASE("bench pipeline: --quick on the CPU, every schedule against theory", "
       if (name == "gpipe") CHECK(peak == M);
       if (name == "1f1b") CHECK(peak == P - q);
       if (name == "naive") CHECK(peak == 1);
+      if (name == "zb-v") CHECK(peak == 2 * P);  // M = 2P: 2P half-size chunk stashes on every rank
     }
     // Both trace files of the schedule exist.
     CHECK(std::filesystem::exists(traces / (name + ".trace.json")));

@@ -313,7 +313,8 @@ TEST_CASE("gloo: the pipeline trains across gloo processes, bit for bit as on th
   // The same schedule, kernels and summation order on both transports; --clip 0 because the global
   // norm's all-reduce may add the ranks' partial sums in another order. Interleaved with M = 2P is
   // the schedule whose exchanges must be combined per iteration (MessagePlacement::per_iteration);
-  // with its messages next to their actions it would hang here.
+  // with its messages next to their actions it would hang here. ZB-V's neighbours send to each
+  // other both ways; its exchanges (and DualPipeV's) go in lock-step (MessagePlacement::lock_step).
   struct Config {
     const char* flags;
     const char* banner;
@@ -321,7 +322,11 @@ TEST_CASE("gloo: the pipeline trains across gloo processes, bit for bit as on th
   for (const Config& c : {Config{"--stages 4 --schedule 1f1b --microbatches 4", "4 stages on 4 ranks (processes), "
                                                                                  "schedule 1f1b"},
                           Config{"--stages 2 --chunks 2 --schedule interleaved --microbatches 4",
-                                 "4 stages on 2 ranks (processes), schedule interleaved"}}) {
+                                 "4 stages on 2 ranks (processes), schedule interleaved"},
+                          Config{"--stages 2 --schedule zb-v --microbatches 4",
+                                 "4 stages on 2 ranks (processes), schedule zb-v"},
+                          Config{"--stages 2 --schedule dualpipev --microbatches 4",
+                                 "4 stages on 2 ranks (processes), schedule dualpipev"}}) {
     const int ranks = std::string(c.flags).find("--stages 4") != std::string::npos ? 4 : 2;
     DYNAMIC_SECTION(c.flags) {
       const std::string train = std::string(BRIGADE_CLI) + " train " + c.flags +

@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "pipeline/exchange.h"
+#include "pipeline/slots.h"
 #include "pipeline/schedule.h"
 #include "pipeline/analysis/simulator.h"
 #include "test_util.h"
@@ -301,6 +302,69 @@ TEST_CASE("check_exchanges: interleaved needs the combined exchange once M >= 2P
   CHECK(eager_deadlocks == 138);
 }
 
+TEST_CASE("check_exchanges: zb-v needs lock-step exchanges; next to their actions its messages deadlock",
+          "[pipeline]") {
+  // In the V, neighbouring ranks send to each other both ways (chunk 0's activations go down the
+  // ranks, chunk 1's come back up), so a rank's SEND right after its F can meet its neighbour's
+  // SEND right after its own F. Lock-step exchanges pair every slot's messages on both ends.
+  int eager_deadlocks = 0, configurations = 0;
+  for (int P = 2; P <= 8; ++P) {
+    for (int M = 1; M <= 32; ++M) {
+      INFO("zb-v P=" << P << " M=" << M);
+      ++configurations;
+      const Schedule order = zb_v_order(P, M);
+      const Schedule eager = add_communication(order, MessagePlacement::next_to_actions);
+      REQUIRE_NOTHROW(simulate(eager));  // fine with queued sends
+      try {
+        check_exchanges(eager);
+      } catch (const ScheduleError& e) {
+        ++eager_deadlocks;
+        CHECK(contains(e.problem, "deadlock under rendezvous semantics"));
+      }
+      const Schedule lock_step = make_schedule(ScheduleKind::zb_v, P, M);
+      CHECK_NOTHROW(check_exchanges(lock_step));
+      for (int r = 0; r < P; ++r) {  // same compute order; only the messages moved
+        std::vector<Action> a;
+        for (const Action& x : lock_step.actions[size_t(r)]) if (is_compute(x.kind)) a.push_back(x);
+        CHECK(a == order.actions[size_t(r)]);
+      }
+      if (P <= 4 && M <= 12) {
+        const std::vector<size_t> at = brute_force_rendezvous(lock_step);
+        for (int r = 0; r < P; ++r) CHECK(at[size_t(r)] == lock_step.actions[size_t(r)].size());
+      }
+    }
+  }
+  CHECK(configurations == 224);
+  CHECK(eager_deadlocks == 217);
+}
+
+TEST_CASE("add_communication, lock_step: the messages of each time in one exchange", "[pipeline]") {
+  // 1F1B on P=2, M=2, F one unit and B two: rank 0 runs F0 F1 at 0-1, 1-2 and B0 B1 at 4-6, 7-9;
+  // rank 1 runs F0 at 1-2, B0 at 2-4, F1 at 4-5, B1 at 5-7. Rank 1 receives A1 at time 2 (when rank
+  // 0 made it), before its B0 — next_to_actions would wait until just before F1 — and rank 0
+  // receives G0 at 4, G1 at 7.
+  const Schedule s = add_communication(one_f_one_b_order(2, 2), MessagePlacement::lock_step);
+  CHECK(unit_slots(one_f_one_b_order(2, 2)) ==
+        std::vector<std::vector<Slot>>{{{0, 1}, {1, 2}, {4, 6}, {7, 9}}, {{1, 2}, {2, 4}, {4, 5}, {5, 7}}});
+  auto names = [&](int r) {
+    std::string out;
+    for (const Action& a : s.actions[size_t(r)]) {
+      if (!out.empty()) out += ' ';
+      out += short_name(a, r, s.layout);
+    }
+    return out;
+  };
+  CHECK(names(0) == "F0 sendA0>1 F1 sendA1>1 recvG0<1 B0 recvG1<1 B1");
+  CHECK(names(1) == "recvA0<0 F0 recvA1<0 B0 sendG0>0 F1 B1 sendG1>0");
+  // An order that cannot finish is refused, naming each stuck rank and what it waits for.
+  Schedule cycle = one_f_one_b_order(2, 2);
+  std::swap(cycle.actions[1][0], cycle.actions[1][1]);  // rank 1: B0 before F0
+  const std::string why = test::error_of([&] { add_communication(cycle, MessagePlacement::lock_step); });
+  CHECK(contains(why, "schedule '1f1b' (P=2, M=2, V=1) can never finish"));
+  CHECK(contains(why, "rank 1, step 0: B(micro-batch 0) waits for F of micro-batch 0 on stage 1 (rank 1)"));
+  CHECK(contains(why, "rank 0, step 2: B(micro-batch 0) waits for B or I of micro-batch 0 on stage 1 (rank 1)"));
+}
+
 TEST_CASE("add_communication, per_iteration: one exchange per steady-state iteration, Megatron's order", "[pipeline]") {
   // P=2, V=2, M=4, rank 1 (warm-up of (V-1)P = 2 forwards). Between two iterations (F, B) there is
   // exactly one run of messages: the sends of the iteration before, then the receives of the next.
@@ -330,8 +394,9 @@ TEST_CASE("check_exchanges: agrees with a brute-force model on schedules with on
   for (ScheduleKind kind : all_schedule_kinds()) {
     for (int P = 2; P <= 4; ++P) {
       for (int M = 1; M <= 6; ++M) {
-        const int V = kind == ScheduleKind::interleaved ? 2 : 1;
+        const int V = default_chunks(kind);
         if (kind == ScheduleKind::interleaved && M % P != 0) continue;
+        if (kind == ScheduleKind::dualpipev && M < 2 * P) continue;
         // Interleaved twice: as generated, and with its messages next to their actions (the
         // placement that deadlocks once M >= 2P, see above).
         std::vector<Schedule> bases = {make_schedule(kind, P, M, V)};

@@ -216,6 +216,14 @@ TEST_CASE("partition: a GPT by parameter count, chained stage by stage, printed 
   CHECK(error_of([&] { describe_partition(partition_uniform(4, 2), layers); }).find("covers 4 layers, but 5") !=
         std::string::npos);
   CHECK(error_of([&] { stage_layers(layers, p, 3); }).find("stage 3 is out of range") != std::string::npos);
+
+  // ZB-V's layout on 2 ranks: stages 0 and 3 on rank 0, 1 and 2 (the turn) on rank 1.
+  const std::string v = describe_partition(partition_uniform(5, 4), layers, Layout{2, 2, Placement::v_shape});
+  INFO(v);
+  for (const char* row : {"\n    0     0  ", "\n    1     1  ", "\n    2     1  ", "\n    3     0  "})
+    CHECK(v.find(row) != std::string::npos);
+  CHECK(error_of([&] { describe_partition(partition_uniform(5, 4), layers, Layout{2, 1}); })
+            .find("the partition has 4 stages, but the layout 2") != std::string::npos);
 }
 
 TEST_CASE("partition: by measured time — one cost per layer, no gradients left behind", "[pipeline]") {

@@ -20,6 +20,7 @@
 #include "pipeline/executor.h"
 #include "pipeline/gpt_stages.h"
 #include "pipeline/runtime.h"
+#include "pipeline/schedule_csv.h"
 #include "pipeline/analysis/simulator.h"
 #include "test_util.h"
 #include "skip_model.h"
@@ -116,11 +117,11 @@ Result reference(const Batch& batch, nn::GPTConfig config = tiny_gpt()) {
 
 // The pipeline on P threads (local communicators), each rank with its own copy of the GPT. With
 // rendezvous sends the threads behave like gloo or NCCL at their strictest (comm/local.h).
-Result pipelined(ScheduleKind kind, int P, int M, int V, const Batch& batch, PipelineOptions options = {},
+Result pipelined(const Schedule& schedule, const Batch& batch, PipelineOptions options = {},
                  nn::GPTConfig config = tiny_gpt(), comm::LocalSends sends = comm::LocalSends::queued) {
-  Schedule schedule = make_schedule(kind, P, M, V);
+  const int P = schedule.ranks();
   const int64_t layers = config.n_layer + 2;
-  Partition partition = partition_uniform(layers, int64_t(P) * V);
+  Partition partition = partition_uniform(layers, schedule.stages());
   // Rendezvous runs take milliseconds; a short timeout turns a wrong exchange order into a quick failure.
   const comm::Milliseconds timeout =
       sends == comm::LocalSends::rendezvous ? comm::Milliseconds(20'000) : comm::default_timeout();
@@ -155,6 +156,11 @@ Result pipelined(ScheduleKind kind, int P, int M, int V, const Batch& batch, Pip
   for (size_t i = 0; i < errors.size(); ++i) INFO("rank " << i << ": " << errors[i]);
   for (const std::string& e : errors) REQUIRE(e.empty());
   return r;
+}
+
+Result pipelined(ScheduleKind kind, int P, int M, int V, const Batch& batch, PipelineOptions options = {},
+                 nn::GPTConfig config = tiny_gpt(), comm::LocalSends sends = comm::LocalSends::queued) {
+  return pipelined(make_schedule(kind, P, M, V), batch, std::move(options), config, sends);
 }
 
 // Bitwise, except where `tolerant` names the parameter.
@@ -193,6 +199,13 @@ TEST_CASE("runtime: every schedule equals one-device training, bitwise on the CP
     for (int V : {2, 3})
       for (int M : {P, 2 * P, 3 * P}) grid.push_back({ScheduleKind::interleaved, P, M, V});
   grid.push_back({ScheduleKind::one_f_one_b, 7, 3, 1});
+  // ZB-V: the turn on rank P-1 and both ends of the model (the tied embedding's two uses) on rank 0;
+  // M below, at and past 2P (where it fills the pipe). With rendezvous sends below: a deadlock grid.
+  for (int P : {1, 2, 3, 4})
+    for (int M : {1, 2, P + 1, 2 * P, 2 * P + 1}) grid.push_back({ScheduleKind::zb_v, P, M, 2});
+  // DualPipeV: the same V with overlapped F&B pairs, whole backwards mixed with I + W; M >= 2P.
+  for (int P : {1, 2, 3, 4})
+    for (int M : {2 * P, 2 * P + 1, 3 * P}) grid.push_back({ScheduleKind::dualpipev, P, M, 2});
 
   for (const Config& c : grid) {
     DYNAMIC_SECTION(schedule_name(c.kind) << " P=" << c.P << " M=" << c.M << " V=" << c.V) {
@@ -254,6 +267,38 @@ TEST_CASE("runtime: with rendezvous sends, interleaved's messages must be combin
   // is on two stages: tolerant).
   require_same(pipelined(ScheduleKind::interleaved, P, M, V, batch, {}, tiny_gpt(), comm::LocalSends::rendezvous),
                reference(batch), tolerant_name(P * V));
+}
+
+TEST_CASE("runtime: schedules from PyTorch-format files equal one device, bitwise", "[pipeline][runtime]") {
+  // Written by hand as torch.distributed.pipelining's _dump_csv writes them (compute only, idle
+  // cells, \r\n): ScheduleZBVZeroBubble and ScheduleDualPipeV on 2 ranks with 4 micro-batches (stages
+  // 0 and 3 on rank 0, 1 and 2 on rank 1), and a 1F1B with whole backwards on 3 ranks whose last rank forwards micro-batch
+  // 1 before 0 — an order no generator here makes. Both run on queued and on rendezvous sends.
+  const std::vector<std::pair<std::string, std::string>> files = {
+      {"zbv.csv",
+       "0F0,0F1,0F2,3F0,3I0,3W0,3F1,3I1,3W1,0F3,0I0,0W0,3F2,3I2,3W2,0I1,0W1,3F3,3I3,3W3,0I2,0W2,0I3,0W3\r\n"
+       ",1F0,2F0,1F1,2F1,2I0,2W0,1F2,1I0,1W0,2F2,2I1,2W1,1F3,1I1,1W1,2F3,2I2,2W2,1I2,2I3,1I3,1W2,2W3,1W3\r\n"},
+      {"dualpipev.csv",  // ScheduleDualPipeV, 2 ranks, 4 micro-batches: overlapped pairs run back to back
+       "0F0,0F1,0F2,3F0,3I0,3W0,3F1,(0F3;3B1)OVERLAP_F_B,(3F2;0B0)OVERLAP_F_B,3B2,(3F3;0B1)OVERLAP_F_B,3B3,0I2,0W2,"
+       "0I3,0W3\r\n"
+       "1F0,2F0,1F1,2F1,1F2,2B0,(2F2;1B0)OVERLAP_F_B,(1F3;2B1)OVERLAP_F_B,(2F3;1B1)OVERLAP_F_B,2B2,1B2,2I3,1I3,2W3,"
+       "1W3\r\n"},
+      {"1f1b-swapped.csv",
+       "0F0,0F1,0F2,,0B0,0F3,0B1,0B2,0B3\r\n"
+       ",1F0,1F1,1B0,1F2,1B1,1F3,1B2,1B3\r\n"
+       ",,2F1,2F0,2B1,2B0,2F2,2B2,2F3,2B3\r\n"},
+  };
+  for (const auto& [name, text] : files) {
+    DYNAMIC_SECTION(name) {
+      const Schedule schedule = schedule_from_file(parse_schedule_csv(text, name));
+      const int M = schedule.microbatches;
+      Batch batch = make_batch(M, 97);
+      const Result want = reference(batch);
+      require_same(pipelined(schedule, batch), want, tolerant_name(schedule.stages()));
+      require_same(pipelined(schedule, batch, {}, tiny_gpt(), comm::LocalSends::rendezvous), want,
+                   tolerant_name(schedule.stages()));
+    }
+  }
 }
 
 TEST_CASE("runtime: bf16 compute with f32 master weights equals one device, bitwise", "[pipeline][runtime]") {

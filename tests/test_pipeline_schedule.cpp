@@ -71,7 +71,10 @@ TEST_CASE("schedule: every schedule runs every accepted (P, M, V) up to 8 x 32 x
             s = make_schedule(kind, P, M, V);
           } catch (const Error& e) {
             // Refusals are exactly the documented ones, and the message names the configuration.
-            const bool expected = kind == ScheduleKind::interleaved ? (V == 1 || M % P != 0) : V > 1;
+            const bool expected = kind == ScheduleKind::interleaved ? (V == 1 || M % P != 0)
+                                  : kind == ScheduleKind::zb_v      ? V != 2
+                                  : kind == ScheduleKind::dualpipev ? V != 2 || M < 2 * P
+                                                                    : V > 1;
             INFO(schedule_name(kind) << " P=" << P << " M=" << M << " V=" << V << ": " << e.what());
             REQUIRE(expected);
             REQUIRE(std::string(e.what()).find("V=" + std::to_string(V)) != std::string::npos);
@@ -85,7 +88,8 @@ TEST_CASE("schedule: every schedule runs every accepted (P, M, V) up to 8 x 32 x
           REQUIRE(s.chunks() == V);
           // Exactly one F, and one B or one I + one W, per micro-batch per global stage.
           const auto counts = compute_counts(s);
-          const bool split = kind == ScheduleKind::zb_h1;
+          const bool split = kind == ScheduleKind::zb_h1 || kind == ScheduleKind::zb_v;
+          const bool mixed = kind == ScheduleKind::dualpipev;  // whole B for most, I + W for some
           for (int stage = 0; stage < P * V; ++stage) {
             for (int m = 0; m < M; ++m) {
               auto count = [&](ActionKind k) {
@@ -93,6 +97,11 @@ TEST_CASE("schedule: every schedule runs every accepted (P, M, V) up to 8 x 32 x
                 return it == counts.end() ? 0 : it->second;
               };
               REQUIRE(count(ActionKind::forward) == 1);
+              if (mixed) {  // either, once
+                REQUIRE(count(ActionKind::backward) + count(ActionKind::backward_input) == 1);
+                REQUIRE(count(ActionKind::backward_weight) == count(ActionKind::backward_input));
+                continue;
+              }
               REQUIRE(count(ActionKind::backward) == (split ? 0 : 1));
               REQUIRE(count(ActionKind::backward_input) == (split ? 1 : 0));
               REQUIRE(count(ActionKind::backward_weight) == (split ? 1 : 0));
@@ -235,6 +244,197 @@ TEST_CASE("simulate: zb-h1 with F = I = W = 1 has a third of 1f1b's idle time, a
             *std::max_element(ofob.peak_activations.begin(), ofob.peak_activations.end()));
     }
   }
+}
+
+TEST_CASE("layout: the V places chunk 0 down the ranks and chunk 1 back up; every placement inverts", "[pipeline]") {
+  const Layout v{4, 2, Placement::v_shape};
+  CHECK(v.stage(0, 0) == 0);
+  CHECK(v.stage(3, 0) == 3);
+  CHECK(v.stage(3, 1) == 4);  // the turn: stages 3 and 4 on rank 3
+  CHECK(v.stage(0, 1) == 7);  // the two ends of the model on rank 0
+  const Layout i{4, 2};
+  CHECK(i.stage(0, 1) == 4);
+  CHECK(i.rank_of(7) == 3);
+  for (Placement placement : {Placement::interleaved, Placement::v_shape})
+    for (int P = 1; P <= 5; ++P)
+      for (int V = 1; V <= 4; ++V) {
+        const Layout l{P, V, placement};
+        std::vector<int> seen(size_t(P * V), 0);
+        for (int r = 0; r < P; ++r)
+          for (int c = 0; c < V; ++c) {
+            const int s = l.stage(r, c);
+            REQUIRE(s >= 0);
+            REQUIRE(s < P * V);
+            ++seen[size_t(s)];
+            REQUIRE(l.rank_of(s) == r);
+            REQUIRE(l.chunk_of(s) == c);
+          }
+        for (int n : seen) REQUIRE(n == 1);
+      }
+  // Messages name the rank on the other end through the placement: rank 2's chunk 1 (stage 5) sends
+  // its activation up to stage 6, on rank 1.
+  CHECK(short_name(Action{ActionKind::send_activation, 3, 1}, 2, v) == "sendA3.1>1");
+  CHECK(v.peer_stage(Action{ActionKind::send_activation, 3, 1}, 2) == 6);
+  CHECK(v.peer_stage(Action{ActionKind::recv_gradient, 0, 0}, 3) == 4);  // same rank: no message is made for it
+}
+
+TEST_CASE("schedule: zb-v's order for P=2, M=4, and its turn without a message", "[pipeline]") {
+  auto names = [](const Schedule& s, int r) {
+    std::string out;
+    for (const Action& a : s.actions[size_t(r)]) {
+      if (!out.empty()) out += ' ';
+      out += short_name(a, r, s.layout);
+    }
+    return out;
+  };
+  // Rank 0 holds stages 0 and 3, rank 1 stages 1 and 2. Rank 0: 3 forwards of chunk 0, then two
+  // F1 I1 W1 as the first micro-batches come back up, the steady F0 I0 W0 F1 I1 W1, the cool-down.
+  const Schedule z = zb_v_order(2, 4);
+  CHECK(z.layout == Layout{2, 2, Placement::v_shape});
+  CHECK(names(z, 0) == "F0.0 F1.0 F2.0 F0.1 I0.1 W0.1 F1.1 I1.1 W1.1 F3.0 I0.0 W0.0 F2.1 I2.1 W2.1 I1.0 W1.0 "
+                       "F3.1 I3.1 W3.1 I2.0 W2.0 I3.0 W3.0");
+  // Rank 1 holds the turn: its warm-up is one F0, then F1 F0, then one F1 I1 W1.
+  CHECK(names(z, 1) == "F0.0 F0.1 F1.0 F1.1 I0.1 W0.1 F2.0 I0.0 W0.0 F2.1 I1.1 W1.1 F3.0 I1.0 W1.0 F3.1 I2.1 "
+                       "W2.1 I2.0 I3.1 I3.0 W2.0 W3.1 W3.0");
+  // With messages: rank 1 turns every micro-batch round (stage 1 to stage 2 and back) without a
+  // message, and a micro-batch crosses 2P - 2 = 2 rank boundaries each way.
+  const Schedule c = make_schedule(ScheduleKind::zb_v, 2, 4);
+  for (const Action& a : c.actions[1]) {
+    INFO(short_name(a, 1, c.layout));
+    const bool up_the_turn = (a.kind == ActionKind::send_activation || a.kind == ActionKind::recv_gradient) && a.chunk == 0;
+    const bool down_the_turn = (a.kind == ActionKind::recv_activation || a.kind == ActionKind::send_gradient) && a.chunk == 1;
+    CHECK(!up_the_turn);
+    CHECK(!down_the_turn);
+  }
+  CHECK(simulate(c).messages() == 4 * 2 * 2);
+  // One rank: both arms on it, no messages at all.
+  CHECK(simulate(make_schedule(ScheduleKind::zb_v, 1, 3, 2)).messages() == 0);
+}
+
+TEST_CASE("simulate: zb-v with F = I = W = 1 and M >= 2P idles only in the warm-up and cool-down, at 1f1b's memory",
+          "[pipeline]") {
+  // The bound: every rank computes 2 chunks x M x (F + I + W) = 6M units, and rank r cannot start
+  // before time r (its first F, on stage r, needs the forwards of stages 0..r-1 one after another)
+  // nor end before the makespan minus its work. So the makespan is at least 6M + P - 1, and the
+  // bubble at least P(P-1) / (P(6M + P - 1)) = (P-1)/(6M+P-1). ZB-V meets it (the paper's "zero
+  // bubble" with T_F = T_B = T_W): rank r idles r units before its first action, P-1-r after its
+  // last, and never in between.
+  for (int P = 1; P <= 8; ++P) {
+    for (int M = 2 * P; M <= 32; ++M) {
+      INFO("P=" << P << " M=" << M);
+      const SimulationResult zb = simulate(make_schedule(ScheduleKind::zb_v, P, M, 2));
+      REQUIRE(zb.makespan == 6.0 * M + P - 1);
+      REQUIRE(zb.bubble_fraction == Approx((P - 1.0) / (6 * M + P - 1)).margin(1e-12));
+      for (int r = 0; r < P; ++r) {
+        INFO("rank " << r);
+        double end = r;  // the first compute action starts at r, each next one where the last ended
+        for (const TimedAction& t : zb.timeline[size_t(r)]) {
+          if (!is_compute(t.action.kind)) continue;
+          REQUIRE(t.start == end);
+          end = t.end;
+        }
+        REQUIRE(end == 6.0 * M + r);
+      }
+      // Memory: a chunk is half a 1f1b stage, so 2 stashed (micro-batch, chunk) pairs weigh one
+      // 1f1b stash. ZB-V's peak on every rank is 1f1b's worst rank's: P whole stages; stage s of 2P
+      // holds 2P - s (docs/pipeline.md).
+      const SimulationResult ofob = simulate(make_schedule(ScheduleKind::one_f_one_b, P, M));
+      const int ofob_peak = *std::max_element(ofob.peak_activations_per_rank.begin(),
+                                              ofob.peak_activations_per_rank.end());
+      for (int peak : zb.peak_activations_per_rank) REQUIRE(peak == 2 * ofob_peak);
+      for (int s = 0; s < 2 * P; ++s) REQUIRE(zb.peak_activations[size_t(s)] == 2 * P - s);
+      // A third of zb-h1's bubble time per rank: P-1 units of a chunk, against P-1 of a whole stage.
+      const SimulationResult h1 = simulate(make_schedule(ScheduleKind::zb_h1, P, M));
+      if (P > 1) REQUIRE(zb.bubble_fraction < h1.bubble_fraction);
+    }
+  }
+}
+
+TEST_CASE("simulate: a zb-v with two actions swapped or a stage on the wrong rank is refused", "[pipeline]") {
+  // Mutations of the generated schedule the checks must catch.
+  const Schedule good = zb_v_order(3, 6);
+  // Rank 2 (the turn) runs micro-batch 0 down and back up: F0.0 then F0.1. Swapped, F0.1 has no input.
+  Schedule swapped = good;
+  auto& r2 = swapped.actions[2];
+  REQUIRE(r2[0] == F(0, 0));
+  REQUIRE(r2[1] == F(0, 1));
+  std::swap(r2[0], r2[1]);
+  CHECK(error_of([&] { simulate(add_communication(swapped, MessagePlacement::next_to_actions)); })
+            .find("needs the output of F on stage 2 (rank 2, chunk 0)") != std::string::npos);
+  CHECK(error_of([&] { add_communication(swapped, MessagePlacement::lock_step); })
+            .find("rank 2, step 0: F(micro-batch 0, chunk 1 = stage 3) waits for F of micro-batch 0 on stage 2 (rank 2)") !=
+        std::string::npos);
+  // The same order read with the interleaved placement: rank 0's chunk 1 is stage 3, not 5, and
+  // its first F1 waits for stage 2's output from rank 2, which rank 2 makes only after it waits
+  // for rank 0: no way to finish.
+  Schedule misplaced = good;
+  misplaced.layout.placement = Placement::interleaved;
+  CHECK(error_of([&] { add_communication(misplaced, MessagePlacement::lock_step); }).find("can never finish") !=
+        std::string::npos);
+  CHECK_THROWS_AS(simulate(add_communication(misplaced)), ScheduleError);
+}
+
+TEST_CASE("schedule: dualpipev's order for P=2, M=4: overlapped F&B pairs, taken whole by the messages",
+          "[pipeline]") {
+  auto names = [](const Schedule& s, int r) {
+    std::string out;
+    for (const Action& a : s.actions[size_t(r)]) {
+      if (!out.empty()) out += ' ';
+      out += short_name(a, r, s.layout);
+    }
+    return out;
+  };
+  // Rank 0 (stages 0 and 3): F0 x2, F0 F1, I1 W F1, then the pairs F0&B1 F1&B0, B1 F1&B0, the drain
+  // B1 I0, W I0, W. Rank 1 (the turn, stages 1 and 2): F0 F1 x2, its first F0 and B1 not paired
+  // (the last rank), then pairs, then B1 B0 and, from halfway, I1 I0 and their W's.
+  const Schedule d = dualpipev_order(2, 4);
+  CHECK(d.layout == Layout{2, 2, Placement::v_shape});
+  CHECK(names(d, 0) == "F0.0 F1.0 F2.0 F0.1 I0.1 W0.1 F1.1 F3.0& B1.1 F2.1& B0.0 B2.1 F3.1& B1.0 B3.1 I2.0 W2.0 "
+                       "I3.0 W3.0");
+  CHECK(names(d, 1) == "F0.0 F0.1 F1.0 F1.1 F2.0 B0.1 F2.1& B0.0 F3.0& B1.1 F3.1& B1.0 B2.1 B2.0 I3.1 I3.0 W3.1 "
+                       "W3.0");
+  // With messages: each pair stays together — both halves' RECVs before it, SENDs after it.
+  for (int P = 1; P <= 6; ++P) {
+    for (int M = 2 * P; M <= 4 * P; ++M) {
+      INFO("P=" << P << " M=" << M);
+      const Schedule s = make_schedule(ScheduleKind::dualpipev, P, M);
+      for (int r = 0; r < P; ++r) {
+        const auto& list = s.actions[size_t(r)];
+        int pairs = 0;
+        for (size_t i = 0; i < list.size(); ++i) {
+          if (!list[i].overlapped) continue;
+          ++pairs;
+          REQUIRE(list[i].kind == ActionKind::forward);
+          REQUIRE(i + 1 < list.size());
+          REQUIRE(list[i + 1].kind == ActionKind::backward);
+          REQUIRE(list[i + 1].chunk != list[i].chunk);  // one arm of the V forward, the other backward
+        }
+        // Steady state 2(M-2P+r+1) pairs (the last rank's first not paired), then P-r-1 more.
+        REQUIRE(pairs == 2 * (M - 2 * P + r + 1) - (r == P - 1 ? 1 : 0) + (P - r - 1));
+      }
+      REQUIRE_NOTHROW(check_exchanges(s));
+    }
+  }
+  // Stashes: stage s of 2P holds at most 2P - s, as under zb-v, but every rank one more than zb-v's
+  // 2P at its peak — the F of a pair is stashed before its B frees one (docs/pipeline.md).
+  for (int P = 1; P <= 8; ++P) {
+    for (int M = 2 * P; M <= 32; ++M) {
+      INFO("P=" << P << " M=" << M);
+      const SimulationResult r = simulate(make_schedule(ScheduleKind::dualpipev, P, M));
+      for (int s = 0; s < 2 * P; ++s) REQUIRE(r.peak_activations[size_t(s)] == 2 * P - s);
+      for (int peak : r.peak_activations_per_rank) REQUIRE(peak == 2 * P + 1);
+    }
+  }
+  CHECK(error_of([] { make_schedule(ScheduleKind::dualpipev, 4, 7); }).find("M >= 2P), got P=4, M=7, V=2") !=
+        std::string::npos);
+  // The simulator holds a pair together, and other placements refuse pairs.
+  Schedule broken = make_schedule(ScheduleKind::dualpipev, 2, 4);
+  auto& r0 = broken.actions[0];
+  const size_t at = size_t(std::find_if(r0.begin(), r0.end(), [](const Action& a) { return a.overlapped; }) - r0.begin());
+  std::swap(r0[at + 1], r0[at + 2]);  // something else between the F and its B
+  CHECK(rejection(broken).problem == "is overlapped, but the next action is not the B or I it pairs with");
+  CHECK(error_of([] { add_communication(dualpipev_order(2, 4)); }).find("use MessagePlacement::lock_step") !=
+        std::string::npos);
 }
 
 TEST_CASE("simulate: peak stashed activations — gpipe M, 1f1b min(M, P - s), naive 1", "[pipeline]") {
@@ -518,6 +718,15 @@ TEST_CASE("brigade simulate: the report, the chart, the SVG and the errors", "[p
     CHECK(text.find("step   rank 0") != std::string::npos);  // --grid
   }
   {
+    const auto [status, text] = run({"--schedule", "zb-v", "--stages", "4", "--microbatches", "8"});
+    CHECK(status == 0);
+    CHECK(text.find("4 ranks, 8 micro-batches, 2 chunks per rank (8 stages)") != std::string::npos);
+    CHECK(text.find("bubble fraction: 0.0588\n") != std::string::npos);  // 3/51
+    CHECK(text.find("textbook: (P-1)/(6M+P-1) = 0.0588") != std::string::npos);
+    CHECK(text.find("peak stashed activations per rank: 8 8 8 8\n") != std::string::npos);
+    CHECK(text.find("messages: 96 (48 activations, 48 gradients)") != std::string::npos);  // 2P-2 crossings each way
+  }
+  {
     const auto [status, text] = run({"--schedule", "interleaved", "--stages", "4", "--microbatches", "8"});
     CHECK(status == 0);
     CHECK(text.find("4 ranks, 8 micro-batches, 2 chunks per rank (8 stages)") != std::string::npos);
@@ -540,7 +749,8 @@ TEST_CASE("brigade simulate: the report, the chart, the SVG and the errors", "[p
   CHECK(run({"--help"}).first == 0);
   CHECK(run({"--help"}).second.find("--cost-w X") != std::string::npos);
   CHECK(run({"--schedule", "2f2b"}, &err).first == 2);
-  CHECK(err.find("--schedule: expected naive, gpipe, 1f1b, interleaved or zb-h1, got '2f2b'") != std::string::npos);
+  CHECK(err.find("--schedule: expected naive, gpipe, 1f1b, interleaved, zb-h1, zb-v or dualpipev, got '2f2b'") !=
+        std::string::npos);
   CHECK(err.find("usage: brigade simulate") != std::string::npos);
   CHECK(run({"--stages", "0"}, &err).first == 2);
   CHECK(err.find("--stages: must be between 1 and 4096, got 0") != std::string::npos);
@@ -555,5 +765,7 @@ TEST_CASE("brigade simulate: the report, the chart, the SVG and the errors", "[p
   CHECK(run({"--schedule", "interleaved", "--stages", "4", "--microbatches", "6"}, &err).first == 2);
   CHECK(err.find("P=4, M=6, V=2") != std::string::npos);
   CHECK(run({"--schedule", "gpipe", "--chunks", "2"}, &err).first == 2);
-  CHECK(err.find("interleaved is the schedule for V > 1") != std::string::npos);
+  CHECK(err.find("interleaved, zb-v and dualpipev are the schedules for V > 1") != std::string::npos);
+  CHECK(run({"--schedule", "zb-v", "--chunks", "3"}, &err).first == 2);
+  CHECK(err.find("zb-v: holds exactly two chunks per rank") != std::string::npos);
 }

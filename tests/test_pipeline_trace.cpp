@@ -148,9 +148,9 @@ TEST_CASE("trace: the simulator's timeline read back as a trace gives back the s
   for (ScheduleKind kind : all_schedule_kinds()) {
     for (int P : {1, 2, 3, 4}) {
       for (int M : {1, 4, 8}) {
-        const int V = kind == ScheduleKind::interleaved ? 2 : 1;
         if (kind == ScheduleKind::interleaved && M % P != 0) continue;
-        const Schedule s = make_schedule(kind, P, M, V);
+        if (kind == ScheduleKind::dualpipev && M < 2 * P) continue;
+        const Schedule s = make_schedule(kind, P, M);  // interleaved, zb-v, dualpipev: 2 chunks per rank
         for (const Costs& costs : {Costs{}, Costs{2, 1, 3, 0.5}, Costs{1, 1, 0, 0}}) {
           INFO(schedule_name(kind) << " P=" << P << " M=" << M << " costs F=" << costs.forward);
           const SimulationResult sim = simulate(s, costs, 1000);

@@ -18,6 +18,7 @@
 #include "train/sort_task.h"
 #include "train/trainer.h"
 #include "nn/checkpoint.h"
+#include "pipeline/schedule_csv.h"
 
 using namespace brigade;
 using namespace brigade::train;
@@ -197,6 +198,17 @@ TEST_CASE("train options: bad command lines are refused with the flag and the re
   REQUIRE(error_of({"--digits", "65"}) == "--digits: at most 64 (sequences of 128 tokens), got 65");
   REQUIRE(error_of({"--save-every", "5"}) == "--save-every: needs --save PATH");
   REQUIRE(error_of({"steps=5"}) == "unexpected argument 'steps=5'");
+  REQUIRE(error_of({"--schedule", "2f2b"}) ==
+          "--schedule: expected naive, gpipe, 1f1b, interleaved, zb-h1, zb-v or dualpipev, got '2f2b'");
+  REQUIRE(error_of({"--schedule", "zb-v", "--chunks", "3"}) == "--chunks: zb-v holds exactly 2 chunks per rank (its V)");
+  REQUIRE(error_of({"--schedule", "interleaved", "--chunks", "1"}) ==
+          "--chunks: interleaved needs at least 2 chunks per rank");
+  REQUIRE(error_of({"--chunks", "2"}) ==
+          "--chunks: only the interleaved, zb-v and dualpipev schedules hold more than one chunk per rank");
+  REQUIRE(error_of({"--schedule", "dualpipev", "--chunks", "1"}) ==
+          "--chunks: dualpipev holds exactly 2 chunks per rank (its V)");
+  REQUIRE(parse_train_args({"--schedule", "zb-v"}).options.chunks_or_default() == 2);
+  REQUIRE(parse_train_args({}).options.chunks_or_default() == 1);
 }
 
 TEST_CASE("train command: exit status 2 and the usage on a bad command line, 0 on --help", "[train]") {
@@ -454,6 +466,55 @@ TEST_CASE("training: the thread count does not change the numbers", "[train]") {
     INFO(name);
     test::require_equal(three.at(name), tensor);
   }
+}
+
+TEST_CASE("train command: --schedule-file trains the file's schedule, with the built-in one's numbers", "[train]") {
+  // zb-v on 2 ranks written out by the simulator's writer, then trained from the file: the same
+  // schedule, so every printed loss is the same, digit for digit.
+  TempPath file("zbv.csv");
+  pipeline::write_schedule_csv(file.path, pipeline::make_schedule(pipeline::ScheduleKind::zb_v, 2, 4));
+  const std::vector<std::string> common = {"--layers", "1", "--heads", "2", "--embd", "32", "--digits", "4",
+                                           "--batch", "8", "--steps", "6", "--warmup", "2", "--log-every", "3",
+                                           "--eval", "20", "--trace", "none", "--svg", "none", "--threads", "1",
+                                           "--device", "cpu"};
+  auto train = [&](std::vector<std::string> args) {
+    args.insert(args.end(), common.begin(), common.end());
+    std::ostringstream out, err;
+    REQUIRE(train_command(args, out, err) == 0);
+    INFO(out.str() << err.str());
+    return out.str();
+  };
+  auto losses = [](const std::string& text) {
+    std::vector<std::string> out;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) {
+      const size_t at = line.find("loss");
+      if (at == std::string::npos) continue;
+      out.push_back(line.substr(at, line.find("tok/s") == std::string::npos ? std::string::npos : line.find("tok/s") - at));
+    }
+    return out;
+  };
+  const std::string built_in = train({"--stages", "2", "--schedule", "zb-v", "--microbatches", "4"});
+  const std::string from_file = train({"--schedule-file", file.path});
+  REQUIRE_THAT(from_file, Catch::Contains("pipeline: 4 stages on 2 ranks (threads), schedule " + file.path +
+                                          ", 4 micro-batches of 2 sequences, 2 chunks per rank"));
+  REQUIRE(losses(built_in).size() >= 3);
+  REQUIRE(losses(from_file) == losses(built_in));
+
+  REQUIRE(error_of({"--schedule-file", file.path, "--stages", "2"}) ==
+          "--schedule-file: the file gives the schedule, its stages, micro-batches and chunks; drop --stages");
+  const ParsedTrainArgs parsed = parse_train_args({"--schedule-file", file.path});
+  REQUIRE(parsed.options.stages == 2);
+  REQUIRE(parsed.options.microbatches == 4);
+  REQUIRE(parsed.options.chunks == 2);
+  TempPath broken("broken.csv");
+  {
+    std::ofstream out(broken.path);
+    out << "0F0,0Q0\n";
+  }
+  REQUIRE_THAT(error_of({"--schedule-file", broken.path}),
+               Catch::Contains("--schedule-file: schedule file '" + broken.path +
+                               "', row 1 (rank 0), cell 2 ('0Q0'): unknown action 'Q'"));
 }
 
 TEST_CASE("train command: --partition params and time, with data-parallel replicas", "[train]") {

@@ -189,6 +189,12 @@ void Simulator::run_compute(int r, int i, const Action& a, Progress& p, int stag
   switch (a.kind) {
     case ActionKind::forward: {
       if (p.forward) violation(r, i, "runs a second time: micro-batch ", m, " was already forwarded on this stage");
+      if (a.overlapped) {
+        const auto& list = s_.actions[size_t(r)];
+        const bool paired = size_t(i) + 1 < list.size() && (list[size_t(i) + 1].kind == ActionKind::backward ||
+                                                            list[size_t(i) + 1].kind == ActionKind::backward_input);
+        if (!paired) violation(r, i, "is overlapped, but the next action is not the B or I it pairs with");
+      }
       const int prev = stage - 1;
       if (prev >= 0 && layout_.rank_of(prev) == r && !progress(prev, m).forward) {
         violation(r, i, "needs the output of F on ", stage_name(prev), ", which has not run yet on this rank");

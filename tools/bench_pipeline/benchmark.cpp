@@ -118,11 +118,16 @@ ScheduleResult run_schedule(const std::string& name, const BenchOptions& o, cons
   const ScheduleKind kind = pipeline::parse_schedule_kind(name);
   r.ranks = o.stages;
   r.microbatches = o.microbatches;
-  r.chunks = kind == ScheduleKind::interleaved ? o.chunks : 1;
+  r.chunks = kind == ScheduleKind::interleaved ? o.chunks : pipeline::default_chunks(kind);  // the V's: 2
   if (kind == ScheduleKind::interleaved && o.microbatches % o.stages != 0) {
     // Megatron's rule (pipeline/schedule.h): micro-batches go round the ranks in groups of P.
     r.skipped = "interleaved needs M to be a multiple of P (M=" + std::to_string(o.microbatches) +
                 ", P=" + std::to_string(o.stages) + ")";
+    return r;
+  }
+  if (kind == ScheduleKind::dualpipev && o.microbatches < 2 * o.stages) {
+    r.skipped = "dualpipev needs at least as many micro-batches as stages, M >= 2P (M=" +
+                std::to_string(o.microbatches) + ", P=" + std::to_string(o.stages) + ")";
     return r;
   }
   const Schedule schedule = pipeline::make_schedule(kind, r.ranks, r.microbatches, r.chunks);

@@ -55,14 +55,14 @@ const std::vector<Flag>& flags() {
          o.transport = v;
        },
        [](const BenchOptions& o) { return o.transport; }},
-      {"--schedules", "LIST", "comma-separated: naive,gpipe,1f1b,interleaved,zb-h1",
+      {"--schedules", "LIST", "comma-separated, of " + pipeline::schedule_names(),
        [](BenchOptions& o, const std::string& v) {
          o.schedules.clear();
          for (const std::string& name : split_commas(v)) {
            try {
              pipeline::parse_schedule_kind(name);
            } catch (const Error&) {
-             bad("--schedules", "expected naive, gpipe, 1f1b, interleaved or zb-h1, got '" + name + "'");
+             bad("--schedules", "expected " + pipeline::schedule_names() + ", got '" + name + "'");
            }
            for (const std::string& seen : o.schedules)
              if (seen == name) bad("--schedules", "'" + name + "' is listed twice");
@@ -123,7 +123,7 @@ struct Size {
   int64_t layers, embd, heads, seq, batch, vocab;
 };
 
-// CPU: all five schedules in well under a minute on two cores (about 15 s). GPU: large enough that a
+// CPU: all seven schedules in well under a minute on two cores. GPU: large enough that a
 // stage's kernels take longer than launching them, so the timeline is the GPU's, not the host's; 14
 // blocks make 16 pipeline layers, 4 per stage at P = 4 and 2 per chunk with V = 2.
 constexpr Size kQuick = {6, 32, 2, 16, 16, 64};

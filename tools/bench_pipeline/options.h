@@ -17,10 +17,10 @@ namespace brigade::bench_pipeline {
 struct BenchOptions {
   int stages = 4;        // P: pipeline ranks (threads)
   int microbatches = 8;  // M
-  int chunks = 2;        // V for interleaved; the other schedules hold one chunk per rank
+  int chunks = 2;        // V for interleaved; zb-v and dualpipev hold 2, the others one chunk per rank
   int replicas = 1;      // R > 1: also time each schedule data-parallel, reductions overlapped and not
   std::string transport = "local";  // "local" (threads hand tensors over) or "nccl"
-  std::vector<std::string> schedules;  // empty: all five
+  std::vector<std::string> schedules;  // empty: all of them
   int steps = 0;          // timed steps per schedule; 0: 10 (3 with --quick)
   int warmup = -1;        // untimed steps first; -1: 2 (1 with --quick)
   int64_t layers = 0;     // transformer blocks; 0: by device

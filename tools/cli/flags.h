@@ -85,6 +85,13 @@ void parse_flags(const std::vector<std::string>& args, const std::vector<Flag<Op
   }
 }
 
+// Whether `args` set flag `name` ("--stages 4" or "--stages=4"), for flags that conflict with each
+// other whatever their values (a default and a value given explicitly look the same once parsed).
+inline bool flag_given(const std::vector<std::string>& args, const std::string& name) {
+  return std::any_of(args.begin(), args.end(),
+                     [&](const std::string& a) { return a == name || a.rfind(name + "=", 0) == 0; });
+}
+
 // The "flags:" part of a usage text: one line per flag — its name and placeholder, its help, its
 // default in brackets — then -h/--help, the help texts lined up in one column.
 template <class Options>

@@ -9,6 +9,7 @@
 #include "tools/cli/command.h"
 #include "pipeline/analysis/grid.h"
 #include "pipeline/schedule.h"
+#include "pipeline/schedule_csv.h"
 #include "pipeline/analysis/simulator.h"
 #include "pipeline/analysis/timeline.h"
 
@@ -44,18 +45,30 @@ std::string textbook(const SimulateOptions& o, int P, int M, int V) {
   if (o.schedule == "zb-h1" && o.cost_f == o.cost_b && o.cost_b == o.cost_w && M >= P) {
     return "(P-1)/(3M+P-1) = " + fixed4((P - 1.0) / (3 * M + P - 1)) + " with F = I = W and M >= P";
   }
+  if (o.schedule == "zb-v" && o.cost_f == o.cost_b && o.cost_b == o.cost_w && M >= 2 * P) {
+    return "(P-1)/(6M+P-1) = " + fixed4((P - 1.0) / (6 * M + P - 1)) + " with F = I = W and M >= 2P";
+  }
   return "";
 }
 
 int run(const SimulateOptions& o, std::ostream& out, std::ostream& err) {
-  const int P = o.stages, M = o.microbatches, V = o.chunks_or_default();
   Schedule schedule;
-  try {
-    schedule = make_schedule(parse_schedule_kind(o.schedule), P, M, V);
-  } catch (const Error& e) {  // a configuration the schedule cannot run: a command-line problem
-    err << "brigade simulate: " << e.what() << "\n";
-    return 2;
+  if (!o.schedule_file.empty()) {
+    try {
+      schedule = schedule_from_file(read_schedule_csv(o.schedule_file));
+    } catch (const Error& e) {  // a file that does not hold a runnable schedule
+      err << "brigade simulate: " << e.what() << "\n";
+      return 1;
+    }
+  } else {
+    try {
+      schedule = make_schedule(parse_schedule_kind(o.schedule), o.stages, o.microbatches, o.chunks_or_default());
+    } catch (const Error& e) {  // a configuration the schedule cannot run: a command-line problem
+      err << "brigade simulate: " << e.what() << "\n";
+      return 2;
+    }
   }
+  const int P = schedule.ranks(), M = schedule.microbatches, V = schedule.chunks();
   Costs costs;
   costs.forward = o.cost_f;
   costs.backward = o.cost_b;
@@ -63,7 +76,7 @@ int run(const SimulateOptions& o, std::ostream& out, std::ostream& err) {
   costs.communication = o.cost_comm;
   const SimulationResult r = simulate(schedule, costs, o.activation_bytes);
 
-  out << "schedule: " << o.schedule << ", " << P << " rank" << (P == 1 ? "" : "s") << ", " << M << " micro-batch"
+  out << "schedule: " << (o.schedule_file.empty() ? o.schedule : "file " + o.schedule_file) << ", " << P << " rank" << (P == 1 ? "" : "s") << ", " << M << " micro-batch"
       << (M == 1 ? "" : "es") << ", " << V << " chunk" << (V == 1 ? "" : "s") << " per rank (" << schedule.stages()
       << " stage" << (schedule.stages() == 1 ? "" : "s") << ")\n";
   out << "costs: F=" << o.cost_f;
@@ -78,7 +91,8 @@ int run(const SimulateOptions& o, std::ostream& out, std::ostream& err) {
   out << "makespan: " << r.makespan << " time units, busy " << busy / P << " per rank\n";
   out << "bubble fraction: " << fixed4(r.bubble_fraction) << "\n";
   out << "bubble/compute: " << fixed4(r.bubble_ratio) << "\n";
-  if (const std::string t = textbook(o, P, M, V); !t.empty()) out << "textbook: " << t << "\n";
+  if (const std::string t = o.schedule_file.empty() ? textbook(o, P, M, V) : ""; !t.empty())
+    out << "textbook: " << t << "\n";
   out << "peak stashed activations per stage: " << list(r.peak_activations) << "\n";
   if (V > 1) out << "peak stashed activations per rank: " << list(r.peak_activations_per_rank) << "\n";
   out << "messages: " << r.messages() << " (" << r.activation_messages << " activations, " << r.gradient_messages
@@ -89,6 +103,10 @@ int run(const SimulateOptions& o, std::ostream& out, std::ostream& err) {
   if (!o.svg.empty()) {
     save_timeline_svg(o.svg, schedule, r);
     out << "timeline written to " << o.svg << "\n";
+  }
+  if (!o.write_schedule.empty()) {
+    write_schedule_csv(o.write_schedule, schedule);
+    out << "schedule written to " << o.write_schedule << " (PyTorch's CSV format)\n";
   }
   return 0;
 }

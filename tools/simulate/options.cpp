@@ -52,21 +52,21 @@ Flag cost_flag(std::string name, std::string help, double SimulateOptions::*fiel
 
 const std::vector<Flag>& flags() {
   static const std::vector<Flag> table = {
-      {"--schedule", "NAME", "naive, gpipe, 1f1b, interleaved or zb-h1",
+      {"--schedule", "NAME", pipeline::schedule_names(),
        [](SimulateOptions& o, const std::string& v) {
          try {
            pipeline::parse_schedule_kind(v);
          } catch (const Error&) {
-           bad("--schedule", "expected naive, gpipe, 1f1b, interleaved or zb-h1, got '" + v + "'");
+           bad("--schedule", "expected " + pipeline::schedule_names() + ", got '" + v + "'");
          }
          o.schedule = v;
        },
        [](const SimulateOptions& o) { return o.schedule; }},
       int_flag("--stages", "P", "pipeline ranks P (with V chunks each: P*V stages)", &SimulateOptions::stages, 1, 4096),
       int_flag("--microbatches", "M", "micro-batches M per step", &SimulateOptions::microbatches, 1, 1 << 20),
-      {"--chunks", "V", "chunks per rank (interleaved only)",
+      {"--chunks", "V", "chunks per rank (interleaved: 2 or more; zb-v, dualpipev: 2)",
        [](SimulateOptions& o, const std::string& v) { o.chunks = int(parse_int("--chunks", v, 1, 64)); },
-       [](const SimulateOptions&) { return std::string("2 for interleaved, else 1"); }},
+       [](const SimulateOptions&) { return std::string("2 for interleaved, zb-v and dualpipev, else 1"); }},
       cost_flag("--cost-f", "time of a forward (one chunk)", &SimulateOptions::cost_f),
       cost_flag("--cost-b", "time of a backward's input-gradient half (I); a whole B costs b + w",
                 &SimulateOptions::cost_b),
@@ -84,6 +84,18 @@ const std::vector<Flag>& flags() {
        },
        [](const SimulateOptions& o) { return o.svg.empty() ? std::string("none") : o.svg; }},
       int_flag("--width", "N", "most characters of time in the terminal chart", &SimulateOptions::width, 10, 100000),
+      {"--schedule-file", "FILE", "run this schedule (PyTorch's CSV format) instead of --schedule; it gives P, M and V",
+       [](SimulateOptions& o, const std::string& v) {
+         if (v.empty()) bad("--schedule-file", "expected a file name");
+         o.schedule_file = v;
+       },
+       [](const SimulateOptions& o) { return o.schedule_file.empty() ? std::string("none") : o.schedule_file; }},
+      {"--write-schedule", "FILE", "also write the schedule to FILE in PyTorch's CSV format",
+       [](SimulateOptions& o, const std::string& v) {
+         if (v.empty()) bad("--write-schedule", "expected a file name");
+         o.write_schedule = v;
+       },
+       [](const SimulateOptions& o) { return o.write_schedule.empty() ? std::string("none") : o.write_schedule; }},
       {"--grid", "", "also print the schedule itself: every rank's actions, step by step",
        [](SimulateOptions& o, const std::string&) { o.grid = true; },
        [](const SimulateOptions&) { return std::string("off"); }},
@@ -93,9 +105,18 @@ const std::vector<Flag>& flags() {
 
 }  // namespace
 
+int SimulateOptions::chunks_or_default() const {
+  return chunks > 0 ? chunks : pipeline::default_chunks(pipeline::parse_schedule_kind(schedule));
+}
+
 ParsedSimulateArgs parse_simulate_args(const std::vector<std::string>& args) {
   ParsedSimulateArgs out;
   cli::parse_flags(args, flags(), out.options, out.help);
+  if (!out.options.schedule_file.empty())
+    for (const char* shape : {"--schedule", "--stages", "--microbatches", "--chunks"})
+      if (cli::flag_given(args, shape))
+        bad("--schedule-file", std::string("the file gives the schedule, its ranks, micro-batches and chunks; drop ") +
+                                   shape);
   return out;
 }
 
@@ -105,7 +126,8 @@ std::string simulate_usage() {
         "Dry-runs a pipeline-parallel schedule: P ranks, M micro-batches, V chunks per rank. Checks it\n"
         "(every dependency, no deadlock), prints its bubble, stashed activations and messages, and draws\n"
         "its timeline. Costs are in arbitrary time units.\n\n"
-        "example: brigade simulate --stages 4 --microbatches 16 --schedule zb-h1 --svg zb.svg\n\nflags:\n";
+        "example: brigade simulate --stages 4 --microbatches 16 --schedule zb-h1 --svg zb.svg\n"
+        "         brigade simulate --schedule-file zbv.csv   (a schedule from PyTorch's _dump_csv)\n\nflags:\n";
   os << cli::flag_lines(flags());
   return os.str();
 }

@@ -14,7 +14,7 @@ struct SimulateOptions {
   std::string schedule = "1f1b";
   int stages = 4;        // P: pipeline ranks
   int microbatches = 8;  // M
-  int chunks = 0;        // V per rank; 0: 2 for interleaved, 1 for the others
+  int chunks = 0;        // V per rank; 0: the schedule's own (2 for interleaved and zb-v, else 1)
   double cost_f = 1;     // F, per chunk
   double cost_b = 1;     // the input-gradient half of a backward (I); B costs cost_b + cost_w
   double cost_w = 1;     // the weight-gradient half (W)
@@ -23,8 +23,12 @@ struct SimulateOptions {
   std::string svg;    // write the timeline here
   int width = 200;    // most characters of time in the terminal chart
   bool grid = false;  // also print the rank x step action grid
+  // A schedule file in PyTorch's CSV format (pipeline/schedule_csv.h) instead of --schedule: it
+  // gives P, M and V too. write_schedule: write the simulated schedule to this file in that format.
+  std::string schedule_file;
+  std::string write_schedule;
 
-  int chunks_or_default() const { return chunks > 0 ? chunks : schedule == "interleaved" ? 2 : 1; }
+  int chunks_or_default() const;
 };
 
 // A bad command line (tools/cli/flags.h): the message names the flag; the command prints it

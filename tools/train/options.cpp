@@ -5,6 +5,10 @@
 #include <iomanip>
 #include <sstream>
 
+#include "core/error.h"
+#include "pipeline/schedule.h"
+#include "pipeline/schedule_csv.h"
+
 namespace brigade::train {
 
 namespace {
@@ -100,15 +104,24 @@ const std::vector<Flag>& flags() {
          o.partition = v;
        },
        [](const TrainOptions& o) { return o.partition; }},
-      {"--schedule", "NAME", "naive, gpipe, 1f1b, interleaved or zb-h1",
+      {"--schedule", "NAME", pipeline::schedule_names(),
        [](TrainOptions& o, const std::string& v) {
-         if (v != "naive" && v != "gpipe" && v != "1f1b" && v != "interleaved" && v != "zb-h1")
-           bad("--schedule", "expected naive, gpipe, 1f1b, interleaved or zb-h1, got '" + v + "'");
+         try {
+           pipeline::parse_schedule_kind(v);
+         } catch (const Error&) {
+           bad("--schedule", "expected " + pipeline::schedule_names() + ", got '" + v + "'");
+         }
          o.schedule = v;
        },
        [](const TrainOptions& o) { return o.schedule; }},
+      text_flag("--schedule-file", "FILE",
+                "run this schedule (PyTorch's CSV format) instead of --schedule; it gives --stages, --microbatches "
+                "and --chunks",
+                &TrainOptions::schedule_file),
       int_flag("--microbatches", "micro-batches per step (must divide --batch)", &TrainOptions::microbatches, 1),
-      int_flag("--chunks", "model chunks per rank (interleaved: 2 or more)", &TrainOptions::chunks, 1),
+      {"--chunks", "N", "model chunks per rank (interleaved: 2 or more; zb-v, dualpipev: 2)",
+       [](TrainOptions& o, const std::string& v) { o.chunks = parse_int("--chunks", v, 1, 64); },
+       [](const TrainOptions&) { return std::string("2 for interleaved, zb-v and dualpipev, else 1"); }},
       int_flag("--replicas", "data-parallel pipelines (threads; under launch: world size / stages)",
                &TrainOptions::replicas, 1),
       {"--recompute", "", "recompute each stage's forward in its backward (less memory)",
@@ -130,6 +143,24 @@ const std::vector<Flag>& flags() {
   return table;
 }
 
+// --schedule-file: the file's schedule is checked to run (every dependency, no deadlock) and sets
+// the pipeline's shape; flags that would set it too are refused.
+void take_schedule_file(const std::vector<std::string>& args, TrainOptions& o) {
+  for (const char* shape : {"--schedule", "--stages", "--microbatches", "--chunks"})
+    if (cli::flag_given(args, shape))
+      bad("--schedule-file", std::string("the file gives the schedule, its stages, micro-batches and chunks; drop ") +
+                                 shape);
+  pipeline::Schedule schedule;
+  try {
+    schedule = pipeline::schedule_from_file(pipeline::read_schedule_csv(o.schedule_file));
+  } catch (const Error& e) {
+    bad("--schedule-file", e.what());
+  }
+  o.stages = schedule.ranks();
+  o.microbatches = schedule.microbatches;
+  o.chunks = schedule.chunks();
+}
+
 // Checks that involve more than one flag.
 void check_combination(const TrainOptions& o) {
   if (o.embd % o.heads != 0) {
@@ -147,13 +178,22 @@ void check_combination(const TrainOptions& o) {
       bad("--microbatches", "a batch of " + std::to_string(o.batch) + " sequences does not split into " +
                                 std::to_string(o.replicas) + " replica(s) x " + std::to_string(o.microbatches) +
                                 " equal micro-batches; make --batch a multiple of --replicas x --microbatches");
-    if (o.schedule == "interleaved" && o.chunks < 2) bad("--chunks", "interleaved needs at least 2 chunks per rank");
-    if (o.schedule != "interleaved" && o.chunks != 1)
-      bad("--chunks", "only the interleaved schedule holds more than one chunk per rank");
+    if (!o.schedule_file.empty()) return;  // the file's own shape, checked when it was read
+    const int64_t V = o.chunks_or_default();
+    if (o.schedule == "interleaved" && V < 2) bad("--chunks", "interleaved needs at least 2 chunks per rank");
+    const pipeline::ScheduleKind kind = pipeline::parse_schedule_kind(o.schedule);
+    if (pipeline::placement_of(kind) == pipeline::Placement::v_shape && V != 2)
+      bad("--chunks", o.schedule + " holds exactly 2 chunks per rank (its V)");
+    if (kind != pipeline::ScheduleKind::interleaved && pipeline::default_chunks(kind) == 1 && V != 1)
+      bad("--chunks", "only the interleaved, zb-v and dualpipev schedules hold more than one chunk per rank");
   }
 }
 
 }  // namespace
+
+int64_t TrainOptions::chunks_or_default() const {
+  return chunks > 0 ? chunks : pipeline::default_chunks(pipeline::parse_schedule_kind(schedule));
+}
 
 const std::vector<ModelPreset>& model_presets() {
   static const std::vector<ModelPreset> presets = {
@@ -183,6 +223,7 @@ ParsedTrainArgs parse_train_args(const std::vector<std::string>& args) {
     out.options.context = preset->context;
   }
   cli::parse_flags(args, flags(), out.options, out.help);
+  if (!out.options.schedule_file.empty()) take_schedule_file(args, out.options);
   check_combination(out.options);
   return out;
 }

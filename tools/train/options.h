@@ -47,8 +47,11 @@ struct TrainOptions {
   // all, the plain one-device loop.
   int64_t stages = 4;
   std::string schedule = "1f1b";
+  // A schedule file in PyTorch's CSV format (pipeline/schedule_csv.h) instead of `schedule`; parsing
+  // reads it and sets stages, microbatches and chunks from it.
+  std::string schedule_file;
   int64_t microbatches = 8;
-  int64_t chunks = 1;    // per rank (interleaved takes 2 or more)
+  int64_t chunks = 0;    // per rank; 0: the schedule's own (2 for interleaved and zb-v, else 1)
   int64_t replicas = 1;  // data-parallel copies of the pipeline (threads; launched: from the world size)
   bool recompute = false;
   // How layers are split into stages (pipeline/partition.h): by count, by parameters, or by time
@@ -71,6 +74,8 @@ struct TrainOptions {
   std::string resume;      // checkpoint to continue from (wins over a --save directory's)
 
   static constexpr double min_lr_ratio = 0.1;
+
+  int64_t chunks_or_default() const;  // chunks, or the schedule's own when 0
 };
 
 // The sizes a --model preset stands for: GPT-2's four (Radford et al. 2019; 1024-token context).

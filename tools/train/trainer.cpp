@@ -14,6 +14,7 @@
 #include "core/parallel.h"
 #include "optim/clip_grad.h"
 #include "pipeline/gpt_stages.h"
+#include "pipeline/schedule_csv.h"
 #include "comm/comm.h"
 #include "core/stream.h"
 #include "pipeline/trace.h"
@@ -89,8 +90,11 @@ Trainer::Trainer(const TrainOptions& options, const pipeline::PipelineGroups* gr
   model_ = std::make_shared<nn::GPT>(config);
   if (groups_ != nullptr) {
     const int P = groups_->pipeline->size();
-    pipeline::Schedule schedule = pipeline::make_schedule(pipeline::parse_schedule_kind(options_.schedule), P,
-                                                          int(options_.microbatches), int(options_.chunks));
+    pipeline::Schedule schedule =
+        options_.schedule_file.empty()
+            ? pipeline::make_schedule(pipeline::parse_schedule_kind(options_.schedule), P, int(options_.microbatches),
+                                      int(options_.chunks_or_default()))
+            : pipeline::schedule_from_file(pipeline::read_schedule_csv(options_.schedule_file));
     partition_ = choose_partition(schedule.stages());
     pipeline::GptStages mine = pipeline::gpt_stages(*model_, partition_, schedule.layout, groups_->pipeline->rank());
     pipeline::PipelineOptions po;
