@@ -29,7 +29,63 @@ struct Op {
 
 }  // namespace
 
+namespace {
+
+// What a message carries, as both of its ends see it: activation or gradient, the stage boundary it
+// crosses (between b and b + 1), its micro-batch.
+struct Payload {
+  bool gradient;
+  int boundary, microbatch;
+  bool operator==(const Payload&) const = default;
+};
+
+Payload payload_of(const Action& a, int rank, const Layout& L) {
+  const int stage = L.stage(rank, a.chunk);
+  const bool gradient = a.kind == ActionKind::send_gradient || a.kind == ActionKind::recv_gradient;
+  const bool boundary_below = a.kind == ActionKind::send_activation || a.kind == ActionKind::recv_gradient;
+  return {gradient, boundary_below ? stage : stage - 1, a.microbatch};
+}
+
+// NCCL pairs the k-th send from a to b with the k-th receive at b from a, whatever each carries: the
+// two lists must name the same messages in the same order, or a tensor lands in the wrong buffer
+// (an activation where a gradient of the same shape was expected: wrong numbers, no error).
+void check_link_order(const Schedule& schedule) {
+  const Layout& L = schedule.layout;
+  std::map<std::pair<int, int>, std::vector<std::pair<Payload, int>>> sent, received;  // link -> (payload, step)
+  for (int r = 0; r < schedule.ranks(); ++r) {
+    const auto& list = schedule.actions[size_t(r)];
+    for (size_t i = 0; i < list.size(); ++i) {
+      const Action& a = list[i];
+      if (!is_send(a.kind) && !is_recv(a.kind)) continue;
+      const int peer = L.rank_of(L.peer_stage(a, r));
+      if (is_send(a.kind)) sent[{r, peer}].push_back({payload_of(a, r, L), int(i)});
+      else received[{peer, r}].push_back({payload_of(a, r, L), int(i)});
+    }
+  }
+  for (const auto& [link, sends] : sent) {
+    const auto& recvs = received[link];
+    for (size_t k = 0; k < std::min(sends.size(), recvs.size()); ++k) {
+      if (sends[k].first == recvs[k].first) continue;
+      const Action& s = schedule.actions[size_t(link.first)][size_t(sends[k].second)];
+      const Action& r = schedule.actions[size_t(link.second)][size_t(recvs[k].second)];
+      std::ostringstream problem;
+      problem << "on NCCL, message " << k + 1 << " from rank " << link.first << " to rank " << link.second << " would be "
+              << describe(s, link.first, L) << " (rank " << link.first << ", step " << sends[k].second
+              << ") but rank " << link.second << " expects " << describe(r, link.second, L) << " (step "
+              << recvs[k].second << "): NCCL matches a link's messages by order, so one would land in the other's buffer";
+      std::ostringstream what;
+      what << "check_exchanges_headers_first: schedule '" << schedule.name << "': " << problem.str() << ".\n\n"
+           << action_grid(schedule, {{link.first, sends[k].second, '!'}, {link.second, recvs[k].second, '!'}})
+           << "\n! marks the two messages\n";
+      throw ScheduleError(what.str(), problem.str(), link.first, sends[k].second);
+    }
+  }
+}
+
+}  // namespace
+
 void check_exchanges_headers_first(const Schedule& schedule, bool varying_shapes) {
+  check_link_order(schedule);
   const Layout& L = schedule.layout;
   const int P = schedule.ranks();
   // Per rank, per exchange: its headers ([0], maybe none) and its data ([1]); and where in the

@@ -3,8 +3,9 @@
 // A model for the pipeline is an ordered list of one-tensor-in, one-tensor-out layers — for a GPT,
 // nn::GPT::layers() = [embedding, block 0, ..., block n-1, head]. A partition cuts that list into
 // S contiguous stages (stage s runs layers [begin(s), end(s)) and hands its output to stage s + 1),
-// and stage s lives on rank s % P: with V = S / P chunks per rank, rank r holds the non-adjacent
-// stages r, r + P, r + 2P, ... (pipeline/action.h).
+// and the schedule's Layout says which rank holds stage s (pipeline/action.h): rank s % P when
+// interleaved (rank r holds the non-adjacent stages r, r + P, r + 2P, ...), or in a V, stages r
+// and 2P-1-r.
 //
 // A pipeline runs at the pace of its slowest stage, so the split minimises the largest stage cost.
 // The cost of a layer can be

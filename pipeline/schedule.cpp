@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 #include <utility>
 
 #include "core/error.h"
@@ -148,28 +149,41 @@ Schedule lock_step_communication(Schedule schedule) {
     }
   }
   for (int r = 0; r < schedule.ranks(); ++r) {
+    // Messages of one time are ordered by what they carry — activation before gradient, then the
+    // stage boundary they cross, then the micro-batch — a key the sender and the receiver compute
+    // alike, so both ends of a link list its messages in the same order (NCCL pairs them by order
+    // alone). Compute actions of one time keep their list order (stable sort, key 0).
     struct Placed {
       int time, order;  // order at one time: 0 SEND, 1 RECV, 2 compute
+      int gradient = 0, boundary = 0, microbatch = 0;
       Action action;
+    };
+    auto message = [&](int time, int order, const Action& a) {
+      const int stage = layout.stage(r, a.chunk);
+      // The boundary between stages b and b + 1 that the message crosses.
+      const int boundary = a.kind == ActionKind::send_activation || a.kind == ActionKind::recv_gradient ? stage : stage - 1;
+      const bool gradient = a.kind == ActionKind::send_gradient || a.kind == ActionKind::recv_gradient;
+      return Placed{time, order, gradient ? 1 : 0, boundary, a.microbatch, a};
     };
     std::vector<Placed> placed;
     const auto& list = schedule.actions[size_t(r)];
     for (size_t i = 0; i < list.size(); ++i) {
       const Slot& slot = slots[size_t(r)][i];
-      placed.push_back({slot.start, 2, list[i]});
+      placed.push_back({slot.start, 2, 0, 0, 0, list[i]});
       std::vector<Action> recvs, sends;
       messages_of(list[i], r, layout, recvs, sends);
-      for (const Action& send : sends) placed.push_back({slot.end, 0, send});
+      for (const Action& send : sends) placed.push_back(message(slot.end, 0, send));
       for (const Action& recv : recvs) {
         // Received when the neighbour's step that made it ends (stage s-1's F, or s+1's B or I).
         const int s = layout.stage(r, recv.chunk);
         const bool activation = recv.kind == ActionKind::recv_activation;
         const auto& made = activation ? forward_end : input_grad_end;
-        placed.push_back({made.at({activation ? s - 1 : s + 1, recv.microbatch}), 1, recv});
+        placed.push_back(message(made.at({activation ? s - 1 : s + 1, recv.microbatch}), 1, recv));
       }
     }
     std::stable_sort(placed.begin(), placed.end(), [](const Placed& a, const Placed& b) {
-      return a.time != b.time ? a.time < b.time : a.order < b.order;
+      return std::tie(a.time, a.order, a.gradient, a.boundary, a.microbatch) <
+             std::tie(b.time, b.order, b.gradient, b.boundary, b.microbatch);
     });
     std::vector<Action> with_messages;
     for (const Placed& p : placed) with_messages.push_back(p.action);

@@ -67,6 +67,7 @@ int read_index(const std::string& text, size_t& i, const std::string& where, con
 
 CellAction parse_cell(const std::string& text, const std::string& where) {
   const std::string expected = "expected <stage><F|B|I|W><micro-batch>, such as 0F0 or 3W1";
+  if (text.empty()) fail(where, ": an empty action inside an overlapped pair; ", expected);
   if (text.front() == '(') fail(where, ": a composite action inside a composite one; ", expected);
   CellAction out;
   out.text = text;
@@ -84,10 +85,10 @@ CellAction parse_cell(const std::string& text, const std::string& where) {
   else if (name == "W") out.kind = ActionKind::backward_weight;
   else if (name == "SEND_F" || name == "RECV_F" || name == "SEND_B" || name == "RECV_B")
     fail(where, ": ", name, " is a message (PyTorch's compute_comms format); brigade reads the compute-only format "
-         "and places the messages itself");
+         "(dump it with _dump_csv(..., format=\"compute_only\")) and places the messages itself");
   else if (name == "UNSHARD" || name == "RESHARD" || name == "REDUCE_GRAD")
-    fail(where, ": ", name, " is FSDP / data-parallel bookkeeping, which brigade's runtime does on its own; leave it "
-         "out of the file");
+    fail(where, ": ", name, " is FSDP / data-parallel bookkeeping (PyTorch's compute_comms format), which brigade's "
+         "runtime does on its own; dump the schedule with _dump_csv(..., format=\"compute_only\")");
   else
     fail(where, ": unknown action '", name, "'; ", expected);
   if (out.microbatch < 0) fail(where, ": no micro-batch index; ", expected);
@@ -309,13 +310,21 @@ std::string schedule_csv(const Schedule& schedule) {
       if (!is_compute(a.kind)) continue;
       if (!first) out += ',';
       first = false;
-      if (a.overlapped && i + 1 < list.size() && is_compute(list[i + 1].kind)) {  // the pair, as PyTorch writes it
+      if (a.overlapped) {  // the pair, as PyTorch writes it
+        // Messages may sit between the two halves (lock-step puts a pair's messages around it);
+        // another compute action may not.
+        size_t next = i + 1;
+        while (next < list.size() && !is_compute(list[next].kind)) ++next;
+        BRIGADE_CHECK(next < list.size() && (list[next].kind == ActionKind::backward ||
+                                             list[next].kind == ActionKind::backward_input),
+                      "schedule_csv: schedule '", schedule.name, "', rank ", r, ", step ", i, ": ",
+                      describe(a, r, schedule.layout), " is marked overlapped but no backward follows it");
         out += '(';
         out += cell_text(a, r, schedule.layout);
         out += ';';
-        out += cell_text(list[i + 1], r, schedule.layout);
+        out += cell_text(list[next], r, schedule.layout);
         out += ")OVERLAP_F_B";
-        ++i;
+        i = next;
       } else {
         out += cell_text(a, r, schedule.layout);
       }

@@ -14,6 +14,7 @@
 #include "pipeline/exchange.h"
 #include "pipeline/slots.h"
 #include "pipeline/schedule.h"
+#include "pipeline/schedule_csv.h"
 #include "pipeline/analysis/simulator.h"
 #include "test_util.h"
 
@@ -545,4 +546,26 @@ TEST_CASE("check_exchanges_headers_first: data queued behind data that never mov
   // In order, the same messages pass.
   CHECK_NOTHROW(check_exchanges_headers_first(
       two_ranks("in order", 1, {F(0), send_a(0), recv_g(0), B(0)}, {recv_a(0), F(0), B(0), send_g(0)}), true));
+}
+
+// NCCL pairs the k-th send on a link with the k-th receive, whatever each carries. Two messages to
+// the same neighbour at one time — a DualPipeV pair's activation and gradient — must be listed in the
+// same order at both ends, or one lands in the other's buffer with no error (found by review: this
+// valid file did exactly that before lock-step ordered same-time messages by what they carry).
+TEST_CASE("check_exchanges_headers_first: both ends list a link's messages in one order", "[pipeline]") {
+  const ScheduleFile file = parse_schedule_csv(
+      "0F0,3F0,(0F1;3B0)OVERLAP_F_B,3F1,3B1,0B0,0B1\r\n1F0,2F0,2B0,1F1,2F1,1B0,2B1,1B1\r\n", "pair.csv");
+  for (bool varying : {false, true}) CHECK_NOTHROW(check_exchanges_headers_first(schedule_from_file(file), varying));
+  // Rank 1 receives A1 before A0 while rank 0 sends A0 first: on NCCL, A0's bytes would fill A1's buffer.
+  const Schedule swapped =
+      two_ranks("swapped", 2, {F(0), send_a(0), F(1), send_a(1), recv_g(0), B(0), recv_g(1), B(1)},
+                {recv_a(1), recv_a(0), F(0), F(1), B(0), send_g(0), B(1), send_g(1)});
+  try {
+    check_exchanges_headers_first(swapped, false);
+    FAIL("a link whose two ends disagree on the order passed");
+  } catch (const ScheduleError& e) {
+    CHECK(contains(e.problem, "message 1 from rank 0 to rank 1"));
+    CHECK(contains(e.problem, "NCCL matches a link's messages by order"));
+    CHECK((e.rank == 0 && e.step == 1));
+  }
 }

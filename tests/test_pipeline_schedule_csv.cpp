@@ -147,6 +147,8 @@ TEST_CASE("schedule file: malformed files name the file, the row and the cell", 
              Contains("cell 2 ('(0B0;0F1)OVERLAP_F_B'): an overlapped pair is a forward, then a backward"));
   CHECK_THAT(file_error("0F0,(0F1;0B0)OVERLAP,0B1\n"), Contains("cell 2 ('(0F1;0B0)OVERLAP'): expected an overlapped pair"));
   CHECK_THAT(file_error("0F0,(0F1;(0B0;0F1)OVERLAP_F_B)OVERLAP_F_B\n"), Contains("cell 2"));
+  CHECK_THAT(file_error("0F0,(;0B0)OVERLAP_F_B\n"), Contains("cell 2 ('(;0B0)OVERLAP_F_B'): an empty action"));
+  CHECK_THAT(file_error("0REDUCE_GRAD,0F0,0B0\n"), Contains("format=\"compute_only\""));
   CHECK_THAT(file_error("0F99999999\n"), Contains("micro-batch 99999999 is too large (at most 1048576)"));
   // Where the stages live.
   CHECK_THAT(file_error("0F0,1F0,0B0,1B0\n1F1\n"),
