@@ -34,6 +34,7 @@
 #include "kernels/cuda/tensor_map.h"
 #include "kernels/cuda/wgmma.cuh"
 
+#include <atomic>
 #include <climits>
 
 namespace brigade::cuda {
@@ -166,8 +167,14 @@ void launch(const GemmProblem& p, cudaStream_t stream, int max_blocks) {
   const int blocks = max_blocks > 0 ? max_blocks : sm_count(Device::cuda(device));
   const int grid = int(std::min<int64_t>(tiles, blocks));
   auto kernel = gemm_hopper_kernel<In, Out>;
-  BRIGADE_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSharedBytes)));
+  // More than 48 KiB of dynamic shared memory is opt-in, per kernel and device: once each.
+  constexpr int kMaxDevices = 64;
+  static std::atomic<bool> opted_in[kMaxDevices] = {};
+  if (device < 0 || device >= kMaxDevices || !opted_in[device].load(std::memory_order_acquire)) {
+    BRIGADE_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSharedBytes)));
+    if (device >= 0 && device < kMaxDevices) opted_in[device].store(true, std::memory_order_release);
+  }
   kernel<<<grid, kThreads, kSharedBytes, stream>>>(map_a, map_bt, static_cast<Out*>(p.c.data), p.c.row_stride,
                                                    pair_stores, int(p.m), int(p.n), int(p.k), e);
   BRIGADE_CUDA_CHECK_LAUNCH();
