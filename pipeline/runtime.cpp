@@ -142,7 +142,18 @@ Pipeline::Pipeline(const PipelineGroups& groups, Schedule schedule, std::vector<
   // schedule passes; a hand-written one that does not is refused with the marked grid rather than
   // left to hang (pipeline/exchange.h).
   if (!comm.queues_sends() && layout.ranks > 1) check_exchanges(schedule);
-  if (comm.backend() == "nccl" && layout.ranks > 1) check_exchanges_headers_first(schedule, options_.variable_shapes);
+  if (comm.backend() == "nccl" && layout.ranks > 1) {
+    check_exchanges_headers_first(schedule, options_.variable_shapes);
+    // Found on the emulated NCCL (2026-11-27) and not yet understood: zb-v with M = 1 on P >= 3 ranks
+    // hangs — rank 0's host waits in the embedding's index check (a device-to-host copy) while the
+    // other ranks wait for headers it has not sent. zb-v is zero-bubble only from M = 2P on, where
+    // it runs; below that it is refused here rather than left to hang (docs/pipeline.md).
+    BRIGADE_CHECK(layout.placement != Placement::v_shape || schedule.microbatches >= 2 * layout.ranks,
+                  "pipeline: schedule '", schedule.name, "' (a V: zb-v, dualpipev) with ", schedule.microbatches,
+                  " micro-batches on ", layout.ranks,
+                  " NCCL ranks: on NCCL it needs at least 2P = ", 2 * layout.ranks,
+                  " micro-batches (fewer can hang: a known, open problem); use 1f1b or zb-h1 for so few");
+  }
 
   ExecutorOptions exec;
   exec.recompute = options_.recompute;

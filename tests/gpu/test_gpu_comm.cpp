@@ -293,6 +293,10 @@ TEST_CASE("gpu comm: every schedule runs on NCCL ranks as on local threads, bit 
         for (const std::string& e : want.errors) REQUIRE(e.empty());
         auto nccl = comm::nccl_group(devices, std::chrono::seconds(60));
         const test::StepResult got = test::pipeline_step(nccl, c.kind, c.M, c.V, varying);
+        if (c.kind == pipeline::ScheduleKind::zb_v && c.M < 2 * c.P) {  // refused on NCCL (pipeline/runtime.cpp)
+          for (const std::string& e : got.errors) CHECK_THAT(e, Catch::Contains("on NCCL it needs at least 2P"));
+          continue;
+        }
         for (size_t r = 0; r < got.errors.size(); ++r) {
           INFO("rank " << r << ": " << got.errors[r]);
           REQUIRE(got.errors[r].empty());
