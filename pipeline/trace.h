@@ -65,6 +65,13 @@ ActionCosts mean_action_costs(const std::vector<Trace>& traces);
 // one's whole B as the input half with a zero weight half (the simulator charges B = I + W).
 Costs simulator_costs(const ActionCosts& costs);
 
+// The same means per global stage (layout.stage(rank, chunk) of each event): P*V entries, in stage
+// order. A stage whose layers differ from the others' (the embedding, the head) has its own costs.
+std::vector<ActionCosts> stage_action_costs(const std::vector<Trace>& traces, const Layout& layout);
+// The simulator's costs with one entry per stage (each converted as above); `mean` fills the
+// uniform fields, which the simulator does not use once per-stage costs are there.
+Costs simulator_costs(const ActionCosts& mean, const std::vector<ActionCosts>& per_stage);
+
 // Two timelines in one SVG, one above the other, each stretched over the same width — each to its
 // own makespan, since a simulation with unit costs and a measurement share no scale: "simulated
 // (unit costs ...)" and "measured (... ms)". `simulated_unit` names the simulation's time unit in

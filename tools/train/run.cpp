@@ -266,25 +266,36 @@ void report_timeline(Trainer& trainer, const TrainOptions& options, std::ostream
   const pipeline::Trace& trace = trainer.last_trace();
   if (!trainer.is_leader() || trace.events.empty()) return;
   const pipeline::Schedule& schedule = trainer.schedule();
-  // The mean measured cost of each compute kind: a simulation with this machine's costs.
-  const pipeline::Costs measured_costs = pipeline::simulator_costs(pipeline::mean_action_costs({trace}));
+  // Each stage's own measured cost of each compute kind: a simulation with this machine's costs. One
+  // mean for all stages would predict a balanced pipeline where the embedding's and the head's
+  // stages are in fact nearly idle.
+  const std::vector<pipeline::Trace> traces{trace};
+  const pipeline::Costs measured_costs = pipeline::simulator_costs(
+      pipeline::mean_action_costs(traces), pipeline::stage_action_costs(traces, schedule.layout));
   const pipeline::SimulationResult unit = pipeline::simulate(schedule);
   const pipeline::SimulationResult predicted = pipeline::simulate(schedule, measured_costs);
   const pipeline::SimulationResult measured = pipeline::to_simulation(trace, schedule, &predicted);
   char line[300];
   std::snprintf(line, sizeof line,
-                "bubble (last step): measured %.3f; simulator %.3f with unit costs, %.3f with the measured costs "
-                "(F %.2f ms, B %.2f ms)",
-                trace.measured_bubble(), unit.bubble_fraction, predicted.bubble_fraction,
-                1e3 * measured_costs.forward, 1e3 * measured_costs.full_backward());
+                "bubble (last step): measured %.3f; simulator %.3f with unit costs, %.3f with each stage's measured "
+                "costs",
+                trace.measured_bubble(), unit.bubble_fraction, predicted.bubble_fraction);
   out << line << "\n";
+  out << "measured costs per stage (ms):";
+  for (size_t s = 0; s < measured_costs.stages.size(); ++s) {
+    const pipeline::StageCost& c = measured_costs.stages[s];
+    std::snprintf(line, sizeof line, " %zu: F %.2f B %.2f%s", s, 1e3 * c.forward, 1e3 * (c.backward + c.weight),
+                  s + 1 < measured_costs.stages.size() ? ";" : "");
+    out << line;
+  }
+  out << "\n";
   if (enabled(options.trace)) {
     pipeline::save_chrome_trace(options.trace, trace, schedule);
     out << "trace: " << options.trace << " (open in ui.perfetto.dev)\n";
   }
   if (enabled(options.svg)) {
     pipeline::save_timeline_svg_compare(options.svg, schedule, predicted, measured,
-                                        "simulated with the measured mean costs", "measured (last step)", "s");
+                                        "simulated with each stage's measured costs", "measured (last step)", "s");
     out << "timeline: " << options.svg << " (simulated above, measured below)\n";
   }
 }
