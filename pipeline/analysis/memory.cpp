@@ -1,0 +1,76 @@
+#include "pipeline/analysis/memory.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace brigade::pipeline {
+
+namespace {
+
+void check(const Schedule& schedule, const MemoryModel& model) {
+  const int S = schedule.stages(), P = schedule.ranks();
+  BRIGADE_CHECK(int(model.stages.size()) == S, "predict_memory: ", model.stages.size(),
+                " stages' sizes given, but schedule '", schedule.name, "' has ", S, " stages (P*V)");
+  BRIGADE_CHECK(model.resident.empty() || int(model.resident.size()) == P, "predict_memory: ", model.resident.size(),
+                " ranks' resident sizes given, but schedule '", schedule.name, "' has P=", P);
+  for (size_t s = 0; s < model.stages.size(); ++s) {
+    const StageMemory& m = model.stages[s];
+    for (int64_t v : {m.parameters, m.gradients, m.optimizer, m.activations, m.workspace}) {
+      BRIGADE_CHECK(v >= 0, "predict_memory: stage ", s, "'s sizes must be non-negative, got parameters ",
+                    m.parameters, ", gradients ", m.gradients, ", optimizer ", m.optimizer, ", activations ",
+                    m.activations, ", workspace ", m.workspace);
+    }
+  }
+  for (size_t r = 0; r < model.resident.size(); ++r)
+    BRIGADE_CHECK(model.resident[r] >= 0, "predict_memory: rank ", r, "'s resident size is negative: ",
+                  model.resident[r]);
+  BRIGADE_CHECK(model.communication >= 0, "predict_memory: communication buffers of ", model.communication,
+                " bytes (must be non-negative)");
+}
+
+}  // namespace
+
+std::vector<RankMemory> predict_memory(const Schedule& schedule, const MemoryModel& model) {
+  check(schedule, model);
+  const Layout& layout = schedule.layout;
+  std::vector<RankMemory> out(size_t(schedule.ranks()));
+  for (int r = 0; r < schedule.ranks(); ++r) {
+    RankMemory& m = out[size_t(r)];
+    m.states = model.communication + (model.resident.empty() ? 0 : model.resident[size_t(r)]);
+    for (int c = 0; c < layout.chunks; ++c) {
+      const StageMemory& s = model.stages[size_t(layout.stage(r, c))];
+      m.states += s.parameters + s.optimizer;
+    }
+    std::vector<bool> has_gradients(size_t(layout.chunks), false);
+    int64_t stash = 0, gradients = 0;
+    m.peak = m.states;
+    const std::vector<Action>& actions = schedule.actions[size_t(r)];
+    for (size_t i = 0; i < actions.size(); ++i) {
+      const Action& a = actions[i];
+      if (!is_compute(a.kind)) continue;
+      const StageMemory& s = model.stages[size_t(layout.stage(r, a.chunk))];
+      const bool makes_gradients = (a.kind == ActionKind::backward || a.kind == ActionKind::backward_weight) &&
+                                   !has_gradients[size_t(a.chunk)];
+      if (makes_gradients) {
+        has_gradients[size_t(a.chunk)] = true;
+        gradients += s.gradients;
+      }
+      // During the action: what it keeps (a new stash, new gradients) and its workspace, with the
+      // stash it frees still there — a backward reads it to the end.
+      const int64_t kept = a.kind == ActionKind::forward ? s.activations : 0;
+      const int64_t during = m.states + gradients + stash + kept + s.workspace;
+      if (during > m.peak) {
+        m.peak = during;
+        m.peak_step = int(i);
+        m.activations = stash + kept;
+      }
+      if (a.kind == ActionKind::forward) stash += s.activations;
+      if (a.kind == ActionKind::backward || a.kind == ActionKind::backward_weight) stash -= s.activations;
+    }
+    m.gradients = gradients;
+  }
+  return out;
+}
+
+}  // namespace brigade::pipeline

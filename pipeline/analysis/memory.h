@@ -1,0 +1,47 @@
+// Predicting each rank's peak memory over one training step, from what each stage holds.
+//
+// A rank holds, all step long, its stages' parameters, their optimizer state (AdamW: two moments
+// per parameter), anything else it keeps (`resident`: in `brigade train` every rank builds the whole
+// model, so the other stages' parameters too) and its communication buffers. On top of that, walking
+// its actions in order (the order the simulator runs them; memory does not depend on the timing):
+//   F  stashes one micro-batch's activations of that stage (with recomputation: only its input);
+//   B  frees that stash when done; I keeps it (W reads the layer inputs again), and W frees it;
+//   the first B or W of a stage creates its gradients, which stay until the optimizer step;
+//   any action may briefly use `workspace` bytes beyond what it keeps (temporaries of a backward).
+// The peak is the most those add up to during any action. Sizes are bytes; what they are measured
+// or estimated from is the caller's business (brigade train measures them; docs/pipeline.md).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "pipeline/schedule.h"
+
+namespace brigade::pipeline {
+
+struct StageMemory {
+  int64_t parameters = 0;   // parameters and buffers
+  int64_t gradients = 0;    // one per trainable parameter, from the stage's first B or W
+  int64_t optimizer = 0;    // optimizer state (AdamW: 2 x the f32 parameter bytes)
+  int64_t activations = 0;  // one micro-batch's stash
+  int64_t workspace = 0;    // the most one of its actions uses for a moment beyond what it keeps
+};
+
+struct MemoryModel {
+  std::vector<StageMemory> stages;     // one per global stage (P*V)
+  std::vector<int64_t> resident;       // per rank, held all step besides its stages; empty: none
+  int64_t communication = 0;           // per rank: message buffers
+};
+
+struct RankMemory {
+  int64_t states = 0;       // parameters + optimizer state + resident + communication: held all step
+  int64_t gradients = 0;    // its stages' gradients, at the end of the step
+  int64_t activations = 0;  // stashed activations at the peak
+  int64_t peak = 0;         // the most held during any action
+  int peak_step = -1;       // the action (index in the rank's list) during which the peak is reached
+};
+
+// Throws naming the stage or rank whose size is negative, or a wrong count of stages or ranks.
+std::vector<RankMemory> predict_memory(const Schedule& schedule, const MemoryModel& model);
+
+}  // namespace brigade::pipeline
