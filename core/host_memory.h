@@ -25,17 +25,25 @@ class HostMemoryAccount {
   size_t allocated() const { return allocated_.load(std::memory_order_relaxed); }
   size_t peak() const { return peak_.load(std::memory_order_relaxed); }
   void reset_peak() { peak_.store(allocated(), std::memory_order_relaxed); }  // restart from now
+  // A second high-water mark for a shorter span inside the first (one pipeline action, say), so that
+  // timing actions does not restart the peak of the whole step.
+  size_t window_peak() const { return window_peak_.load(std::memory_order_relaxed); }
+  void begin_window() { window_peak_.store(allocated(), std::memory_order_relaxed); }
 
   void charge(size_t bytes) {
     const size_t now = allocated_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
-    size_t peak = peak_.load(std::memory_order_relaxed);
-    while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
-    }
+    raise(peak_, now);
+    raise(window_peak_, now);
   }
   void release(size_t bytes) { allocated_.fetch_sub(bytes, std::memory_order_relaxed); }
 
  private:
-  std::atomic<size_t> allocated_{0}, peak_{0};
+  static void raise(std::atomic<size_t>& peak, size_t now) {
+    size_t seen = peak.load(std::memory_order_relaxed);
+    while (now > seen && !peak.compare_exchange_weak(seen, now, std::memory_order_relaxed)) {
+    }
+  }
+  std::atomic<size_t> allocated_{0}, peak_{0}, window_peak_{0};
 };
 
 // The account this thread's allocations are charged to; null when none (the usual case).

@@ -245,6 +245,45 @@ Costs simulator_costs(const ActionCosts& measured) {
   return c;
 }
 
+std::vector<MeasuredStageMemory> stage_memory(const std::vector<Trace>& traces, const Layout& layout) {
+  std::vector<MeasuredStageMemory> stages(size_t(layout.stages()));
+  std::vector<int64_t> forwards(stages.size(), 0), inputs(stages.size(), 0);
+  for (const Trace& trace : traces) {
+    BRIGADE_CHECK(trace.ranks == layout.ranks, "stage_memory: a trace of ", trace.ranks, " ranks, but the layout has P=",
+                  layout.ranks);
+    // Events in time order per rank, so each stage's first B or W is the one that made its gradients.
+    std::vector<const TraceEvent*> events;
+    for (const TraceEvent& e : trace.events)
+      if (is_compute(e.action.kind) && e.memory_peak >= 0) events.push_back(&e);
+    std::stable_sort(events.begin(), events.end(), [](auto* a, auto* b) { return a->start < b->start; });
+    std::vector<bool> backward_seen(stages.size(), false);
+    for (const TraceEvent* e : events) {
+      const size_t s = size_t(layout.stage(e->rank, e->action.chunk));
+      MeasuredStageMemory& m = stages[s];
+      if (e->action.kind == ActionKind::forward) {
+        m.activations += e->memory_end - e->memory_start;
+        ++forwards[s];
+      }
+      if (e->action.kind == ActionKind::backward_input) {
+        m.deferred += e->memory_end - e->memory_start;
+        ++inputs[s];
+      }
+      const bool makes_gradients = e->action.kind == ActionKind::backward || e->action.kind == ActionKind::backward_weight;
+      if (makes_gradients && !backward_seen[s]) {
+        backward_seen[s] = true;
+        continue;
+      }
+      m.workspace = std::max(m.workspace, e->memory_peak - std::max(e->memory_start, e->memory_end));
+    }
+  }
+  for (size_t s = 0; s < stages.size(); ++s) {
+    stages[s].measured = forwards[s] > 0;
+    if (forwards[s] > 0) stages[s].activations /= double(forwards[s]);
+    if (inputs[s] > 0) stages[s].deferred = std::max(0.0, stages[s].deferred / double(inputs[s]));
+  }
+  return stages;
+}
+
 Costs simulator_costs(const ActionCosts& mean, const std::vector<ActionCosts>& per_stage) {
   Costs c = simulator_costs(mean);
   for (const ActionCosts& stage : per_stage) {

@@ -1,6 +1,8 @@
 #include "pipeline/analysis/memory.h"
 
 #include <algorithm>
+#include <map>
+#include <utility>
 
 #include "core/error.h"
 
@@ -16,10 +18,12 @@ void check(const Schedule& schedule, const MemoryModel& model) {
                 " ranks' resident sizes given, but schedule '", schedule.name, "' has P=", P);
   for (size_t s = 0; s < model.stages.size(); ++s) {
     const StageMemory& m = model.stages[s];
-    for (int64_t v : {m.parameters, m.gradients, m.optimizer, m.activations, m.workspace}) {
+    for (int64_t v : {m.parameters, m.gradients, m.optimizer, m.activations, m.deferred, m.gradient_in,
+                      m.activation_in, m.workspace}) {
       BRIGADE_CHECK(v >= 0, "predict_memory: stage ", s, "'s sizes must be non-negative, got parameters ",
                     m.parameters, ", gradients ", m.gradients, ", optimizer ", m.optimizer, ", activations ",
-                    m.activations, ", workspace ", m.workspace);
+                    m.activations, ", deferred ", m.deferred, ", gradient_in ", m.gradient_in,
+                    ", activation_in ", m.activation_in, ", workspace ", m.workspace);
     }
   }
   for (size_t r = 0; r < model.resident.size(); ++r)
@@ -43,13 +47,20 @@ std::vector<RankMemory> predict_memory(const Schedule& schedule, const MemoryMod
       m.states += s.parameters + s.optimizer;
     }
     std::vector<bool> has_gradients(size_t(layout.chunks), false);
-    int64_t stash = 0, gradients = 0;
+    int64_t stash = 0, gradients = 0;  // now
     m.peak = m.states;
     const std::vector<Action>& actions = schedule.actions[size_t(r)];
+    std::map<std::pair<int, int>, int64_t> received;  // (chunk, micro-batch): message buffers held
     for (size_t i = 0; i < actions.size(); ++i) {
       const Action& a = actions[i];
-      if (!is_compute(a.kind)) continue;
       const StageMemory& s = model.stages[size_t(layout.stage(r, a.chunk))];
+      if (a.kind == ActionKind::recv_gradient || a.kind == ActionKind::recv_activation) {
+        const int64_t bytes = a.kind == ActionKind::recv_gradient ? s.gradient_in : s.activation_in;
+        received[{a.chunk, a.microbatch}] += bytes;
+        stash += bytes;
+        continue;  // the peak is checked during the compute actions, which hold at least as much
+      }
+      if (!is_compute(a.kind)) continue;
       const bool makes_gradients = (a.kind == ActionKind::backward || a.kind == ActionKind::backward_weight) &&
                                    !has_gradients[size_t(a.chunk)];
       if (makes_gradients) {
@@ -58,17 +69,28 @@ std::vector<RankMemory> predict_memory(const Schedule& schedule, const MemoryMod
       }
       // During the action: what it keeps (a new stash, new gradients) and its workspace, with the
       // stash it frees still there — a backward reads it to the end.
-      const int64_t kept = a.kind == ActionKind::forward ? s.activations : 0;
+      const int64_t kept = a.kind == ActionKind::forward          ? s.activations
+                           : a.kind == ActionKind::backward_input ? s.deferred
+                                                                  : 0;
       const int64_t during = m.states + gradients + stash + kept + s.workspace;
       if (during > m.peak) {
         m.peak = during;
         m.peak_step = int(i);
         m.activations = stash + kept;
+        m.gradients = gradients;
+        m.workspace = s.workspace;
       }
-      if (a.kind == ActionKind::forward) stash += s.activations;
-      if (a.kind == ActionKind::backward || a.kind == ActionKind::backward_weight) stash -= s.activations;
+      stash += kept;
+      if (a.kind == ActionKind::backward) stash -= s.activations;
+      if (a.kind == ActionKind::backward_weight) stash -= s.activations + s.deferred;
+      if (a.kind == ActionKind::backward || a.kind == ActionKind::backward_weight) {
+        const auto it = received.find({a.chunk, a.microbatch});
+        if (it != received.end()) {
+          stash -= it->second;
+          received.erase(it);
+        }
+      }
     }
-    m.gradients = gradients;
   }
   return out;
 }
