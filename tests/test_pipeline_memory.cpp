@@ -113,3 +113,33 @@ TEST_CASE("predict_memory: bad sizes name the stage or rank", "[pipeline]") {
   m.resident = {0};
   CHECK(error_of([&] { predict_memory(s, m); }).find("1 ranks' resident sizes given") != std::string::npos);
 }
+
+// Message buffers. A received gradient is held from its RECV to the B that uses it: 1F1B P=2, M=4,
+// rank 0 receives micro-batch 0's gradient just before B0, at its peak of two stashes.
+// A sent gradient stays with its sender until the receiver's RECV ends. GPipe P=2, M=2, F = B = 1,
+// messages taking 2: rank 1 runs F0 [3,4], F1 [4,5], B0 [5,6], B1 [6,7]; rank 0's RECV of B0's
+// gradient ends at 6 + 2 = 8, so during B1 rank 1 holds one stash (40) and that message (1000):
+// more than its two stashes (80) during B0.
+TEST_CASE("predict_memory: received and sent message buffers", "[pipeline]") {
+  MemoryModel m = sizes(2);
+  m.stages[0].gradient_in = 500;
+  const auto f1b = predict_memory(make_schedule(ScheduleKind::one_f_one_b, 2, 4), m);
+  CHECK(f1b[0].peak == with_gradients(m, 0) + 2 * 10 + 500);
+  CHECK(f1b[1].peak == with_gradients(m, 1) + 40);  // the last stage receives no gradient
+
+  MemoryModel out = sizes(2);
+  out.stages[1].gradient_out = 1000;
+  const Schedule gpipe = make_schedule(ScheduleKind::gpipe, 2, 2);
+  Costs costs;
+  costs.weight = 0;
+  costs.communication = 2;
+  const SimulationResult timing = simulate(gpipe, costs);
+  const auto held = predict_memory(gpipe, out, &timing);
+  CHECK(held[1].peak == with_gradients(out, 1) + 40 + 1000);
+  CHECK(gpipe.actions[1][size_t(held[1].peak_step)] == Action{ActionKind::backward, 1, 0});
+  // Without the timing the sent buffers are not counted; with instant messages they are taken at once.
+  CHECK(predict_memory(gpipe, out)[1].peak == with_gradients(out, 1) + 80);
+  costs.communication = 0;
+  const SimulationResult instant = simulate(gpipe, costs);
+  CHECK(predict_memory(gpipe, out, &instant)[1].peak == with_gradients(out, 1) + 80);
+}

@@ -10,6 +10,9 @@
 //   the first B or W of a stage creates its gradients, which stay until the optimizer step;
 //   a RECV of a gradient (or of an activation) holds its message buffer until the stage's B or W
 //      that uses it has run (0 bytes when the transport hands the sender's tensor over instead);
+//   a gradient a backward sends may stay with its sender until the receiver takes it (`gradient_out`:
+//      the threads' transport hands the tensor itself over): from the B or I that makes it until the
+//      end of the receiver's RECV — a time, so only with a simulated timeline to read it from;
 //   any action may briefly use `workspace` bytes beyond what it keeps (temporaries of a backward).
 // The peak is the most those add up to during any action. Sizes are bytes; what they are measured
 // or estimated from is the caller's business (brigade train measures them; docs/pipeline.md).
@@ -18,6 +21,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "pipeline/analysis/simulator.h"
 #include "pipeline/schedule.h"
 
 namespace brigade::pipeline {
@@ -30,6 +34,7 @@ struct StageMemory {
   int64_t deferred = 0;     // what an I keeps for its W on top of the stash (split schedules)
   int64_t gradient_in = 0;    // a received gradient message (the gradient of the stage's output)
   int64_t activation_in = 0;  // a received activation message (the stage's input)
+  int64_t gradient_out = 0;   // a sent gradient, while its receiver has not taken it
   int64_t workspace = 0;    // the most one of its actions uses for a moment beyond what it keeps
 };
 
@@ -50,6 +55,9 @@ struct RankMemory {
 };
 
 // Throws naming the stage or rank whose size is negative, or a wrong count of stages or ranks.
-std::vector<RankMemory> predict_memory(const Schedule& schedule, const MemoryModel& model);
+// `timing`: simulate(schedule, costs) — when the receivers take the gradients sent to them; without
+// it gradient_out is not counted.
+std::vector<RankMemory> predict_memory(const Schedule& schedule, const MemoryModel& model,
+                                       const SimulationResult* timing = nullptr);
 
 }  // namespace brigade::pipeline

@@ -60,6 +60,7 @@ pipeline::MemoryModel memory_model(Trainer& trainer, const pipeline::Trace& trac
     // processes.
     if (s + 1 < schedule.stages()) m.gradient_in = boundary;
     if (s > 0 && processes) m.activation_in = boundary;
+    if (s > 0 && !processes) m.gradient_out = boundary;  // the threads' transport passes the tensor itself
     m.activations = int64_t(measured[size_t(s)].activations);
     m.deferred = int64_t(measured[size_t(s)].deferred);
     m.workspace = int64_t(measured[size_t(s)].workspace);
@@ -83,12 +84,13 @@ pipeline::MemoryModel memory_model(Trainer& trainer, const pipeline::Trace& trac
 }
 
 std::vector<double> report_memory(Trainer& trainer, const pipeline::Trace& trace,
+                                  const pipeline::SimulationResult& simulated,
                                   const std::vector<double>& measured_peaks, std::ostream& out) {
   const pipeline::Schedule& schedule = trainer.schedule();
   BRIGADE_CHECK(int(measured_peaks.size()) == schedule.ranks(), "report_memory: ", measured_peaks.size(),
                 " measured peaks for ", schedule.ranks(), " ranks");
   const pipeline::MemoryModel model = memory_model(trainer, trace);
-  const std::vector<pipeline::RankMemory> predicted = pipeline::predict_memory(schedule, model);
+  const std::vector<pipeline::RankMemory> predicted = pipeline::predict_memory(schedule, model, &simulated);
   out << "memory (last step, host), predicted peak (held all step + gradients + stashed activations + workspace) "
          "vs measured:\n";
   std::vector<double> ratios;

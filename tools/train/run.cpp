@@ -317,7 +317,7 @@ void report_timeline(Trainer& trainer, const TrainOptions& options, std::ostream
     out << line;
   }
   out << "\n";
-  if (!measured_peaks.empty()) report_memory(trainer, trace, measured_peaks, out);
+  if (!measured_peaks.empty()) report_memory(trainer, trace, predicted, measured_peaks, out);
   if (enabled(options.trace)) {
     pipeline::save_chrome_trace(options.trace, trace, schedule);
     out << "trace: " << options.trace << " (open in ui.perfetto.dev)\n";
