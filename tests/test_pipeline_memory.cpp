@@ -6,6 +6,7 @@
 #include "pipeline/analysis/memory.h"
 #include "pipeline/analysis/simulator.h"
 #include "pipeline/schedule.h"
+#include "pipeline/trace.h"
 #include "test_util.h"
 
 using namespace brigade;
@@ -142,4 +143,35 @@ TEST_CASE("predict_memory: received and sent message buffers", "[pipeline]") {
   costs.communication = 0;
   const SimulationResult instant = simulate(gpipe, costs);
   CHECK(predict_memory(gpipe, out, &instant)[1].peak == with_gradients(out, 1) + 80);
+}
+
+// stage_memory from a trace with memory, worked out by hand: (start, end, peak) bytes per event.
+TEST_CASE("stage_memory: stash, I-to-W bytes and workspace per stage, from a trace", "[pipeline]") {
+  auto event = [](int rank, Action a, double t, double start, double end, double peak) {
+    return TraceEvent{rank, a, t, t + 1, start, end, peak};
+  };
+  Trace t;
+  t.ranks = 2;
+  t.events = {
+      event(0, F(0), 0, 100, 160, 170),  // stage 0: keeps 60, 10 more for a moment
+      event(0, F(1), 1, 160, 220, 230),  // keeps 60, 10 more
+      event(0, B(0), 5, 220, 190, 400),  // the first B makes the gradients: not workspace
+      event(0, B(1), 6, 190, 150, 260),  // 70 above its start
+      event(1, F(0), 1, 0, 50, 50),      // stage 1: keeps 50
+      event(1, I(0), 2, 50, 70, 90),     // keeps 20 for W, 20 more for a moment
+      event(1, W(0), 3, 70, 0, 500),     // the first W: not workspace
+      {0, {ActionKind::send_activation, 0, 0}, 1, 1, 999, 999, 9999},  // not compute: ignored
+  };
+  const std::vector<MeasuredStageMemory> m = stage_memory({t}, Layout{2, 1, Placement::interleaved});
+  REQUIRE(m.size() == 2);
+  CHECK(m[0].measured);
+  CHECK(m[0].activations == 60);
+  CHECK(m[0].workspace == 70);
+  CHECK(m[0].deferred == 0);
+  CHECK(m[1].activations == 50);
+  CHECK(m[1].deferred == 20);
+  CHECK(m[1].workspace == 20);
+  Trace unmeasured = t;
+  for (TraceEvent& e : unmeasured.events) e.memory_start = e.memory_end = e.memory_peak = -1;
+  CHECK_FALSE(stage_memory({unmeasured}, Layout{2, 1, Placement::interleaved})[0].measured);
 }
