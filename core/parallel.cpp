@@ -9,6 +9,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/host_memory.h"
+
 namespace brigade {
 namespace {
 
@@ -133,7 +135,10 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
     return;
   }
   int64_t per = (n + chunks - 1) / chunks;
+  // What the workers allocate belongs to the caller's account (core/host_memory.h), as if it ran here.
+  const std::shared_ptr<HostMemoryAccount> account = current_host_memory_account();
   pool().run(chunks, [&](int64_t c) {
+    const HostMemoryScope charged_to_caller(account);
     int64_t begin = c * per, end = std::min(n, begin + per);
     struct InsideGuard {  // restores the flag even when body throws
       bool was = t_inside_parallel;

@@ -6,6 +6,7 @@
 #include <new>
 
 #include "core/error.h"
+#include "core/host_memory.h"
 
 namespace brigade {
 namespace {
@@ -27,9 +28,12 @@ class CpuAllocator final : public Allocator {
     void* p = std::aligned_alloc(64, rounded);
     BRIGADE_CHECK(p != nullptr, "out of memory: the CPU allocator could not provide ", nbytes, " bytes");
     raise_host_peak(g_host_allocated.fetch_add(rounded, std::memory_order_relaxed) + rounded);
-    return std::shared_ptr<void>(p, [rounded](void* q) {
+    std::shared_ptr<HostMemoryAccount> account = current_host_memory_account();  // the owner's, if any
+    if (account) account->charge(rounded);
+    return std::shared_ptr<void>(p, [rounded, account = std::move(account)](void* q) {
       std::free(q);
       g_host_allocated.fetch_sub(rounded, std::memory_order_relaxed);
+      if (account) account->release(rounded);
     });
   }
 };

@@ -7,6 +7,7 @@
 #include "autograd/tape.h"
 #include "core/error.h"
 #include "core/factory.h"
+#include "core/host_memory.h"
 #include "core/stream.h"
 #include "kernels/ops.h"
 #include "pipeline/exchange.h"
@@ -53,6 +54,10 @@ class ActionTimer {
   size_t start() {
     if (!enabled_) return 0;
     Mark m;
+    if (account_) {  // the host bytes this rank holds, around the action (core/host_memory.h)
+      m.memory_start = double(account_->allocated());
+      account_->begin_window();
+    }
     if (device_.is_cuda()) {
       m.begin_event = Event::create(device_, true);
       m.begin_event.record(current_stream(device_));
@@ -72,6 +77,10 @@ class ActionTimer {
     } else {
       m.end = seconds();
     }
+    if (account_) {
+      m.memory_end = double(account_->allocated());
+      m.memory_peak = double(account_->window_peak());
+    }
     m.rank = rank;
     m.actions = std::move(actions);
     m.done = true;
@@ -86,7 +95,8 @@ class ActionTimer {
         m.begin = origin_event_.elapsed_ms(m.begin_event) / 1000;
         m.end = origin_event_.elapsed_ms(m.end_event) / 1000;
       }
-      for (const Action& a : m.actions) trace.events.push_back({m.rank, a, m.begin, m.end});
+      for (const Action& a : m.actions)
+        trace.events.push_back({m.rank, a, m.begin, m.end, m.memory_start, m.memory_end, m.memory_peak});
     }
   }
 
@@ -95,6 +105,7 @@ class ActionTimer {
     int rank = 0;
     std::vector<Action> actions;
     double begin = 0, end = 0;
+    double memory_start = -1, memory_end = -1, memory_peak = -1;
     Event begin_event, end_event;
     bool done = false;
   };
@@ -102,6 +113,9 @@ class ActionTimer {
 
   Device device_;
   bool enabled_;
+  // Host memory is the CPU's: on a GPU the account would miss what the actions allocate.
+  std::shared_ptr<HostMemoryAccount> account_ =
+      device_.is_cpu() && enabled_ ? current_host_memory_account() : nullptr;
   Clock::time_point origin_;
   Event origin_event_;
   std::vector<Mark> marks_;

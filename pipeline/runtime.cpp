@@ -340,7 +340,8 @@ double Pipeline::clip_grad_norm(double max_norm) {
 }
 
 void Pipeline::gather_trace(const Trace& mine) {
-  // Every rank's events to every rank, as rows of doubles: (rank, kind, micro-batch, chunk, start, end).
+  // Every rank's events to every rank, as rows of doubles: (rank, kind, micro-batch, chunk, start, end,
+  // memory at the start, at the end, and its peak).
   comm::Communicator& comm = *groups_.pipeline;
   trace_ = Trace{};
   trace_.ranks = comm.size();
@@ -348,7 +349,8 @@ void Pipeline::gather_trace(const Trace& mine) {
     Tensor count = doubles_on(comm, {double(r == rank() ? mine.events.size() : 0)});
     comm.broadcast(count, r);
     const size_t n = size_t(doubles_of(count)[0]);
-    std::vector<double> values(std::max<size_t>(n, 1) * 6, 0.0);
+    constexpr size_t kColumns = 9;
+    std::vector<double> values(std::max<size_t>(n, 1) * kColumns, 0.0);
     if (r == rank()) {
       double* d = values.data();
       for (const TraceEvent& e : mine.events) {
@@ -358,18 +360,24 @@ void Pipeline::gather_trace(const Trace& mine) {
         *d++ = e.action.chunk;
         *d++ = e.start;
         *d++ = e.end;
+        *d++ = e.memory_start;
+        *d++ = e.memory_end;
+        *d++ = e.memory_peak;
       }
     }
     Tensor rows = doubles_on(comm, values);
     comm.broadcast(rows, r);
     values = doubles_of(rows);
     const double* d = values.data();
-    for (size_t i = 0; i < n; ++i, d += 6) {
+    for (size_t i = 0; i < n; ++i, d += kColumns) {
       TraceEvent e;
       e.rank = int(d[0]);
       e.action = Action{ActionKind(int(d[1])), int(d[2]), int(d[3])};
       e.start = d[4];
       e.end = d[5];
+      e.memory_start = d[6];
+      e.memory_end = d[7];
+      e.memory_peak = d[8];
       trace_.events.push_back(e);
     }
   }

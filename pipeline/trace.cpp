@@ -178,30 +178,57 @@ SimulationResult to_simulation(const Trace& trace, const Schedule& schedule, con
   return result;
 }
 
-ActionCosts mean_action_costs(const std::vector<Trace>& traces) {
-  ActionCosts c;
+namespace {
+
+void add_event(ActionCosts& c, const TraceEvent& e) {
   auto add = [](double& total, int64_t& count, double duration) {
     total += duration;
     ++count;
   };
-  for (const Trace& trace : traces) {
-    for (const TraceEvent& e : trace.events) {
-      const double d = e.end - e.start;
-      switch (e.action.kind) {
-        case ActionKind::forward: add(c.forward, c.forwards, d); break;
-        case ActionKind::backward: add(c.backward, c.backwards, d); break;
-        case ActionKind::backward_input: add(c.backward_input, c.backward_inputs, d); break;
-        case ActionKind::backward_weight: add(c.backward_weight, c.backward_weights, d); break;
-        default: break;  // messages are not compute
-      }
-    }
+  const double d = e.end - e.start;
+  switch (e.action.kind) {
+    case ActionKind::forward: add(c.forward, c.forwards, d); break;
+    case ActionKind::backward: add(c.backward, c.backwards, d); break;
+    case ActionKind::backward_input: add(c.backward_input, c.backward_inputs, d); break;
+    case ActionKind::backward_weight: add(c.backward_weight, c.backward_weights, d); break;
+    default: break;  // messages are not compute
   }
+}
+
+// Totals to means.
+void finish_means(ActionCosts& c) {
   auto mean = [](double& total, int64_t n) { total = n > 0 ? total / double(n) : 0; };
   mean(c.forward, c.forwards);
   mean(c.backward, c.backwards);
   mean(c.backward_input, c.backward_inputs);
   mean(c.backward_weight, c.backward_weights);
+}
+
+}  // namespace
+
+ActionCosts mean_action_costs(const std::vector<Trace>& traces) {
+  ActionCosts c;
+  for (const Trace& trace : traces)
+    for (const TraceEvent& e : trace.events) add_event(c, e);
+  finish_means(c);
   return c;
+}
+
+std::vector<ActionCosts> stage_action_costs(const std::vector<Trace>& traces, const Layout& layout) {
+  std::vector<ActionCosts> stages(size_t(layout.stages()));
+  for (const Trace& trace : traces) {
+    BRIGADE_CHECK(trace.ranks == layout.ranks, "stage_action_costs: a trace of ", trace.ranks,
+                  " ranks, but the layout has P=", layout.ranks);
+    for (const TraceEvent& e : trace.events) {
+      if (!is_compute(e.action.kind)) continue;
+      BRIGADE_CHECK(e.rank >= 0 && e.rank < layout.ranks && e.action.chunk >= 0 && e.action.chunk < layout.chunks,
+                    "stage_action_costs: an event of rank ", e.rank, ", chunk ", e.action.chunk, " in a layout of P=",
+                    layout.ranks, ", V=", layout.chunks);
+      add_event(stages[size_t(layout.stage(e.rank, e.action.chunk))], e);
+    }
+  }
+  for (ActionCosts& c : stages) finish_means(c);
+  return stages;
 }
 
 Costs simulator_costs(const ActionCosts& measured) {
@@ -215,6 +242,54 @@ Costs simulator_costs(const ActionCosts& measured) {
     c.weight = 0;
   }
   c.communication = 0;  // the exchanges' cost is what the comparison with the measurement shows
+  return c;
+}
+
+std::vector<MeasuredStageMemory> stage_memory(const std::vector<Trace>& traces, const Layout& layout) {
+  std::vector<MeasuredStageMemory> stages(size_t(layout.stages()));
+  std::vector<int64_t> forwards(stages.size(), 0), inputs(stages.size(), 0);
+  for (const Trace& trace : traces) {
+    BRIGADE_CHECK(trace.ranks == layout.ranks, "stage_memory: a trace of ", trace.ranks, " ranks, but the layout has P=",
+                  layout.ranks);
+    // Events in time order per rank, so each stage's first B or W is the one that made its gradients.
+    std::vector<const TraceEvent*> events;
+    for (const TraceEvent& e : trace.events)
+      if (is_compute(e.action.kind) && e.memory_peak >= 0) events.push_back(&e);
+    std::stable_sort(events.begin(), events.end(), [](auto* a, auto* b) { return a->start < b->start; });
+    std::vector<bool> backward_seen(stages.size(), false);
+    for (const TraceEvent* e : events) {
+      const size_t s = size_t(layout.stage(e->rank, e->action.chunk));
+      MeasuredStageMemory& m = stages[s];
+      if (e->action.kind == ActionKind::forward) {
+        m.activations += e->memory_end - e->memory_start;
+        ++forwards[s];
+      }
+      if (e->action.kind == ActionKind::backward_input) {
+        m.deferred += e->memory_end - e->memory_start;
+        ++inputs[s];
+      }
+      const bool makes_gradients = e->action.kind == ActionKind::backward || e->action.kind == ActionKind::backward_weight;
+      if (makes_gradients && !backward_seen[s]) {
+        backward_seen[s] = true;
+        continue;
+      }
+      m.workspace = std::max(m.workspace, e->memory_peak - std::max(e->memory_start, e->memory_end));
+    }
+  }
+  for (size_t s = 0; s < stages.size(); ++s) {
+    stages[s].measured = forwards[s] > 0;
+    if (forwards[s] > 0) stages[s].activations /= double(forwards[s]);
+    if (inputs[s] > 0) stages[s].deferred = std::max(0.0, stages[s].deferred / double(inputs[s]));
+  }
+  return stages;
+}
+
+Costs simulator_costs(const ActionCosts& mean, const std::vector<ActionCosts>& per_stage) {
+  Costs c = simulator_costs(mean);
+  for (const ActionCosts& stage : per_stage) {
+    const Costs own = simulator_costs(stage);
+    c.stages.push_back({own.forward, own.backward, own.weight});
+  }
   return c;
 }
 

@@ -29,6 +29,10 @@ struct TraceEvent {
   Action action;
   double start = 0;  // seconds since the step began on this rank
   double end = 0;
+  // Host bytes the rank held (its HostMemoryAccount, core/host_memory.h) when the action started,
+  // when it ended, and the most during it; -1 when not measured (no account: a GPU run, or a caller
+  // that set none).
+  double memory_start = -1, memory_end = -1, memory_peak = -1;
 };
 
 struct Trace {
@@ -64,6 +68,25 @@ ActionCosts mean_action_costs(const std::vector<Trace>& traces);
 // The simulator's costs from measured means: a split schedule's I and W as they are; an unsplit
 // one's whole B as the input half with a zero weight half (the simulator charges B = I + W).
 Costs simulator_costs(const ActionCosts& costs);
+
+// The same means per global stage (layout.stage(rank, chunk) of each event): P*V entries, in stage
+// order. A stage whose layers differ from the others' (the embedding, the head) has its own costs.
+std::vector<ActionCosts> stage_action_costs(const std::vector<Trace>& traces, const Layout& layout);
+// The simulator's costs with one entry per stage (each converted as above); `mean` fills the
+// uniform fields, which the simulator does not use once per-stage costs are there.
+Costs simulator_costs(const ActionCosts& mean, const std::vector<ActionCosts>& per_stage);
+
+// Each stage's memory as measured by a trace with memory (P*V entries, stage order): one micro-batch's
+// stash (the mean of what its forwards kept: end - start), what an I keeps for its W, and the workspace (the most any of its
+// actions held beyond both its start and its end, leaving out each stage's first B or W, which also
+// creates the gradients). `measured` is false for a stage without forwards measured.
+struct MeasuredStageMemory {
+  bool measured = false;
+  double activations = 0;
+  double deferred = 0;  // the mean of what its I actions kept (for their W); 0 without I
+  double workspace = 0;
+};
+std::vector<MeasuredStageMemory> stage_memory(const std::vector<Trace>& traces, const Layout& layout);
 
 // Two timelines in one SVG, one above the other, each stretched over the same width — each to its
 // own makespan, since a simulation with unit costs and a measurement share no scale: "simulated

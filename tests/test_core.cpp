@@ -2,9 +2,14 @@
 // the Philox RNG, printing, parallel_for, and the errors for bad input.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
+#include <mutex>
 #include <set>
+#include <thread>
+#include <vector>
 
+#include "core/host_memory.h"
 #include "test_util.h"
 
 using namespace brigade;
@@ -390,4 +395,42 @@ TEST_CASE("host memory statistics count what tensors hold, rounded to 64 bytes, 
   REQUIRE(host_memory_stats().allocated == before.allocated);
   reset_host_peak_memory();
   REQUIRE(host_memory_stats().peak_allocated == before.allocated);
+}
+
+// Two ranks as threads of one process: each thread's blocks are charged to its own account, stay
+// there when another thread frees them, and parallel_for's workers charge the caller's account.
+TEST_CASE("host memory accounts: per thread, until freed by anyone, workers included", "[core][memory]") {
+  auto first = std::make_shared<HostMemoryAccount>(), second = std::make_shared<HostMemoryAccount>();
+  Tensor handed_over;
+  std::thread([&] {
+    HostMemoryScope scope(first);
+    Tensor kept = empty({1000}, DType::f32);  // 4032 bytes, freed at the end of the thread
+    handed_over = empty({16}, DType::f32);    // 64 bytes, freed later by the main thread
+    REQUIRE(first->allocated() == 4032 + 64);
+  }).join();
+  CHECK(first->allocated() == 64);
+  CHECK(first->peak() == 4032 + 64);
+  std::thread([&] {
+    HostMemoryScope scope(second);
+    // Each index allocates 6400 bytes on whichever thread runs it; all of it is the caller's. The
+    // pause lets a worker claim a chunk before the caller has run them all.
+    std::mutex m;
+    std::vector<Tensor> made;
+    parallel_for(64, 1, [&](int64_t begin, int64_t end) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      for (int64_t i = begin; i < end; ++i) {
+        Tensor t = empty({1600}, DType::f32);
+        std::lock_guard<std::mutex> lock(m);
+        made.push_back(t);
+      }
+    });
+    CHECK(second->allocated() == 64 * 6400);
+  }).join();
+  CHECK(second->allocated() == 0);
+  CHECK(second->peak() == 64 * 6400);
+  handed_over = Tensor();  // freed here, released from the account that paid for it
+  CHECK(first->allocated() == 0);
+  first->reset_peak();
+  CHECK(first->peak() == 0);
+  CHECK(current_host_memory_account() == nullptr);  // no scope on this thread
 }

@@ -108,7 +108,7 @@ TEST_CASE("schedule: every schedule runs every accepted (P, M, V) up to 8 x 32 x
             }
           }
           // The dry run finds no deadlock and no violation, with any costs.
-          for (const Costs& c : {Costs{}, unit_fb(), Costs{2, 1, 3, 0.5}}) {
+          for (const Costs& c : {Costs{}, unit_fb(), Costs{2, 1, 3, 0.5, {}}}) {
             SimulationResult r;
             REQUIRE_NOTHROW(r = simulate(s, c));
             REQUIRE(r.bubble_fraction >= -1e-12);
@@ -482,8 +482,8 @@ TEST_CASE("simulate: messages, bytes and communication time", "[pipeline]") {
 
 TEST_CASE("simulate: bad costs and malformed schedules are errors", "[pipeline]") {
   const Schedule s = make_schedule(ScheduleKind::one_f_one_b, 2, 2);
-  CHECK(error_of([&] { simulate(s, Costs{-1, 1, 1, 0}); }).find("finite and non-negative") != std::string::npos);
-  CHECK(error_of([&] { simulate(s, Costs{1, NAN, 1, 0}); }).find("finite and non-negative") != std::string::npos);
+  CHECK(error_of([&] { simulate(s, Costs{-1, 1, 1, 0, {}}); }).find("finite and non-negative") != std::string::npos);
+  CHECK(error_of([&] { simulate(s, Costs{1, NAN, 1, 0, {}}); }).find("finite and non-negative") != std::string::npos);
   CHECK(error_of([&] { simulate(s, Costs{}, -5); }).find("activation size") != std::string::npos);
   Schedule wrong = s;
   wrong.actions.pop_back();

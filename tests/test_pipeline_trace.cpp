@@ -151,7 +151,7 @@ TEST_CASE("trace: the simulator's timeline read back as a trace gives back the s
         if (kind == ScheduleKind::interleaved && M % P != 0) continue;
         if (kind == ScheduleKind::dualpipev && M < 2 * P) continue;
         const Schedule s = make_schedule(kind, P, M);  // interleaved, zb-v, dualpipev: 2 chunks per rank
-        for (const Costs& costs : {Costs{}, Costs{2, 1, 3, 0.5}, Costs{1, 1, 0, 0}}) {
+        for (const Costs& costs : {Costs{}, Costs{2, 1, 3, 0.5, {}}, Costs{1, 1, 0, 0, {}}}) {
           INFO(schedule_name(kind) << " P=" << P << " M=" << M << " costs F=" << costs.forward);
           const SimulationResult sim = simulate(s, costs, 1000);
           const Trace trace = trace_of(sim);

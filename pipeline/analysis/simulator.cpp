@@ -107,10 +107,7 @@ SimulationResult Simulator::run() {
                 ", M=", s_.microbatches);
   BRIGADE_CHECK(int(s_.actions.size()) == P, "simulate: schedule '", s_.name, "' has action lists for ",
                 s_.actions.size(), " ranks, but its layout has P=", P);
-  for (double c : {costs_.forward, costs_.backward, costs_.weight, costs_.communication}) {
-    BRIGADE_CHECK(std::isfinite(c) && c >= 0, "simulate: costs must be finite and non-negative, got F=", costs_.forward,
-                  " B=", costs_.backward, " W=", costs_.weight, " communication=", costs_.communication);
-  }
+  costs_.check(layout_.stages());
   BRIGADE_CHECK(activation_bytes_ >= 0, "simulate: activation size must be non-negative, got ", activation_bytes_);
 
   const int S = layout_.stages();
@@ -205,7 +202,7 @@ void Simulator::run_compute(int r, int i, const Action& a, Progress& p, int stag
       }
       p.forward = true;
       stash(r, stage, +1);
-      cost = costs_.forward;
+      cost = costs_.of(stage).forward;
       break;
     }
     case ActionKind::backward:
@@ -225,10 +222,10 @@ void Simulator::run_compute(int r, int i, const Action& a, Progress& p, int stag
       if (a.kind == ActionKind::backward) {
         p.weight_grad = true;
         stash(r, stage, -1);
-        cost = costs_.full_backward();
+        cost = costs_.full_backward(stage);
       } else {
         p.split = true;  // the stash stays: W reads the layer inputs again
-        cost = costs_.backward;
+        cost = costs_.of(stage).backward;
       }
       break;
     }
@@ -238,7 +235,7 @@ void Simulator::run_compute(int r, int i, const Action& a, Progress& p, int stag
       if (p.weight_grad) violation(r, i, "runs a second time: the weight gradient of micro-batch ", m, " is done");
       p.weight_grad = true;
       stash(r, stage, -1);
-      cost = costs_.weight;
+      cost = costs_.of(stage).weight;
       break;
     default: break;
   }
@@ -384,6 +381,23 @@ void Simulator::fail_at(int rank, int step, const std::string& problem, std::vec
 }
 
 }  // namespace
+
+void Costs::check(int num_stages) const {
+  for (double c : {forward, backward, weight, communication}) {
+    BRIGADE_CHECK(std::isfinite(c) && c >= 0, "simulate: costs must be finite and non-negative, got F=", forward,
+                  " B=", backward, " W=", weight, " communication=", communication);
+  }
+  if (stages.empty()) return;
+  BRIGADE_CHECK(int64_t(stages.size()) == num_stages, "simulate: ", stages.size(),
+                " per-stage costs given, but the schedule has ", num_stages, " stages (P*V): give one per stage");
+  for (size_t s = 0; s < stages.size(); ++s) {
+    const StageCost& c = stages[s];
+    for (double v : {c.forward, c.backward, c.weight}) {
+      BRIGADE_CHECK(std::isfinite(v) && v >= 0, "simulate: the costs of stage ", s,
+                    " must be finite and non-negative, got F=", c.forward, " I=", c.backward, " W=", c.weight);
+    }
+  }
+}
 
 SimulationResult simulate(const Schedule& schedule, const Costs& costs, int64_t activation_bytes) {
   return Simulator(schedule, costs, activation_bytes).run();

@@ -34,13 +34,32 @@
 
 namespace brigade::pipeline {
 
+// One stage's compute costs. A pipeline whose stages differ (an embedding or a head alone on a stage,
+// an uneven split) runs at the pace of its slowest stage; one mean cost for all would hide that.
+struct StageCost {
+  double forward = 1;
+  double backward = 1;  // I
+  double weight = 1;    // W
+};
+
 struct Costs {
   double forward = 1;        // F, per chunk
   double backward = 1;       // I: the input-gradient half of a backward
   double weight = 1;         // W: the weight-gradient half
   double communication = 0;  // from the end of a SEND until its message can be received
+  // Per global stage (P*V entries) when the stages differ; empty: every stage costs the three above.
+  std::vector<StageCost> stages;
+
+  // Stage `s`'s costs: its own entry, or the uniform ones.
+  StageCost of(int stage) const {
+    return stages.empty() ? StageCost{forward, backward, weight} : stages.at(size_t(stage));
+  }
   // B does both halves in one action, so a split and an unsplit schedule do the same total work.
   double full_backward() const { return backward + weight; }
+  double full_backward(int stage) const { return of(stage).backward + of(stage).weight; }
+  // Throws naming the stage (or the uniform cost) that is negative or not finite, or a count of
+  // per-stage costs other than `stages`.
+  void check(int num_stages) const;
 };
 
 struct TimedAction {
@@ -77,7 +96,8 @@ class ScheduleError : public Error {
 };
 
 // Runs the schedule. `activation_bytes` is the size of one activation message (a gradient has the
-// same size); it only feeds SimulationResult::bytes. Costs must be finite and non-negative.
+// same size); it only feeds SimulationResult::bytes. Costs must be finite and non-negative, with
+// either no per-stage costs or one per global stage.
 SimulationResult simulate(const Schedule& schedule, const Costs& costs = {}, int64_t activation_bytes = 0);
 
 }  // namespace brigade::pipeline

@@ -33,7 +33,7 @@ std::string list(const std::vector<int>& values) {
 // What the papers predict, for comparison with what the simulator measured. Only for the cases the
 // formulas cover: every rank doing the same work and messages taking no time.
 std::string textbook(const SimulateOptions& o, int P, int M, int V) {
-  if (o.cost_comm != 0) return "";
+  if (o.cost_comm != 0 || !o.stage_f.empty() || !o.stage_b.empty() || !o.stage_w.empty()) return "";
   if (o.schedule == "naive") return "(P-1)/P = " + fixed4((P - 1.0) / P);
   if (o.schedule == "gpipe" || o.schedule == "1f1b") {
     return "(P-1)/(M+P-1) = " + fixed4((P - 1.0) / (M + P - 1)) + ", bubble/compute (P-1)/M = " + fixed4((P - 1.0) / M);
@@ -49,6 +49,33 @@ std::string textbook(const SimulateOptions& o, int P, int M, int V) {
     return "(P-1)/(6M+P-1) = " + fixed4((P - 1.0) / (6 * M + P - 1)) + " with F = I = W and M >= 2P";
   }
   return "";
+}
+
+// The per-stage costs of the command line: empty when every cost is one number; else each list must
+// have one value per stage, and a kind given as one number costs that on every stage.
+std::vector<StageCost> stage_costs(const SimulateOptions& o, int stages) {
+  if (o.stage_f.empty() && o.stage_b.empty() && o.stage_w.empty()) return {};
+  const std::pair<const char*, const std::vector<double>*> lists[] = {
+      {"--cost-f", &o.stage_f}, {"--cost-b", &o.stage_b}, {"--cost-w", &o.stage_w}};
+  for (const auto& [flag, list] : lists) {
+    if (!list->empty() && int(list->size()) != stages) {
+      throw UsageError(std::string(flag) + ": " + std::to_string(list->size()) + " per-stage costs, but the schedule has " +
+                       std::to_string(stages) + " stages (P*V): give one number, or one per stage");
+    }
+  }
+  std::vector<StageCost> out(static_cast<size_t>(stages), StageCost{});
+  for (size_t s = 0; s < out.size(); ++s) {
+    out[s].forward = o.stage_f.empty() ? o.cost_f : o.stage_f[s];
+    out[s].backward = o.stage_b.empty() ? o.cost_b : o.stage_b[s];
+    out[s].weight = o.stage_w.empty() ? o.cost_w : o.stage_w[s];
+  }
+  return out;
+}
+
+std::string joined(const std::vector<double>& values) {
+  std::ostringstream os;
+  for (size_t i = 0; i < values.size(); ++i) os << (i ? "," : "") << values[i];
+  return os.str();
 }
 
 int run(const SimulateOptions& o, std::ostream& out, std::ostream& err) {
@@ -74,16 +101,32 @@ int run(const SimulateOptions& o, std::ostream& out, std::ostream& err) {
   costs.backward = o.cost_b;
   costs.weight = o.cost_w;
   costs.communication = o.cost_comm;
+  try {
+    costs.stages = stage_costs(o, schedule.stages());
+  } catch (const UsageError& e) {
+    err << "brigade simulate: " << e.what() << "\n";
+    return 2;
+  }
   const SimulationResult r = simulate(schedule, costs, o.activation_bytes);
 
   out << "schedule: " << (o.schedule_file.empty() ? o.schedule : "file " + o.schedule_file) << ", " << P << " rank" << (P == 1 ? "" : "s") << ", " << M << " micro-batch"
       << (M == 1 ? "" : "es") << ", " << V << " chunk" << (V == 1 ? "" : "s") << " per rank (" << schedule.stages()
       << " stage" << (schedule.stages() == 1 ? "" : "s") << ")\n";
-  out << "costs: F=" << o.cost_f;
-  if (schedule.split_backward()) {
-    out << " I=" << o.cost_b << " W=" << o.cost_w;
+  if (costs.stages.empty()) {
+    out << "costs: F=" << o.cost_f;
+    if (schedule.split_backward()) {
+      out << " I=" << o.cost_b << " W=" << o.cost_w;
+    } else {
+      out << " B=" << costs.full_backward() << " (input " << o.cost_b << " + weight " << o.cost_w << ")";
+    }
   } else {
-    out << " B=" << costs.full_backward() << " (input " << o.cost_b << " + weight " << o.cost_w << ")";
+    std::vector<double> f, b, w;
+    for (const StageCost& c : costs.stages) {
+      f.push_back(c.forward);
+      b.push_back(c.backward);
+      w.push_back(c.weight);
+    }
+    out << "costs per stage: F=" << joined(f) << " I=" << joined(b) << " W=" << joined(w);
   }
   out << ", communication " << o.cost_comm << "\n";
   double busy = 0;

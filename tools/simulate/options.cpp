@@ -44,6 +44,34 @@ Flag int_flag(std::string name, std::string value, std::string help, int Simulat
           [field](const SimulateOptions& o) { return std::to_string(o.*field); }};
 }
 
+// "2" sets every stage's cost; "1,1,3,1" sets one cost per stage (`per_stage`), and `uniform` to
+// the list's first entry only so that it holds a valid number (the simulator uses the list).
+Flag cost_flag(std::string name, std::string help, double SimulateOptions::*uniform,
+               std::vector<double> SimulateOptions::*per_stage) {
+  return {name, "X[,X...]", std::move(help),
+          [name, uniform, per_stage](SimulateOptions& o, const std::string& v) {
+            std::vector<double> values;
+            size_t from = 0;
+            while (true) {
+              const size_t comma = v.find(',', from);
+              const std::string item = v.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
+              try {
+                values.push_back(parse_cost(name, item));
+              } catch (const UsageError& e) {
+                if (v.find(',') == std::string::npos) throw;
+                bad(name, "stage " + std::to_string(values.size()) + "'s cost: " +
+                              std::string(e.what()).substr(name.size() + 2));
+              }
+              if (comma == std::string::npos) break;
+              from = comma + 1;
+            }
+            o.*uniform = values.front();
+            o.*per_stage = values.size() > 1 ? values : std::vector<double>{};
+          },
+          [uniform](const SimulateOptions& o) { return show(o.*uniform); }};
+}
+
+// A cost that is one number for every stage.
 Flag cost_flag(std::string name, std::string help, double SimulateOptions::*field) {
   return {name, "X", std::move(help),
           [name, field](SimulateOptions& o, const std::string& v) { o.*field = parse_cost(name, v); },
@@ -67,10 +95,12 @@ const std::vector<Flag>& flags() {
       {"--chunks", "V", "chunks per rank (interleaved: 2 or more; zb-v, dualpipev: 2)",
        [](SimulateOptions& o, const std::string& v) { o.chunks = int(parse_int("--chunks", v, 1, 64)); },
        [](const SimulateOptions&) { return std::string("2 for interleaved, zb-v and dualpipev, else 1"); }},
-      cost_flag("--cost-f", "time of a forward (one chunk)", &SimulateOptions::cost_f),
-      cost_flag("--cost-b", "time of a backward's input-gradient half (I); a whole B costs b + w",
-                &SimulateOptions::cost_b),
-      cost_flag("--cost-w", "time of a backward's weight-gradient half (W)", &SimulateOptions::cost_w),
+      cost_flag("--cost-f", "time of a forward (one chunk); a comma-separated list gives each stage its own",
+                &SimulateOptions::cost_f, &SimulateOptions::stage_f),
+      cost_flag("--cost-b", "time of a backward's input-gradient half (I); a whole B costs b + w; a list: per stage",
+                &SimulateOptions::cost_b, &SimulateOptions::stage_b),
+      cost_flag("--cost-w", "time of a backward's weight-gradient half (W); a list: per stage",
+                &SimulateOptions::cost_w, &SimulateOptions::stage_w),
       cost_flag("--cost-comm", "time from a SEND until its message can be received", &SimulateOptions::cost_comm),
       {"--activation-bytes", "N", "bytes of one activation message, to total the traffic",
        [](SimulateOptions& o, const std::string& v) {
@@ -125,7 +155,8 @@ std::string simulate_usage() {
   os << "usage: brigade simulate [flags]\n\n"
         "Dry-runs a pipeline-parallel schedule: P ranks, M micro-batches, V chunks per rank. Checks it\n"
         "(every dependency, no deadlock), prints its bubble, stashed activations and messages, and draws\n"
-        "its timeline. Costs are in arbitrary time units.\n\n"
+        "its timeline. Costs are in arbitrary time units. A cost given as a comma-separated list has one\n"
+        "value per stage, in stage order (P*V of them; stage s runs on rank s % P): --cost-f 2,1,1,3.\n\n"
         "example: brigade simulate --stages 4 --microbatches 16 --schedule zb-h1 --svg zb.svg\n"
         "         brigade simulate --schedule-file zbv.csv   (a schedule from PyTorch's _dump_csv)\n\nflags:\n";
   os << cli::flag_lines(flags());

@@ -19,6 +19,10 @@ struct SimulateOptions {
   double cost_b = 1;     // the input-gradient half of a backward (I); B costs cost_b + cost_w
   double cost_w = 1;     // the weight-gradient half (W)
   double cost_comm = 0;  // message latency
+  // Per global stage, when --cost-f/-b/-w is a comma-separated list (one value per stage, P*V of
+  // them); empty: the single value above for every stage. A kind given as one number while another
+  // is a list uses that number on every stage.
+  std::vector<double> stage_f, stage_b, stage_w;
   int64_t activation_bytes = 0;
   std::string svg;    // write the timeline here
   int width = 200;    // most characters of time in the terminal chart

@@ -18,11 +18,14 @@
 #include "checkpoint_dir.h"
 #include "comm/comm.h"
 #include "core/error.h"
+#include "core/factory.h"
 #include "core/format.h"
+#include "core/host_memory.h"
 #include "core/parallel.h"
 #include "core/stream.h"
 #include "pipeline/analysis/simulator.h"
 #include "pipeline/trace.h"
+#include "memory_report.h"
 #include "mfu.h"
 #include "progress.h"
 #include "text_task.h"
@@ -104,7 +107,8 @@ void check_save_path(const std::string& path) {
                 " does not exist");
 }
 
-void report_timeline(Trainer& trainer, const TrainOptions& options, std::ostream& out);
+void report_timeline(Trainer& trainer, const TrainOptions& options, std::ostream& out,
+                     const std::vector<double>& measured_peaks);
 
 namespace {
 
@@ -135,9 +139,25 @@ void save_checkpoint(Trainer& trainer, std::ostream& out) {
   out.flush();  // a launcher's log (or a test) watching for checkpoints sees it now, not steps later
 }
 
+// Every pipeline rank's measured peak, on every rank: each fills its own entry of a sum. Host memory
+// only: on a GPU the ranks' host accounts miss what the step allocates (an empty list then).
+std::vector<double> gather_peaks(Trainer& trainer, const pipeline::PipelineGroups* groups, double mine) {
+  if (groups == nullptr || !trainer.model().config().device.is_cpu()) return {};
+  comm::Communicator& comm = *groups->pipeline;
+  std::vector<double> peaks(size_t(comm.size()), 0.0);
+  peaks[size_t(comm.rank())] = mine;
+  Tensor t = from_vector(peaks, {int64_t(peaks.size())}, DType::f64);
+  comm.all_reduce(t);
+  return t.to_vector();
+}
+
 // The loop every rank runs; only the leader's `out` is a real stream.
 TrainSummary train_rank(const TrainOptions& options, const pipeline::PipelineGroups* groups, std::ostream& out) {
   const auto run_start = Clock::now();
+  // The host memory this rank holds, apart from the other ranks that are threads of this process:
+  // the pipeline's memory report compares its peak with the prediction.
+  const auto memory = std::make_shared<HostMemoryAccount>();
+  const HostMemoryScope charged_to_this_rank(memory);
   Trainer trainer(options, groups);
   print_header(trainer, out);
   print_resume(trainer, out);
@@ -177,9 +197,15 @@ TrainSummary train_rank(const TrainOptions& options, const pipeline::PipelineGro
   TrainSummary summary;
   if (validate) summary.validation.emplace_back(trainer.step(), first_validation);
 
+  double last_step_peak = 0;
   while (trainer.step() < options.steps) {
-    if (trainer.step() + 1 == options.steps) trainer.set_trace(true);  // the last step's timeline
+    const bool last = trainer.step() + 1 == options.steps;
+    if (last) {
+      trainer.set_trace(true);  // the last step's timeline, and its memory
+      memory->reset_peak();
+    }
     const double loss = trainer.train_step();
+    if (last) last_step_peak = double(memory->peak());
     const int64_t step = trainer.step();
     window_loss += loss;
     ++window_steps;
@@ -212,7 +238,8 @@ TrainSummary train_rank(const TrainOptions& options, const pipeline::PipelineGro
   }
   const double train_seconds = seconds_since(train_start);
   const int64_t steps_run = trainer.step() - start_step;
-  if (trainer.pipelined() && steps_run > 0) report_timeline(trainer, options, out);
+  if (trainer.pipelined() && steps_run > 0)
+    report_timeline(trainer, options, out, gather_peaks(trainer, groups, last_step_peak));
   if (!options.save.empty()) save_checkpoint(trainer, out);
 
   summary.steps = trainer.step();
@@ -262,29 +289,42 @@ bool enabled(const std::string& path) { return !path.empty() && path != "none"; 
 
 }  // namespace
 
-void report_timeline(Trainer& trainer, const TrainOptions& options, std::ostream& out) {
+void report_timeline(Trainer& trainer, const TrainOptions& options, std::ostream& out,
+                     const std::vector<double>& measured_peaks) {
   const pipeline::Trace& trace = trainer.last_trace();
   if (!trainer.is_leader() || trace.events.empty()) return;
   const pipeline::Schedule& schedule = trainer.schedule();
-  // The mean measured cost of each compute kind: a simulation with this machine's costs.
-  const pipeline::Costs measured_costs = pipeline::simulator_costs(pipeline::mean_action_costs({trace}));
+  // Each stage's own measured cost of each compute kind: a simulation with this machine's costs. One
+  // mean for all stages would predict a balanced pipeline where the embedding's and the head's
+  // stages are in fact nearly idle.
+  const std::vector<pipeline::Trace> traces{trace};
+  const pipeline::Costs measured_costs = pipeline::simulator_costs(
+      pipeline::mean_action_costs(traces), pipeline::stage_action_costs(traces, schedule.layout));
   const pipeline::SimulationResult unit = pipeline::simulate(schedule);
   const pipeline::SimulationResult predicted = pipeline::simulate(schedule, measured_costs);
   const pipeline::SimulationResult measured = pipeline::to_simulation(trace, schedule, &predicted);
   char line[300];
   std::snprintf(line, sizeof line,
-                "bubble (last step): measured %.3f; simulator %.3f with unit costs, %.3f with the measured costs "
-                "(F %.2f ms, B %.2f ms)",
-                trace.measured_bubble(), unit.bubble_fraction, predicted.bubble_fraction,
-                1e3 * measured_costs.forward, 1e3 * measured_costs.full_backward());
+                "bubble (last step): measured %.3f; simulator %.3f with unit costs, %.3f with each stage's measured "
+                "costs",
+                trace.measured_bubble(), unit.bubble_fraction, predicted.bubble_fraction);
   out << line << "\n";
+  out << "measured costs per stage (ms):";
+  for (size_t s = 0; s < measured_costs.stages.size(); ++s) {
+    const pipeline::StageCost& c = measured_costs.stages[s];
+    std::snprintf(line, sizeof line, " %zu: F %.2f B %.2f%s", s, 1e3 * c.forward, 1e3 * (c.backward + c.weight),
+                  s + 1 < measured_costs.stages.size() ? ";" : "");
+    out << line;
+  }
+  out << "\n";
+  if (!measured_peaks.empty()) report_memory(trainer, trace, predicted, measured_peaks, out);
   if (enabled(options.trace)) {
     pipeline::save_chrome_trace(options.trace, trace, schedule);
     out << "trace: " << options.trace << " (open in ui.perfetto.dev)\n";
   }
   if (enabled(options.svg)) {
     pipeline::save_timeline_svg_compare(options.svg, schedule, predicted, measured,
-                                        "simulated with the measured mean costs", "measured (last step)", "s");
+                                        "simulated with each stage's measured costs", "measured (last step)", "s");
     out << "timeline: " << options.svg << " (simulated above, measured below)\n";
   }
 }

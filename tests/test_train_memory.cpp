@@ -1,0 +1,54 @@
+// `brigade train`'s memory report: on the CPU each rank's measured peak over the last step is within
+// 10% of the prediction (pipeline/analysis/memory.h, tools/train/memory_report.h).
+#include <catch2/catch.hpp>
+#include <regex>
+#include <sstream>
+#include <string>
+
+#include "train/options.h"
+#include "train/trainer.h"
+
+using namespace brigade;
+using namespace brigade::train;
+
+namespace {
+
+// The "measured/predicted" ratio of each rank line, in rank order.
+std::vector<double> ratios(const std::string& text) {
+  std::vector<double> out;
+  const std::regex line(R"(  rank (\d+): predicted [^\n]*, measured [^\n]*, measured/predicted ([0-9.]+)\n)");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), line); it != std::sregex_iterator(); ++it) {
+    REQUIRE(std::stoi((*it)[1]) == int(out.size()));
+    out.push_back(std::stod((*it)[2]));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("train: each rank's measured peak memory is within 10% of the prediction", "[train][memory]") {
+  for (const char* schedule : {"1f1b", "gpipe", "zb-h1"}) {
+    for (bool recompute : {false, true}) {
+      TrainOptions o;
+      o.layers = 2;  // 4 layers (embedding, 2 blocks, head) for the 4 stages
+      o.heads = 2;
+      o.embd = 32;
+      o.digits = 4;
+      o.batch = 32;
+      o.steps = 3;
+      o.warmup = 1;
+      o.eval_examples = 10;
+      o.device = "cpu";
+      o.schedule = schedule;
+      o.recompute = recompute;
+      o.trace = o.svg = "none";
+      std::ostringstream out;
+      run_training(o, out);
+      INFO(schedule << (recompute ? " with recomputation" : "") << "\n" << out.str());
+      REQUIRE_THAT(out.str(), Catch::Contains("memory (last step, host)"));
+      const std::vector<double> r = ratios(out.str());
+      REQUIRE(r.size() == 4);
+      for (double ratio : r) CHECK((ratio >= 0.9 && ratio <= 1.1));
+    }
+  }
+}
