@@ -12,35 +12,15 @@
 #include <string>
 #include <vector>
 
+#include "tests/gpu/device_array.h"
 #include "tests/gpu/emulator_kernels.h"
 
 using Catch::Contains;
 namespace et = brigade::emu_test;
+using gpu_test::DeviceArray;
+using gpu_test::launch_error;
 
 namespace {
-
-// Device memory for n values of T, freed at scope exit.
-template <class T>
-struct DeviceArray {
-  explicit DeviceArray(size_t n) : n(n) { REQUIRE(cudaMalloc(&data, n * sizeof(T)) == cudaSuccess); }
-  ~DeviceArray() { cudaFree(data); }
-  std::vector<T> read() const {
-    std::vector<T> host(n);
-    REQUIRE(cudaMemcpy(host.data(), data, n * sizeof(T), cudaMemcpyDeviceToHost) == cudaSuccess);
-    return host;
-  }
-  T* data = nullptr;
-  size_t n;
-};
-
-// The error the last launch left, with the emulator's text. Kernels run asynchronously, as on a GPU:
-// a fault inside one is reported by the next synchronising call, so synchronise first; an error the
-// launch itself found (a bad configuration, a host pointer) is already there.
-std::string launch_error() {
-  cudaError_t e = cudaGetLastError();
-  if (e == cudaSuccess) e = cudaDeviceSynchronize();
-  return e == cudaSuccess ? "" : std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
-}
 
 // Runs `body` in a forked child (the emulator has no threads of its own, so forking is safe) and
 // returns its exit status (128 + N for signal N) and everything it wrote. The child never

@@ -16,34 +16,15 @@
 #include <vector>
 
 #include "core/half.h"
+#include "tests/gpu/device_array.h"
 #include "tests/gpu/hopper_instruction_kernels.h"
 
 using Catch::Contains;
 namespace et = brigade::emu_test;
+using gpu_test::DeviceArray;
+using gpu_test::launch_error;
 
 namespace {
-
-template <class T>
-struct DeviceBuffer {
-  explicit DeviceBuffer(const std::vector<T>& host) : n(host.size()) {
-    REQUIRE(cudaMalloc(&data, n * sizeof(T)) == cudaSuccess);
-    REQUIRE(cudaMemcpy(data, host.data(), n * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
-  }
-  ~DeviceBuffer() { cudaFree(data); }
-  std::vector<T> read() const {
-    std::vector<T> host(n);
-    REQUIRE(cudaMemcpy(host.data(), data, n * sizeof(T), cudaMemcpyDeviceToHost) == cudaSuccess);
-    return host;
-  }
-  T* data = nullptr;
-  size_t n;
-};
-
-std::string launch_error() {
-  cudaError_t e = cudaGetLastError();
-  if (e == cudaSuccess) e = cudaDeviceSynchronize();
-  return e == cudaSuccess ? "" : std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
-}
 
 using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
                                  const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
@@ -103,7 +84,7 @@ bool hopper_device() {
 }  // namespace
 
 TEST_CASE("cuTensorMapEncodeTiled refuses what its documentation forbids", "[gpu][hopper]") {
-  DeviceBuffer<uint16_t> m(std::vector<uint16_t>(64 * 64));
+  DeviceArray<uint16_t> m(std::vector<uint16_t>(64 * 64));
   CUtensorMap map;
   const Map2d good{m.data, 64, 64, 64, 8, 64};
   CHECK(good.encode(&map) == CUDA_SUCCESS);
@@ -137,11 +118,11 @@ TEST_CASE("the TMA puts each 16-byte chunk where the 128-byte swizzle says, zero
   const int rows = 20, cols = 100, stride = 104;  // 208-byte rows: a multiple of 16
   std::vector<uint16_t> host(size_t(rows) * stride);
   for (size_t i = 0; i < host.size(); ++i) host[i] = uint16_t(i + 1);  // never 0: zero means "filled"
-  DeviceBuffer<uint16_t> m(host);
+  DeviceArray<uint16_t> m(host);
   CUtensorMap map;
   REQUIRE((Map2d{m.data, rows, cols, stride, 16, 64}.encode(&map)) == CUDA_SUCCESS);
   const int bytes = 16 * 128;
-  DeviceBuffer<unsigned char> out(std::vector<unsigned char>(bytes, 0));
+  DeviceArray<unsigned char> out(std::vector<unsigned char>(bytes, 0));
   // Inside, at the right and bottom edges, and starting before the first column.
   for (auto [x, y] : {std::pair{0, 0}, std::pair{64, 8}, std::pair{-8, -3}}) {
     INFO("box at column " << x << ", row " << y);
@@ -163,11 +144,11 @@ TEST_CASE("the TMA puts each 16-byte chunk where the 128-byte swizzle says, zero
 
 TEST_CASE("emulator: a TMA copy breaking a rule fails the launch", "[gpu][hopper][emulator_rules]") {
   const int rows = 20, cols = 100, stride = 104;
-  DeviceBuffer<uint16_t> m(std::vector<uint16_t>(size_t(rows) * stride, 1));
+  DeviceArray<uint16_t> m(std::vector<uint16_t>(size_t(rows) * stride, 1));
   CUtensorMap map;
   REQUIRE((Map2d{m.data, rows, cols, stride, 16, 64}.encode(&map)) == CUDA_SUCCESS);
   const int bytes = 16 * 128;
-  DeviceBuffer<unsigned char> out(std::vector<unsigned char>(bytes, 0));
+  DeviceArray<unsigned char> out(std::vector<unsigned char>(bytes, 0));
   // The PTX ISA: the shared-memory destination of a tensor copy is 128-byte aligned.
   et::tma_tile(map, 0, 0, out.data, bytes, 16);
   CHECK_THAT(launch_error(), Contains("not 128-byte aligned"));
@@ -185,11 +166,11 @@ TEST_CASE("wgmma multiplies TMA-loaded tiles into the ISA's accumulator fragment
   for (size_t i = 0; i < a.size(); ++i) av[i] = double(int(i * 7 % 13) - 6), a[i] = brigade::bf16(float(av[i])).bits;
   for (size_t i = 0; i < bt.size(); ++i) bv[i] = double(int(i * 5 % 11) - 5), bt[i] = brigade::bf16(float(bv[i])).bits;
   for (size_t i = 0; i < a.size(); ++i) REQUIRE(bf16_value(a[i]) == float(av[i]));
-  DeviceBuffer<uint16_t> da(a), dbt(bt);
+  DeviceArray<uint16_t> da(a), dbt(bt);
   CUtensorMap map_a, map_bt;
   REQUIRE((Map2d{da.data, 64, 64, 64, 64, 64}.encode(&map_a)) == CUDA_SUCCESS);
   REQUIRE((Map2d{dbt.data, 128, 64, 64, 128, 64}.encode(&map_bt)) == CUDA_SUCCESS);
-  DeviceBuffer<float> d(std::vector<float>(64 * 128, -1.0f));
+  DeviceArray<float> d(std::vector<float>(64 * 128, -1.0f));
   et::wgmma_tile(map_a, map_bt, d.data, et::WgmmaBug::none);
   REQUIRE(launch_error() == "");
   const std::vector<float> got = d.read();
@@ -203,11 +184,11 @@ TEST_CASE("wgmma multiplies TMA-loaded tiles into the ISA's accumulator fragment
 }
 
 TEST_CASE("emulator: each wgmma rule, broken, shows", "[gpu][hopper][emulator_rules]") {
-  DeviceBuffer<uint16_t> da(std::vector<uint16_t>(64 * 64, 0x3f80)), dbt(std::vector<uint16_t>(128 * 64, 0x3f80));
+  DeviceArray<uint16_t> da(std::vector<uint16_t>(64 * 64, 0x3f80)), dbt(std::vector<uint16_t>(128 * 64, 0x3f80));
   CUtensorMap map_a, map_bt;
   REQUIRE((Map2d{da.data, 64, 64, 64, 64, 64}.encode(&map_a)) == CUDA_SUCCESS);
   REQUIRE((Map2d{dbt.data, 128, 64, 64, 128, 64}.encode(&map_bt)) == CUDA_SUCCESS);
-  DeviceBuffer<float> d(std::vector<float>(64 * 128, 0.0f));
+  DeviceArray<float> d(std::vector<float>(64 * 128, 0.0f));
   et::wgmma_tile(map_a, map_bt, d.data, et::WgmmaBug::no_fence);
   CHECK_THAT(launch_error(), Contains("with no wgmma.fence since the thread's start"));
   et::wgmma_tile(map_a, map_bt, d.data, et::WgmmaBug::no_fence_after_wait);
