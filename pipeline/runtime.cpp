@@ -144,10 +144,14 @@ Pipeline::Pipeline(const PipelineGroups& groups, Schedule schedule, std::vector<
   if (!comm.queues_sends() && layout.ranks > 1) check_exchanges(schedule);
   if (comm.backend() == "nccl" && layout.ranks > 1) {
     check_exchanges_headers_first(schedule, options_.variable_shapes);
-    // Found on the emulated NCCL (2026-11-27) and not yet understood: zb-v with M = 1 on P >= 3 ranks
-    // hangs — rank 0's host waits in the embedding's index check (a device-to-host copy) while the
-    // other ranks wait for headers it has not sent. zb-v is zero-bubble only from M = 2P on, where
-    // it runs; below that it is refused here rather than left to hang (docs/pipeline.md).
+    // Found on the emulated NCCL (2026-11-27): zb-v with M = 1 on P >= 3 ranks, with more stages than
+    // layers, hangs. Stage 0 is empty, so the embedding (stage 1, rank 1) gets the token ids by
+    // message, and its index check waits on the host for them (a device-to-host copy). Rank 0 sends
+    // them in an exchange that lock-step merged with a later receive, and NCCL's exchange issues the
+    // data only once that receive's header is in — which rank 1 sends after the embedding: a cycle
+    // through a host wait on data, which the NCCL model assumes never happens. zb-v is zero-bubble
+    // only from M = 2P on, where it runs; below that it is refused rather than left to hang
+    // (docs/pipeline.md says what would lift it).
     BRIGADE_CHECK(layout.placement != Placement::v_shape || schedule.microbatches >= 2 * layout.ranks,
                   "pipeline: schedule '", schedule.name, "' (a V: zb-v, dualpipev) with ", schedule.microbatches,
                   " micro-batches on ", layout.ranks,
