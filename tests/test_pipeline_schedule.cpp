@@ -57,6 +57,16 @@ std::map<std::tuple<ActionKind, int, int>, int> compute_counts(const Schedule& s
   return counts;
 }
 
+// Rank r's actions, short names separated by spaces ("F0.0 F1.0 I0.1 ...").
+std::string names(const Schedule& s, int r) {
+  std::string out;
+  for (const Action& a : s.actions[size_t(r)]) {
+    if (!out.empty()) out += ' ';
+    out += short_name(a, r, s.layout);
+  }
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("schedule: every schedule runs every accepted (P, M, V) up to 8 x 32 x 4, each piece of work once",
@@ -138,14 +148,6 @@ TEST_CASE("schedule: refused configurations say why, naming P, M and V", "[pipel
 }
 
 TEST_CASE("schedule: the orders themselves, for a small case", "[pipeline]") {
-  auto names = [](const Schedule& s, int r) {
-    std::string out;
-    for (const Action& a : s.actions[size_t(r)]) {
-      if (!out.empty()) out += ' ';
-      out += short_name(a, r, s.layout);
-    }
-    return out;
-  };
   // 1F1B, P=3, M=4: rank r warms up with P - r - 1 forwards.
   const Schedule s = one_f_one_b_order(3, 4);
   CHECK(names(s, 0) == "F0 F1 F2 B0 F3 B1 B2 B3");
@@ -279,14 +281,6 @@ TEST_CASE("layout: the V places chunk 0 down the ranks and chunk 1 back up; ever
 }
 
 TEST_CASE("schedule: zb-v's order for P=2, M=4, and its turn without a message", "[pipeline]") {
-  auto names = [](const Schedule& s, int r) {
-    std::string out;
-    for (const Action& a : s.actions[size_t(r)]) {
-      if (!out.empty()) out += ' ';
-      out += short_name(a, r, s.layout);
-    }
-    return out;
-  };
   // Rank 0 holds stages 0 and 3, rank 1 stages 1 and 2. Rank 0: 3 forwards of chunk 0, then two
   // F1 I1 W1 as the first micro-batches come back up, the steady F0 I0 W0 F1 I1 W1, the cool-down.
   const Schedule z = zb_v_order(2, 4);
@@ -376,14 +370,6 @@ TEST_CASE("simulate: a zb-v with two actions swapped or a stage on the wrong ran
 
 TEST_CASE("schedule: dualpipev's order for P=2, M=4: overlapped F&B pairs, taken whole by the messages",
           "[pipeline]") {
-  auto names = [](const Schedule& s, int r) {
-    std::string out;
-    for (const Action& a : s.actions[size_t(r)]) {
-      if (!out.empty()) out += ' ';
-      out += short_name(a, r, s.layout);
-    }
-    return out;
-  };
   // Rank 0 (stages 0 and 3): F0 x2, F0 F1, I1 W F1, then the pairs F0&B1 F1&B0, B1 F1&B0, the drain
   // B1 I0, W I0, W. Rank 1 (the turn, stages 1 and 2): F0 F1 x2, its first F0 and B1 not paired
   // (the last rank), then pairs, then B1 B0 and, from halfway, I1 I0 and their W's.

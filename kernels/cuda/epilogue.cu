@@ -25,10 +25,7 @@ __global__ void epilogue_kernel(Out* c, Epilogue<Out> e, int64_t m, int64_t n) {
 
 template <class Out>
 void launch(const GemmProblem& p, Device device, cudaStream_t stream) {
-  Epilogue<Out> e;
-  e.bias = static_cast<const Out*>(p.epilogue.bias);
-  e.pre = static_cast<Out*>(p.epilogue.pre);
-  e.gelu = p.epilogue.activation == Activation::gelu;
+  const Epilogue<Out> e = epilogue_of<Out>(p.epilogue);
   epilogue_kernel<Out><<<grid_for(p.m * p.n, device), kThreads, 0, stream>>>(
       static_cast<Out*>(p.c.data), e, p.m, p.n);
   BRIGADE_CUDA_CHECK_LAUNCH();

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "kernels/cuda/activation.cuh"
+#include "kernels/cuda/gemm.h"   // GemmEpilogue
 #include "kernels/cuda/mma.cuh"  // store_pair
 #include "kernels/params.h"
 
@@ -20,6 +21,16 @@ struct Epilogue {
 
   __host__ __device__ bool active() const { return bias != nullptr || pre != nullptr || gelu; }
 };
+
+// A problem's epilogue (gemm.h) as the kernels take it.
+template <class Out>
+Epilogue<Out> epilogue_of(const GemmEpilogue& g) {
+  Epilogue<Out> e;
+  e.bias = static_cast<const Out*>(g.bias);
+  e.pre = static_cast<Out*>(g.pre);
+  e.gelu = g.activation == Activation::gelu;
+  return e;
+}
 
 // The epilogue of one element in two steps, so a caller can store `pre` its own way (the tensor-core
 // GEMM stores pairs): the product (not yet rounded) plus the bias, rounded to Out ...

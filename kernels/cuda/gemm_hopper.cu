@@ -154,10 +154,7 @@ void launch(const GemmProblem& p, cudaStream_t stream, int max_blocks) {
   // Bᵀ [n, k]: B's column j is row j of Bᵀ, contiguous along k (B's row stride is 1).
   const CUtensorMap map_a = make_tensor_map_2d("matmul (hopper) A", p.a.data, p.in, p.m, p.k, p.a.row_stride, kTileM, kTileK);
   const CUtensorMap map_bt = make_tensor_map_2d("matmul (hopper) Bᵀ", p.b.data, p.in, p.n, p.k, p.b.col_stride, kTileN, kTileK);
-  Epilogue<Out> e;
-  e.bias = static_cast<const Out*>(p.epilogue.bias);
-  e.pre = static_cast<Out*>(p.epilogue.pre);
-  e.gelu = p.epilogue.activation == Activation::gelu;
+  const Epilogue<Out> e = epilogue_of<Out>(p.epilogue);
   const bool pair_stores = (p.m == 1 || p.c.row_stride % 2 == 0) &&
                            reinterpret_cast<uintptr_t>(p.c.data) % (2 * sizeof(Out)) == 0 &&
                            reinterpret_cast<uintptr_t>(p.epilogue.pre) % (2 * sizeof(Out)) == 0;

@@ -260,10 +260,7 @@ void launch(const GemmProblem& p, cudaStream_t stream) {
   c.pair_stores = (p.m == 1 || p.c.row_stride % 2 == 0) && p.c.batch_stride % 2 == 0 &&
                   reinterpret_cast<uintptr_t>(p.c.data) % (2 * sizeof(Out)) == 0 &&
                   reinterpret_cast<uintptr_t>(p.epilogue.pre) % (2 * sizeof(Out)) == 0;
-  Epilogue<Out> e;
-  e.bias = static_cast<const Out*>(p.epilogue.bias);
-  e.pre = static_cast<Out*>(p.epilogue.pre);
-  e.gelu = p.epilogue.activation == Activation::gelu;
+  const Epilogue<Out> e = epilogue_of<Out>(p.epilogue);
   const int64_t tiles_m = (p.m + kTile - 1) / kTile, tiles_n = (p.n + kTile - 1) / kTile;
   BRIGADE_CHECK(p.m <= INT_MAX && p.n <= INT_MAX && p.k <= INT_MAX && tiles_m * tiles_n <= INT_MAX && p.batch <= 65535, "matmul (tensor_core): problem [", p.m, ", ", p.k,
                 "] @ [", p.k, ", ", p.n, "] (batch ", p.batch, ") is too large for one launch");

@@ -99,18 +99,7 @@ Tensor hopper_readable(const Tensor& x, bool is_b) {
 // of its own over C.
 void run(const GemmProblem& p, ops::MatmulBackend backend, Device device, cudaStream_t stream) {
   if (backend == ops::MatmulBackend::tensor_core) return gemm_tensor_core(p, stream);
-  if (backend == ops::MatmulBackend::hopper) {
-    if (p.batch == 1) return gemm_hopper(p, stream);
-    for (int64_t i = 0; i < p.batch; ++i) {  // one launch per product (the kernel takes one)
-      GemmProblem one = p;
-      one.batch = 1;
-      one.a.data = static_cast<const char*>(p.a.data) + i * p.a.batch_stride * int64_t(dtype_size(p.in));
-      one.b.data = static_cast<const char*>(p.b.data) + i * p.b.batch_stride * int64_t(dtype_size(p.in));
-      one.c.data = static_cast<char*>(p.c.data) + i * p.c.batch_stride * int64_t(dtype_size(p.out));
-      gemm_hopper(one, stream);
-    }
-    return;
-  }
+  if (backend == ops::MatmulBackend::hopper) return gemm_hopper(p, stream);
   GemmProblem plain = p;
   plain.epilogue = {};
   if (backend == ops::MatmulBackend::tiled) gemm_tiled(plain, stream);
@@ -159,6 +148,8 @@ void gemm(const Tensor& out, const Tensor& a, const Tensor& b, ops::MatmulBacken
   }
   // The last collapsed batch dim is each launch's batch; the ones before it are looped over here.
 
+  // The Hopper GEMM takes one product a launch; the others a strided batch up to the grid's limit.
+  const int64_t max_batch = backend == ops::MatmulBackend::hopper ? 1 : kMaxGemmBatch;
   const BatchDim inner = dims.empty() ? BatchDim{1, 0, 0, 0} : dims.back();
   if (!dims.empty()) dims.pop_back();
   int64_t outer_count = 1;
@@ -170,9 +161,9 @@ void gemm(const Tensor& out, const Tensor& a, const Tensor& b, ops::MatmulBacken
     int64_t off_out = 0, off_a = 0, off_b = 0;
     for (size_t d = 0; d < dims.size(); ++d)
       off_out += index[d] * dims[d].out, off_a += index[d] * dims[d].a, off_b += index[d] * dims[d].b;
-    for (int64_t first = 0; first < inner.size; first += kMaxGemmBatch) {
+    for (int64_t first = 0; first < inner.size; first += max_batch) {
       GemmProblem p = base;
-      p.batch = std::min(kMaxGemmBatch, inner.size - first);
+      p.batch = std::min(max_batch, inner.size - first);
       p.a.data = at_bytes(base.a.data, off_a + first * inner.a, in_size);
       p.b.data = at_bytes(base.b.data, off_b + first * inner.b, in_size);
       p.c.data = const_cast<char*>(at_bytes(base.c.data, off_out + first * inner.out, out_size));

@@ -559,9 +559,6 @@ void queue_bulk_copy(std::vector<SharedRun> runs, uint32_t bar, const char* inst
   running->bulk_copies.push_back(BulkCopy{bar, std::move(runs), bytes});
 }
 
-int thread_in_block() {
-  return int(thread_index.x + block_size.x * (thread_index.y + block_size.y * thread_index.z));
-}
 uint64_t block_serial() { return blocks_run; }
 
 // ldmatrix .x4: lanes 8j..8j+7 give the row addresses of 8x8 matrix j, and lane l receives, in r[j],
@@ -595,15 +592,7 @@ void mma_m16n8k16(float (&acc)[4], const uint32_t (&a)[4], const uint32_t (&b)[2
   gather_in_warp(uint64_t(a[0]) | uint64_t(a[1]) << 32, a01);
   gather_in_warp(uint64_t(a[2]) | uint64_t(a[3]) << 32, a23);
   gather_in_warp(uint64_t(b[0]) | uint64_t(b[1]) << 32, b01);
-  auto value = [&](uint32_t bits16) {
-    if (bf16_inputs) {
-      const uint32_t u = bits16 << 16;
-      float f;
-      std::memcpy(&f, &u, 4);
-      return f;
-    }
-    return __half2float(__ushort_as_half(uint16_t(bits16)));
-  };
+  auto value = [&](uint32_t bits16) { return float_from_16(bits16, bf16_inputs); };
   auto half_of = [](uint64_t regs, int reg, int half) { return uint32_t(regs >> (32 * reg + 16 * half)) & 0xffffu; };
   float A[16][16], B[16][8];
   for (int lane = 0; lane < 32; ++lane) {

@@ -193,7 +193,23 @@ struct SharedRun {
 // by complete-tx(total bytes) on `bar`. `instruction` names it in faults.
 void queue_bulk_copy(std::vector<SharedRun> runs, uint32_t bar, const char* instruction);
 // The running thread's linear index in its block.
-int thread_in_block();
+inline int thread_in_block() {
+  return int(thread_index.x + block_size.x * (thread_index.y + block_size.y * thread_index.z));
+}
+// The 128-byte swizzle of the TMA (CU_TENSOR_MAP_SWIZZLE_128B) and of wgmma's descriptors (mode 1):
+// the 16-byte chunk at bits 4-6 of a shared address XOR bits 7-9 (chunk c of 128-byte row r moves to
+// c ^ (r % 8)), on the address itself, so the pattern repeats every 1024 bytes.
+inline uint32_t swizzle_128(uint32_t offset) { return offset ^ (((offset >> 7) & 7u) << 4); }
+// A bf16 (the top half of an f32) or f16 bit pattern as a float: the tensor-core operands' values.
+inline float float_from_16(uint32_t bits16, bool bf16) {
+  if (bf16) {
+    const uint32_t u = bits16 << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  }
+  return __half2float(__ushort_as_half(uint16_t(bits16)));
+}
 // Changes with every block the emulator starts: per-thread state kept outside the scheduler (a
 // thread's wgmma in flight) is stale when it does.
 uint64_t block_serial();
@@ -209,7 +225,7 @@ T shuffle(T value, int source_lane) {
   return out;
 }
 
-inline int lane() { return int((thread_index.x + block_size.x * (thread_index.y + block_size.y * thread_index.z)) % 32); }
+inline int lane() { return thread_in_block() % 32; }
 
 inline void check_full_mask(unsigned mask, const char* intrinsic) {
   if (mask != 0xffffffffu) kernel_fault(std::string(intrinsic) + " with a partial mask: the emulator models full warps only");

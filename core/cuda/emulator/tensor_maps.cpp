@@ -69,8 +69,6 @@ CUresult refuse(const std::string& why) {
   return CUDA_ERROR_INVALID_VALUE;
 }
 
-uint32_t swizzle_128(uint32_t offset) { return offset ^ (((offset >> 7) & 7u) << 4); }
-
 }  // namespace
 
 const std::string& tensor_map_refusal() { return last_refusal; }

@@ -82,19 +82,11 @@ Operand decode(uint64_t desc, const char* which) {
   return op;
 }
 
-uint32_t swizzle_128(uint32_t offset) { return offset ^ (((offset >> 7) & 7u) << 4); }
-
 float element(const Operand& op, int row, int k, bool bf16) {
   const uint32_t at = swizzle_128(op.start + uint32_t(row % 8) * 128 + uint32_t(row / 8) * op.stride_bytes + uint32_t(2 * k));
   uint16_t bits;
   std::memcpy(&bits, shared_pointer(at), 2);
-  if (bf16) {
-    const uint32_t u = uint32_t(bits) << 16;
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-  }
-  return __half2float(__ushort_as_half(bits));
+  return float_from_16(bits, bf16);
 }
 
 // The running thread's share of D for one mma: its 2 rows x N/4 columns.
