@@ -89,9 +89,18 @@ std::string GPT::details() const {
          ", n_embd=" + std::to_string(c.n_embd);
 }
 
-std::vector<std::shared_ptr<Module>> GPT::layers() const {
+std::vector<std::shared_ptr<Module>> GPT::layers(LayerGrain grain) const {
   std::vector<std::shared_ptr<Module>> out{embed};
-  out.insert(out.end(), blocks->layers().begin(), blocks->layers().end());
+  for (const auto& layer : blocks->layers()) {
+    if (grain == LayerGrain::block) {
+      out.push_back(layer);
+      continue;
+    }
+    auto block = std::dynamic_pointer_cast<TransformerBlock>(layer);
+    BRIGADE_CHECK(block != nullptr, "GPT::layers: ", layer->name(), " is not a TransformerBlock");
+    out.push_back(block->attention_half());
+    out.push_back(block->mlp_half());
+  }
   out.push_back(head);
   return out;
 }

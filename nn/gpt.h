@@ -35,6 +35,9 @@
 namespace brigade::nn {
 
 // How GPT::generate picks each next token.
+// How finely GPT::layers() cuts the model for a pipeline.
+enum class LayerGrain { block, half_block };
+
 struct GenerateOptions {
   // 0: greedy, the most likely token. Otherwise a sample from softmax(logits / temperature): below 1
   // sharper, above 1 flatter.
@@ -115,8 +118,10 @@ class GPT : public Module {
   // which it then holds too. Equals the last T positions of forward() on the whole sequence.
   Tensor forward_cached(const Tensor& idx, KVCache& cache);
 
-  // [embed, blocks 0..n_layer-1, head]: applying them in order equals forward().
-  std::vector<std::shared_ptr<Module>> layers() const;
+  // [embed, blocks 0..n_layer-1, head]: applying them in order equals forward(). With
+  // LayerGrain::half_block each block is two layers, its attention half and its MLP half
+  // (TransformerBlock::attention_half): finer pieces for a pipeline to balance.
+  std::vector<std::shared_ptr<Module>> layers(LayerGrain grain = LayerGrain::block) const;
 
   const GPTConfig& config() const { return config_; }
 

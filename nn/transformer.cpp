@@ -23,4 +23,36 @@ Tensor TransformerBlock::forward_cached(const Tensor& x, KVCache::Layer& cache, 
   return h + (*mlp)(normed);
 }
 
+namespace {
+
+// x + sublayer(norm(x)), holding the block's own modules.
+template <class Sublayer>
+class ResidualHalf : public Module {
+ public:
+  ResidualHalf(std::string name, std::shared_ptr<LayerNorm> norm, std::shared_ptr<Sublayer> sublayer,
+               std::optional<DType> compute_dtype)
+      : name_(std::move(name)) {
+    norm_ = register_module("norm", std::move(norm));
+    sublayer_ = register_module("sublayer", std::move(sublayer));
+    if (compute_dtype) set_compute_dtype(*compute_dtype);
+  }
+  std::string name() const override { return name_; }
+  Tensor forward(const Tensor& x) override { return x + (*sublayer_)((*norm_)(x)); }
+
+ private:
+  std::string name_;
+  std::shared_ptr<LayerNorm> norm_;
+  std::shared_ptr<Sublayer> sublayer_;
+};
+
+}  // namespace
+
+std::shared_ptr<Module> TransformerBlock::attention_half() {
+  return std::make_shared<ResidualHalf<CausalSelfAttention>>("BlockAttention", ln1, attn, compute_dtype());
+}
+
+std::shared_ptr<Module> TransformerBlock::mlp_half() {
+  return std::make_shared<ResidualHalf<MLP>>("BlockMLP", ln2, mlp, compute_dtype());
+}
+
 }  // namespace brigade::nn

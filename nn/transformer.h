@@ -27,6 +27,15 @@ class TransformerBlock : public Module {
   // (CausalSelfAttention::forward_cached).
   Tensor forward_cached(const Tensor& x, KVCache::Layer& cache, int64_t past, int64_t capacity);
 
+  // The block's two residual halves as layers of their own, so that a pipeline can cut a block in
+  // two (GPT::layers(LayerGrain::half_block)): "BlockAttention" is x + attn(ln1(x)), "BlockMLP" is
+  // x + mlp(ln2(x)); applied in order they equal forward(). They share this block's modules, so its
+  // parameters (and their names in the GPT) stay what they are. The halves run the residual add and
+  // ln2 as two ops where forward() fuses them: the same bits forward, a backward that may differ in
+  // the last bit where the two paths into the residual are summed.
+  std::shared_ptr<Module> attention_half();
+  std::shared_ptr<Module> mlp_half();
+
   std::shared_ptr<LayerNorm> ln1;
   std::shared_ptr<CausalSelfAttention> attn;
   std::shared_ptr<LayerNorm> ln2;

@@ -15,9 +15,10 @@ std::vector<Chunk> rank_chunks(const Layers& layers, const Partition& partition,
   return chunks;
 }
 
-GptStages gpt_stages(const nn::GPT& model, const Partition& partition, const Layout& layout, int rank) {
+GptStages gpt_stages(const nn::GPT& model, const Partition& partition, const Layout& layout, int rank,
+                     nn::LayerGrain grain) {
   GptStages out;
-  out.chunks = rank_chunks(model.layers(), partition, layout, rank);
+  out.chunks = rank_chunks(model.layers(grain), partition, layout, rank);
   out.loss = nn::language_model_loss;
   const int embed_stage = int(partition.stage_of_layer(0));
   const int head_stage = int(partition.stage_of_layer(partition.layers() - 1));

@@ -27,7 +27,8 @@ struct GptStages {
   LossFn loss;            // nn::language_model_loss
 };
 
-// `partition` must cut model.layers(); Throws naming the sizes otherwise.
-GptStages gpt_stages(const nn::GPT& model, const Partition& partition, const Layout& layout, int rank);
+// `partition` must cut model.layers(grain); Throws naming the sizes otherwise.
+GptStages gpt_stages(const nn::GPT& model, const Partition& partition, const Layout& layout, int rank,
+                     nn::LayerGrain grain = nn::LayerGrain::block);
 
 }  // namespace brigade::pipeline

@@ -31,7 +31,9 @@ int64_t Partition::stage_of_layer(int64_t layer) const {
   return int64_t(it - bounds.begin()) - 1;
 }
 
-std::vector<int64_t> balance(const std::vector<double>& costs, int64_t stages) {
+namespace {
+
+void check_split_arguments(const std::vector<double>& costs, int64_t stages) {
   const int64_t n = int64_t(costs.size());
   BRIGADE_CHECK(n >= 1, "partition: there are no layers to split into ", stages, " stages");
   BRIGADE_CHECK(stages >= 1 && stages <= (int64_t(1) << 20),
@@ -40,10 +42,20 @@ std::vector<int64_t> balance(const std::vector<double>& costs, int64_t stages) {
     BRIGADE_CHECK(std::isfinite(costs[size_t(i)]) && costs[size_t(i)] >= 0, "partition: layer ", i, " has cost ",
                   costs[size_t(i)], "; costs must be finite and non-negative");
   }
+}
 
+// May stage s hold layers [begin, end)? (Every range when there is no memory limit.)
+using Allowed = std::function<bool(int64_t stage, int64_t begin, int64_t end)>;
+
+// balance() under `allowed`: the two passes below skip every range a stage may not hold. Returns
+// no bounds when no split fits.
+std::vector<int64_t> balance_where(const std::vector<double>& costs, int64_t stages, const Allowed& allowed) {
+  const int64_t n = int64_t(costs.size());
   std::vector<int64_t> bounds(size_t(stages) + 1, 0);
   if (stages >= n) {  // one layer per stage; the spare stages come first and stay empty
     for (int64_t s = 0; s <= stages; ++s) bounds[size_t(s)] = std::max<int64_t>(0, s - (stages - n));
+    for (int64_t s = 0; s < stages; ++s)
+      if (!allowed(s, bounds[size_t(s)], bounds[size_t(s) + 1])) return {};
     return bounds;
   }
 
@@ -58,15 +70,18 @@ std::vector<int64_t> balance(const std::vector<double>& costs, int64_t stages) {
   // Pass 1: worst[s][i] = the smallest possible maximum when the first i layers form s non-empty
   // stages. Stage s (1-based) covers layers [j, i) for some j >= s - 1.
   std::vector<double> worst(size_t(stages + 1) * size_t(n + 1), inf);
-  for (int64_t i = 1; i <= n; ++i) at(worst, 1, i) = sum(0, i);
+  for (int64_t i = 1; i <= n; ++i)
+    if (allowed(0, 0, i)) at(worst, 1, i) = sum(0, i);
   for (int64_t s = 2; s <= stages; ++s) {
     for (int64_t i = s; i <= n; ++i) {
       double best = inf;
-      for (int64_t j = s - 1; j < i; ++j) best = std::min(best, std::max(at(worst, s - 1, j), sum(j, i)));
+      for (int64_t j = s - 1; j < i; ++j)
+        if (allowed(s - 1, j, i)) best = std::min(best, std::max(at(worst, s - 1, j), sum(j, i)));
       at(worst, s, i) = best;
     }
   }
   const double limit = at(worst, stages, n);
+  if (limit == inf) return {};
 
   // Pass 2: among splits whose every stage costs at most `limit`, the smallest sum of squares.
   // (The stage sums are computed by the same expression as in pass 1, so the optimal split of pass 1
@@ -74,7 +89,7 @@ std::vector<int64_t> balance(const std::vector<double>& costs, int64_t stages) {
   std::vector<double> squares(size_t(stages + 1) * size_t(n + 1), inf);
   std::vector<int64_t> choice(size_t(stages + 1) * size_t(n + 1), -1);
   for (int64_t i = 1; i <= n; ++i) {
-    if (sum(0, i) <= limit) at(squares, 1, i) = sum(0, i) * sum(0, i);
+    if (sum(0, i) <= limit && allowed(0, 0, i)) at(squares, 1, i) = sum(0, i) * sum(0, i);
     choice[size_t(n + 1) + size_t(i)] = 0;
   }
   for (int64_t s = 2; s <= stages; ++s) {
@@ -83,7 +98,7 @@ std::vector<int64_t> balance(const std::vector<double>& costs, int64_t stages) {
       int64_t best_j = -1;
       for (int64_t j = s - 1; j < i; ++j) {
         const double c = sum(j, i);
-        if (c > limit || at(squares, s - 1, j) == inf) continue;
+        if (c > limit || at(squares, s - 1, j) == inf || !allowed(s - 1, j, i)) continue;
         const double value = at(squares, s - 1, j) + c * c;
         if (value < best - 1e-12 * std::max(1.0, std::abs(best == inf ? value : best))) {
           best = value;
@@ -101,6 +116,80 @@ std::vector<int64_t> balance(const std::vector<double>& costs, int64_t stages) {
     bounds[size_t(s) - 1] = j;
   }
   return bounds;
+}
+
+}  // namespace
+
+std::vector<int64_t> balance(const std::vector<double>& costs, int64_t stages) {
+  check_split_arguments(costs, stages);
+  return balance_where(costs, stages, [](int64_t, int64_t, int64_t) { return true; });
+}
+
+int64_t MemoryLimit::bytes(int64_t stage, const std::vector<LayerMemory>& layers, int64_t begin, int64_t end) const {
+  int64_t fixed = 0, stash = 0;
+  for (int64_t i = begin; i < end; ++i) {
+    fixed += layers.at(size_t(i)).fixed;
+    stash += layers.at(size_t(i)).activations;
+  }
+  return fixed + int64_t(in_flight.at(size_t(stage))) * stash;
+}
+
+MemoryLimit memory_limit(const Layout& layout, const std::vector<int>& in_flight, int64_t bytes_per_rank) {
+  BRIGADE_CHECK(int64_t(in_flight.size()) == layout.stages(), "partition: ", in_flight.size(),
+                " in-flight counts for ", layout.stages(), " stages (P=", layout.ranks, " x V=", layout.chunks, ")");
+  BRIGADE_CHECK(bytes_per_rank > 0, "partition: the memory budget per rank must be positive, got ", bytes_per_rank,
+                " bytes");
+  MemoryLimit limit;
+  limit.in_flight = in_flight;
+  limit.capacity.assign(in_flight.size(), bytes_per_rank / layout.chunks);
+  return limit;
+}
+
+Partition partition_within_memory(const std::vector<double>& costs, const std::vector<LayerMemory>& memory,
+                                  const MemoryLimit& limit, const std::string& cost_name) {
+  const int64_t stages = int64_t(limit.capacity.size());
+  check_split_arguments(costs, stages);
+  BRIGADE_CHECK(memory.size() == costs.size(), "partition: ", costs.size(), " layer costs but ", memory.size(),
+                " layer memory sizes");
+  BRIGADE_CHECK(limit.in_flight.size() == limit.capacity.size(), "partition: ", limit.in_flight.size(),
+                " in-flight counts for ", limit.capacity.size(), " stage capacities");
+  for (size_t i = 0; i < memory.size(); ++i)
+    BRIGADE_CHECK(memory[i].fixed >= 0 && memory[i].activations >= 0, "partition: layer ", i,
+                  " has a negative memory size (", memory[i].fixed, " fixed, ", memory[i].activations,
+                  " activation bytes)");
+  // Prefix sums keep the search O(S n^2): MemoryLimit::bytes, range by range, in O(1).
+  std::vector<int64_t> fixed(memory.size() + 1, 0), stash(memory.size() + 1, 0);
+  for (size_t i = 0; i < memory.size(); ++i) {
+    fixed[i + 1] = fixed[i] + memory[i].fixed;
+    stash[i + 1] = stash[i] + memory[i].activations;
+  }
+  Partition p;
+  p.bounds = balance_where(costs, stages, [&](int64_t s, int64_t begin, int64_t end) {
+    const int64_t held = fixed[size_t(end)] - fixed[size_t(begin)] +
+                         int64_t(limit.in_flight[size_t(s)]) * (stash[size_t(end)] - stash[size_t(begin)]);
+    return held <= limit.capacity[size_t(s)];
+  });
+  if (p.bounds.empty()) {
+    // No split fits. Say by how much the best one for memory alone misses, so the user knows what to
+    // ask for (a larger budget, more stages, recomputation).
+    std::vector<double> bytes_as_cost(memory.size());
+    int64_t largest_layer = 0;
+    size_t largest = 0;
+    for (size_t i = 0; i < memory.size(); ++i) {
+      const int64_t b = memory[i].fixed + memory[i].activations;
+      bytes_as_cost[i] = double(b);
+      if (b > largest_layer) largest_layer = b, largest = i;
+    }
+    std::string in_flight;
+    for (int m : limit.in_flight) in_flight += (in_flight.empty() ? "" : ", ") + std::to_string(m);
+    fail("partition: no split of ", costs.size(), " layers into ", stages, " stages fits the memory budget of ",
+         format_bytes(double(limit.capacity[0])), " per stage (micro-batches in flight per stage: ", in_flight,
+         "); layer ", largest, " alone holds ", format_bytes(double(largest_layer)),
+         " plus its stash for each micro-batch in flight. Raise the budget, use more stages, or recompute");
+  }
+  p.layer_costs = costs;
+  p.cost_name = cost_name;
+  return p;
 }
 
 Partition partition_by_cost(const std::vector<double>& costs, int64_t stages, const std::string& cost_name) {

@@ -54,6 +54,34 @@ struct Partition {
 // S + 1 bounds. Exact; O(S n^2) time.
 std::vector<int64_t> balance(const std::vector<double>& costs, int64_t stages);
 
+// ---- Balancing time under a memory budget ----
+// A stage holds its layers' parameters, gradients and optimizer state all step (`fixed`), and one
+// stash of activations per micro-batch in flight: under 1F1B stage s has P - s of them at once, so
+// the first stages are the ones that run out of memory, and a layer whose stash is large (a head
+// with its vocabulary-wide logits) weighs on the stage that holds it more than its time says.
+struct LayerMemory {
+  int64_t fixed = 0;        // bytes held all step: parameters, gradients, optimizer state
+  int64_t activations = 0;  // bytes one micro-batch's forward keeps for its backward
+};
+
+struct MemoryLimit {
+  std::vector<int> in_flight;     // per stage: micro-batches stashed at once (the simulator's peak_activations)
+  std::vector<int64_t> capacity;  // per stage: the bytes it may hold
+  // What stage `stage` holds with layers [begin, end): their fixed bytes + in_flight x their stash.
+  int64_t bytes(int64_t stage, const std::vector<LayerMemory>& layers, int64_t begin, int64_t end) const;
+};
+
+// A per-rank budget as per-stage capacities: a rank holding V chunks gives each a V-th of it (a rank's
+// stages are not adjacent, so one split could not trade memory between them without coupling the
+// whole search; the even share is the simple, safe side). `in_flight`: one count per stage.
+MemoryLimit memory_limit(const Layout& layout, const std::vector<int>& in_flight, int64_t bytes_per_rank);
+
+// Minimises the slowest stage's cost subject to every stage fitting its capacity (then, as balance(),
+// the most even split, earlier stages lighter). Exact; O(S n^2) time. Throws when no split
+// fits, naming the budget, the micro-batches in flight and the largest layer.
+Partition partition_within_memory(const std::vector<double>& costs, const std::vector<LayerMemory>& memory,
+                                  const MemoryLimit& limit, const std::string& cost_name = "cost");
+
 // By layer count: stage sizes differ by at most one, the larger ones last.
 Partition partition_uniform(int64_t num_layers, int64_t stages);
 // By each layer's parameter count (a weight tied between two layers counts for both: each stage that
@@ -71,6 +99,15 @@ Partition partition_by_time(const Layers& layers, int64_t stages, const Tensor& 
 // around each layer. Backward starts from a gradient of ones on the layer's output and reaches the
 // layer's parameters and its (floating-point) input.
 std::vector<double> profile_layers(const Layers& layers, const Tensor& sample_input);
+
+// The same pass, also measuring what each layer's forward leaves for its backward (its saved
+// tensors and its output: the bytes allocated during the forward and still held after it; on a GPU
+// from the caching allocator's count, so nothing else may use the device meanwhile).
+struct LayerProfile {
+  double seconds = 0;       // forward + backward, median
+  int64_t stash_bytes = 0;  // one micro-batch of sample_input's size
+};
+std::vector<LayerProfile> profile_layer_costs(const Layers& layers, const Tensor& sample_input);
 
 // The layers of one stage, in order.
 Layers stage_layers(const Layers& layers, const Partition& partition, int64_t stage);

@@ -1,7 +1,9 @@
-// profile_layers: how long each layer takes, measured, for partition_by_time (see partition.h).
+// profile_layers: how long each layer takes and what it stashes, measured, for partition_by_time
+// and partition_within_memory (see partition.h).
 #include <algorithm>
 #include <chrono>
 
+#include "core/host_memory.h"
 #include "autograd/tape.h"
 #include "core/error.h"
 #include "core/factory.h"
@@ -17,24 +19,61 @@ void wait_for(const Tensor& t) {
   if (t.defined() && t.device().is_cuda()) device_synchronize(t.device());
 }
 
-// One layer, forward and backward, on its own tape. Returns the output, cut from the tape.
-Tensor run_layer(nn::Module& layer, const Tensor& input) {
+// Bytes allocated since construction and still held: on a GPU the caching allocator's count (all
+// of this device's tensors, so nothing else may run meanwhile), on the CPU this thread's account.
+class HeldSince {
+ public:
+  explicit HeldSince(Device device)
+      : device_(device),
+        account_(std::make_shared<HostMemoryAccount>()),
+        scope_(device.is_cuda() ? nullptr : account_),
+        start_(device.is_cuda() ? int64_t(cuda_memory_stats(device).allocated) : 0) {}
+  int64_t bytes() const {
+    return device_.is_cuda() ? int64_t(cuda_memory_stats(device_).allocated) - start_ : int64_t(account_->allocated());
+  }
+
+ private:
+  Device device_;
+  std::shared_ptr<HostMemoryAccount> account_;
+  HostMemoryScope scope_;
+  int64_t start_;
+};
+
+struct LayerRun {
+  Tensor output;        // cut from the tape
+  int64_t stash_bytes;  // what the forward left for the backward: saved tensors and the output
+};
+
+// One layer, forward and backward, on its own tape.
+LayerRun run_layer(nn::Module& layer, const Tensor& input) {
   Tensor x = input.detach();
   if (is_floating(x.dtype())) x.requires_grad_(true);  // so backward does the input-gradient work too
   Tape tape;
   Tensor y;
+  int64_t stash = 0;
   {
-    TapeGuard guard(tape);
-    y = layer(x);
+    HeldSince held(x.device());
+    {
+      TapeGuard guard(tape);
+      y = layer(x);
+    }
+    wait_for(y);
+    stash = std::max<int64_t>(0, held.bytes());
   }
   BRIGADE_CHECK(y.defined(), "profile_layers: layer ", layer.name(), " returned an undefined tensor");
   if (y.requires_grad()) tape.backward({y}, {ones_like(y)});
-  return y.detach();
+  return {y.detach(), stash};
 }
 
 }  // namespace
 
 std::vector<double> profile_layers(const Layers& layers, const Tensor& sample_input) {
+  std::vector<double> seconds;
+  for (const LayerProfile& p : profile_layer_costs(layers, sample_input)) seconds.push_back(p.seconds);
+  return seconds;
+}
+
+std::vector<LayerProfile> profile_layer_costs(const Layers& layers, const Tensor& sample_input) {
   BRIGADE_CHECK(!layers.empty(), "profile_layers: there are no layers to profile");
   BRIGADE_CHECK(sample_input.defined(), "profile_layers: the sample input is an undefined tensor");
   for (size_t i = 0; i < layers.size(); ++i)
@@ -44,31 +83,34 @@ std::vector<double> profile_layers(const Layers& layers, const Tensor& sample_in
   // busy core, another thread's burst) does not move a stage boundary.
   constexpr int kMeasured = 5;
   std::vector<std::vector<double>> samples(layers.size());
+  std::vector<LayerProfile> out(layers.size());
   for (int pass = 0; pass <= kMeasured; ++pass) {
     Tensor x = sample_input;
     for (size_t i = 0; i < layers.size(); ++i) {
       wait_for(x);
       const auto start = std::chrono::steady_clock::now();
-      Tensor y;
+      LayerRun run;
       try {
-        y = run_layer(*layers[i], x);
+        run = run_layer(*layers[i], x);
       } catch (const Error& e) {
         fail("profile_layers: layer ", i, " (", layers[i]->name(), ") failed on input ", shape_str(x.shape()), " ",
              dtype_name(x.dtype()), ": ", e.what());
       }
+      const Tensor y = run.output;
       wait_for(y);
+      out[i].stash_bytes = run.stash_bytes;  // the same every pass
       if (pass > 0) samples[i].push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
       x = y;
     }
   }
-  std::vector<double> seconds;
-  for (std::vector<double>& s : samples) {
+  for (size_t i = 0; i < layers.size(); ++i) {
+    std::vector<double>& s = samples[i];
     std::nth_element(s.begin(), s.begin() + kMeasured / 2, s.end());
-    seconds.push_back(s[kMeasured / 2]);
+    out[i].seconds = s[kMeasured / 2];
   }
   // Profiling is not training: leave no gradients behind.
   for (const auto& layer : layers) layer->zero_grad();
-  return seconds;
+  return out;
 }
 
 }  // namespace brigade::pipeline

@@ -1,5 +1,6 @@
 // nn/: Module bookkeeping, every layer against plain f64 loops, gradchecks of the layers and of a
 // tiny GPT, weight tying, the layer list the pipeline uses, state dicts, and a small CNN.
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -720,6 +721,57 @@ TEST_CASE("GPT::layers() run in order equal GPT::forward", "[nn]") {
   REQUIRE(owners.size() == gpt.parameters().size());
   for (const Tensor& p : gpt.parameters()) REQUIRE(owners[&p.impl()] == (p.same_as(gpt.embed->wte->weight) ? 2 : 1));
   REQUIRE(names_of(gpt.head->named_parameters()) == std::vector<std::string>{"wte", "ln_f.weight", "ln_f.bias"});
+}
+
+TEST_CASE("GPT::layers(half_block): each block as its attention half and its MLP half", "[nn]") {
+  // f32: the halves run the residual add and ln2 as two ops where the block fuses them; the test
+  // holds their forward to the same bits, and gradients to an f64 run of the whole GPT.
+  nn::GPT gpt(tiny_config(DType::f32));
+  auto halves = gpt.layers(nn::LayerGrain::half_block);
+  REQUIRE(halves.size() == 2 + 2 * 2);
+  REQUIRE(halves.front() == gpt.embed);
+  REQUIRE(halves.back() == gpt.head);
+  REQUIRE(halves[1]->name() == "BlockAttention");
+  REQUIRE(halves[2]->name() == "BlockMLP");
+  // They hold the block's own parameters: the same tensors, together all of them, once each.
+  const auto block0 = (*gpt.blocks)[0];
+  std::vector<Tensor> both = halves[1]->parameters();
+  for (const Tensor& p : halves[2]->parameters()) both.push_back(p);
+  const std::vector<Tensor> whole = block0->parameters();
+  REQUIRE(both.size() == whole.size());
+  for (const Tensor& p : whole)
+    REQUIRE(std::count_if(both.begin(), both.end(), [&](const Tensor& q) { return q.same_as(p); }) == 1);
+
+  Tensor idx = ids({0, 6, 2, 2, 5, 1, 3, 4}, {2, 4});
+  Tensor targets = ids({6, 2, 2, 5, 1, 3, 4, 0}, {2, 4});
+  auto gradients = [&](nn::GPT& model, const std::vector<std::shared_ptr<nn::Module>>& layers) {
+    model.zero_grad();
+    Tape tape;
+    Tensor loss;
+    {
+      TapeGuard guard(tape);
+      Tensor h = idx;
+      for (const auto& layer : layers) h = (*layer)(h);
+      loss = nn::language_model_loss(h, targets);
+    }
+    tape.backward({loss});
+    std::vector<std::vector<double>> out;
+    for (const Tensor& p : model.parameters()) out.push_back(p.grad().to_vector());
+    return std::make_pair(loss.item(), out);
+  };
+  const auto [whole_loss, whole_grads] = gradients(gpt, gpt.layers());
+  const auto [halves_loss, halves_grads] = gradients(gpt, halves);
+  REQUIRE(halves_loss == whole_loss);  // the forward: the same bits
+
+  nn::GPT exact(tiny_config(DType::f64));
+  const auto [exact_loss, exact_grads] = gradients(exact, exact.layers());
+  REQUIRE(halves_grads.size() == exact_grads.size());
+  for (size_t i = 0; i < exact_grads.size(); ++i) {
+    INFO("parameter " << i);
+    REQUIRE(halves_grads[i].size() == exact_grads[i].size());
+    for (size_t j = 0; j < exact_grads[i].size(); ++j)
+      REQUIRE(halves_grads[i][j] == Approx(exact_grads[i][j]).margin(1e-5).epsilon(1e-4));
+  }
 }
 
 TEST_CASE("GPT ties the lm head to the token embedding: one tensor, gradient from both uses", "[nn]") {

@@ -148,6 +148,12 @@ TEST_CASE("train options: flags parse in both spellings and defaults hold", "[tr
   REQUIRE(parsed.options.precision == "auto");
   REQUIRE(parse_train_args({"--precision", "bf16"}).options.precision == "bf16");
   REQUIRE(parse_train_args({"--precision=f32"}).options.precision == "f32");
+  // Sizes: binary and decimal units, plain bytes.
+  REQUIRE(parse_train_args({"--partition", "balanced", "--memory-budget", "80GiB"}).options.memory_budget ==
+          80 * (int64_t(1) << 30));
+  REQUIRE(parse_train_args({"--partition", "balanced", "--memory-budget=1.5GB"}).options.memory_budget ==
+          1'500'000'000);
+  REQUIRE(parse_train_args({"--partition", "balanced", "--memory-budget", "4096"}).options.memory_budget == 4096);
   REQUIRE(parsed.options.stages == 4);
   REQUIRE(parsed.options.schedule == "1f1b");
   REQUIRE(parsed.options.microbatches == 8);
@@ -193,7 +199,13 @@ TEST_CASE("train options: bad command lines are refused with the flag and the re
   REQUIRE(error_of({"--clip", "-1"}) == "--clip: must be non-negative, got -1");
   REQUIRE(error_of({"--device", "tpu"}) == "--device: expected auto, cpu or cuda, got 'tpu'");
   REQUIRE(error_of({"--precision", "fp8"}) == "--precision: expected auto, f32 or bf16, got 'fp8'");
-  REQUIRE(error_of({"--partition", "evenly"}) == "--partition: expected layers, params or time, got 'evenly'");
+  REQUIRE(error_of({"--partition", "evenly"}) == "--partition: expected layers, params, time or balanced, got 'evenly'");
+  REQUIRE(error_of({"--memory-budget", "lots"}) ==
+          "--memory-budget: expected a size such as 512MiB, 80GiB, 1.5GB or a number of bytes, got 'lots'");
+  REQUIRE(error_of({"--memory-budget", "0.5B"}) ==
+          "--memory-budget: expected a size such as 512MiB, 80GiB, 1.5GB or a number of bytes, got '0.5B'");
+  REQUIRE(error_of({"--memory-budget", "1GiB", "--partition", "time"}) ==
+          "--memory-budget: only --partition balanced weighs memory (got --partition time)");
   REQUIRE(error_of({"--heads", "3", "--embd", "64"}) == "--heads: 3 heads do not divide --embd 64");
   REQUIRE(error_of({"--digits", "65"}) == "--digits: at most 64 (sequences of 128 tokens), got 65");
   REQUIRE(error_of({"--save-every", "5"}) == "--save-every: needs --save PATH");

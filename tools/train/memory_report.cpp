@@ -35,7 +35,7 @@ int64_t parameter_bytes(const std::vector<Tensor>& params) {
 
 pipeline::MemoryModel memory_model(Trainer& trainer, const pipeline::Trace& trace) {
   const pipeline::Schedule& schedule = trainer.schedule();
-  const pipeline::Layers layers = trainer.model().layers();
+  const pipeline::Layers layers = trainer.layers();
   const std::vector<pipeline::MeasuredStageMemory> measured = pipeline::stage_memory({trace}, schedule.layout);
   pipeline::MemoryModel model;
   const TrainOptions& o = trainer.options();

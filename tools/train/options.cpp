@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/format.h"
 #include "pipeline/schedule.h"
 #include "pipeline/schedule_csv.h"
 
@@ -97,13 +98,20 @@ const std::vector<Flag>& flags() {
       text_flag("--init-from", "PATH", "start from the weights of a checkpoint or a Hugging Face GPT-2 model.safetensors (step 0)",
                 &TrainOptions::init_from),
       int_flag("--stages", "pipeline stages (ranks); 0: no pipeline, one device", &TrainOptions::stages, 0),
-      {"--partition", "BY", "split layers into stages by: layers (count), params, or time (measured once)",
+      {"--partition", "BY",
+       "split layers into stages by: layers (count), params, time (measured once), or balanced (measured time "
+       "and memory, blocks cut in halves, within --memory-budget)",
        [](TrainOptions& o, const std::string& v) {
-         if (v != "layers" && v != "params" && v != "time")
-           bad("--partition", "expected layers, params or time, got '" + v + "'");
+         if (v != "layers" && v != "params" && v != "time" && v != "balanced")
+           bad("--partition", "expected layers, params, time or balanced, got '" + v + "'");
          o.partition = v;
        },
        [](const TrainOptions& o) { return o.partition; }},
+      {"--memory-budget", "SIZE", "with --partition balanced: the most a rank may hold, e.g. 512MiB (none: no limit)",
+       [](TrainOptions& o, const std::string& v) { o.memory_budget = v == "none" ? 0 : cli::parse_bytes("--memory-budget", v); },
+       [](const TrainOptions& o) {
+         return o.memory_budget == 0 ? std::string("none") : format_bytes(double(o.memory_budget));
+       }},
       {"--schedule", "NAME", pipeline::schedule_names(),
        [](TrainOptions& o, const std::string& v) {
          try {
@@ -172,6 +180,8 @@ void check_combination(const TrainOptions& o) {
     if (o.vocab != 0) bad("--vocab", "only with --data (the sort task has its own 11 tokens)");
   }
   if (o.save_every > 0 && o.save.empty()) bad("--save-every", "needs --save PATH");
+  if (o.memory_budget > 0 && o.partition != "balanced")
+    bad("--memory-budget", "only --partition balanced weighs memory (got --partition " + o.partition + ")");
   if (o.stages > 0) {
     const int64_t per_replica = o.batch / o.replicas;
     if (o.batch % o.replicas != 0 || per_replica % o.microbatches != 0)

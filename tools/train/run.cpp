@@ -69,7 +69,7 @@ void print_header(Trainer& trainer, std::ostream& out) {
         << " sequences" << (schedule.chunks() > 1 ? ", " + std::to_string(schedule.chunks()) + " chunks per rank" : "")
         << (o.replicas > 1 ? ", " + std::to_string(o.replicas) + " data-parallel replicas" : "")
         << (o.recompute ? ", recomputation on" : "") << "\n";
-    out << pipeline::describe_partition(trainer.partition(), trainer.model().layers(), schedule.layout);
+    out << pipeline::describe_partition(trainer.partition(), trainer.layers(), schedule.layout);
   }
   const nn::GPTConfig& config = trainer.model().config();
   out << "run: " << o.steps << " steps of " << o.batch << " sequences, seed " << o.seed << ", " << o.device

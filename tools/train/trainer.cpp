@@ -11,8 +11,10 @@
 #include "checkpoint_dir.h"
 #include "core/error.h"
 #include "core/factory.h"
+#include "core/format.h"
 #include "core/parallel.h"
 #include "optim/clip_grad.h"
+#include "pipeline/analysis/simulator.h"
 #include "pipeline/gpt_stages.h"
 #include "pipeline/schedule_csv.h"
 #include "comm/comm.h"
@@ -95,8 +97,11 @@ Trainer::Trainer(const TrainOptions& options, const pipeline::PipelineGroups* gr
             ? pipeline::make_schedule(pipeline::parse_schedule_kind(options_.schedule), P, int(options_.microbatches),
                                       int(options_.chunks_or_default()))
             : pipeline::schedule_from_file(pipeline::read_schedule_csv(options_.schedule_file));
-    partition_ = choose_partition(schedule.stages());
-    pipeline::GptStages mine = pipeline::gpt_stages(*model_, partition_, schedule.layout, groups_->pipeline->rank());
+    const nn::LayerGrain grain = options_.partition == "balanced" ? nn::LayerGrain::half_block : nn::LayerGrain::block;
+    layers_ = model_->layers(grain);
+    partition_ = choose_partition(schedule);
+    pipeline::GptStages mine =
+        pipeline::gpt_stages(*model_, partition_, schedule.layout, groups_->pipeline->rank(), grain);
     pipeline::PipelineOptions po;
     po.recompute = options_.recompute;
     po.ties = mine.ties;
@@ -137,25 +142,69 @@ void Trainer::set_trace(bool on) {
 
 DType Trainer::compute_dtype() const { return model_->config().compute_dtype.value_or(model_->config().dtype); }
 
-pipeline::Partition Trainer::choose_partition(int64_t stages) {
-  const pipeline::Layers layers = model_->layers();
-  if (options_.partition == "params") return pipeline::partition_by_parameters(layers, stages);
-  if (options_.partition != "time") return pipeline::partition_uniform(int64_t(layers.size()), stages);
+pipeline::Partition Trainer::choose_partition(const pipeline::Schedule& schedule) {
+  const int64_t stages = schedule.stages();
+  if (options_.partition == "params") return pipeline::partition_by_parameters(layers_, stages);
+  if (options_.partition == "balanced") return balanced_partition(schedule);
+  if (options_.partition != "time") return pipeline::partition_uniform(int64_t(layers_.size()), stages);
+  std::vector<double> seconds;
+  for (const pipeline::LayerProfile& p : shared_layer_profile()) seconds.push_back(p.seconds);
+  return pipeline::partition_by_cost(seconds, stages, "seconds");
+}
+
+std::vector<pipeline::LayerProfile> Trainer::shared_layer_profile() {
   // Timings differ from rank to rank (and run to run), and every rank must cut the model the same
   // way: the pipeline's rank 0 profiles one micro-batch and broadcasts its numbers.
   comm::Communicator& comm = *groups_->pipeline;
-  Tensor costs = zeros({int64_t(layers.size())}, DType::f64, comm.device());
+  const int64_t n = int64_t(layers_.size());
+  Tensor numbers = zeros({2 * n}, DType::f64, comm.device());  // n seconds, then n stash sizes
   if (comm.rank() == 0) {
     const int64_t rows = options_.batch / options_.replicas / options_.microbatches;
     Batch sample = task_->train_batch(0, rows);
-    const std::vector<double> seconds = pipeline::profile_layers(layers, sample.inputs.to(model_->config().device));
-    costs = from_vector(seconds, {int64_t(seconds.size())}, DType::f64, comm.device());
+    std::vector<double> flat;
+    const auto profile = pipeline::profile_layer_costs(layers_, sample.inputs.to(model_->config().device));
+    for (const pipeline::LayerProfile& p : profile) flat.push_back(p.seconds);
+    for (const pipeline::LayerProfile& p : profile) flat.push_back(double(p.stash_bytes));
+    numbers = from_vector(flat, {2 * n}, DType::f64, comm.device());
   }
-  comm.broadcast(costs, 0);  // (profile_layers leaves no gradients behind)
+  comm.broadcast(numbers, 0);  // (profile_layers leaves no gradients behind)
   // Data-parallel replicas must cut alike too (their gradients are averaged parameter by parameter):
   // replica 0's numbers win.
-  if (groups_->replicas) groups_->replicas->broadcast(costs, 0);
-  return pipeline::partition_by_cost(costs.to_vector(), stages, "seconds");
+  if (groups_->replicas) groups_->replicas->broadcast(numbers, 0);
+  const std::vector<double> flat = numbers.to_vector();
+  std::vector<pipeline::LayerProfile> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) out[size_t(i)] = {flat[size_t(i)], int64_t(flat[size_t(n + i)])};
+  return out;
+}
+
+pipeline::Partition Trainer::balanced_partition(const pipeline::Schedule& schedule) {
+  const std::vector<pipeline::LayerProfile> profile = shared_layer_profile();
+  std::vector<double> seconds;
+  std::vector<pipeline::LayerMemory> memory;
+  int64_t whole_model = 0;  // every rank builds the whole model (gpt_stages.h): its parameters are everywhere
+  for (const Tensor& p : model_->parameters()) whole_model += int64_t(p.nbytes());
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    seconds.push_back(profile[i].seconds);
+    pipeline::LayerMemory m;
+    for (const Tensor& p : layers_[i]->parameters()) {
+      // Its gradient and AdamW's two f32 moments, on the rank whose stage holds the layer.
+      if (p.requires_grad()) m.fixed += int64_t(p.nbytes()) + 2 * p.numel() * 4;
+    }
+    // With recomputation a stage keeps only its input per micro-batch, whatever its layers.
+    m.activations = options_.recompute ? 0 : profile[i].stash_bytes;
+    memory.push_back(m);
+  }
+  int64_t budget = std::numeric_limits<int64_t>::max() / 4;  // no limit: time alone decides
+  if (options_.memory_budget > 0) {
+    budget = options_.memory_budget - whole_model;
+    BRIGADE_CHECK(budget > 0, "--memory-budget ", format_bytes(double(options_.memory_budget)),
+                  " is less than the whole model's parameters (", format_bytes(double(whole_model)),
+                  "), which every rank holds");
+  }
+  // How many micro-batches each stage stashes at once is the schedule's, whatever the split.
+  const pipeline::SimulationResult simulated = pipeline::simulate(schedule);
+  return pipeline::partition_within_memory(
+      seconds, memory, pipeline::memory_limit(schedule.layout, simulated.peak_activations, budget), "seconds");
 }
 
 const pipeline::Trace& Trainer::last_trace() const {

@@ -64,6 +64,8 @@ class Trainer {
   const pipeline::Trace& last_trace() const;
   const pipeline::Schedule& schedule() const;
   const pipeline::Partition& partition() const { return partition_; }
+  // The layers the partition cuts: the GPT's blocks whole, or in halves with --partition balanced.
+  const pipeline::Layers& layers() const { return layers_; }
   bool pipelined() const { return pipe_ != nullptr; }
   // Prints (and writes) on this rank: world rank 0, or the only rank.
   bool is_leader() const;
@@ -95,7 +97,11 @@ class Trainer {
   // Checks that `ckpt` belongs to this configuration and loads it; errors start with `context`.
   void restore(const nn::Checkpoint& ckpt, const std::string& context);
   int64_t leaders_value(int64_t value);  // world rank 0's `value`, on every rank
-  pipeline::Partition choose_partition(int64_t stages);  // by options_.partition
+  pipeline::Partition choose_partition(const pipeline::Schedule& schedule);  // by options_.partition
+  // --partition balanced: measured time and stash per layer, within options_.memory_budget.
+  pipeline::Partition balanced_partition(const pipeline::Schedule& schedule);
+  // Rank 0 of the pipeline profiles one micro-batch; every rank gets its numbers.
+  std::vector<pipeline::LayerProfile> shared_layer_profile();
   DType compute_dtype() const;                            // what --precision resolved to
   bool owns(const Tensor& parameter) const;  // held by this rank's stages
   // The whole model's and optimizer's state on the pipeline's rank 0 (empty maps elsewhere).
@@ -107,6 +113,7 @@ class Trainer {
   std::unique_ptr<optim::AdamW> optimizer_;
   optim::CosineSchedule schedule_;
   const pipeline::PipelineGroups* groups_;
+  pipeline::Layers layers_;
   pipeline::Partition partition_;
   std::unique_ptr<pipeline::Pipeline> pipe_;
   int64_t step_ = 0;
