@@ -278,7 +278,10 @@ std::vector<MeasuredStageMemory> stage_memory(const std::vector<Trace>& traces, 
   }
   for (size_t s = 0; s < stages.size(); ++s) {
     stages[s].measured = forwards[s] > 0;
-    if (forwards[s] > 0) stages[s].activations /= double(forwards[s]);
+    // Another rank's thread may free, during this rank's forward, a tensor charged to this rank (the
+    // threads' transport hands a sent gradient over; core/host_memory.h): a stage whose forward keeps
+    // little can then measure less than nothing. A stash is never negative.
+    if (forwards[s] > 0) stages[s].activations = std::max(0.0, stages[s].activations / double(forwards[s]));
     if (inputs[s] > 0) stages[s].deferred = std::max(0.0, stages[s].deferred / double(inputs[s]));
   }
   return stages;

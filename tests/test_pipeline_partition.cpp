@@ -48,13 +48,16 @@ Score score(const std::vector<double>& costs, const std::vector<int64_t>& bounds
 
 // Brute force: the smallest maximum; among those the smallest sum of squares; among those the one
 // whose bounds, read from the last stage backwards, are smallest (later stages take more layers).
-std::vector<int64_t> brute_force(const std::vector<double>& costs, int64_t S) {
+// `fits`: which splits may be chosen at all (every one by default); empty when none does.
+std::vector<int64_t> brute_force(const std::vector<double>& costs, int64_t S,
+                                 const std::function<bool(const std::vector<int64_t>&)>& fits = nullptr) {
   std::vector<std::vector<int64_t>> splits;
   std::vector<int64_t> start = {0};
   all_splits(int64_t(costs.size()), S, start, splits);
   std::vector<int64_t> best;
   Score best_score{std::numeric_limits<double>::infinity(), 0};
   for (const auto& b : splits) {
+    if (fits && !fits(b)) continue;
     const Score sc = score(costs, b);
     bool better = sc.max < best_score.max || (sc.max == best_score.max && sc.squares < best_score.squares);
     if (!better && sc.max == best_score.max && sc.squares == best_score.squares) {
@@ -117,6 +120,99 @@ TEST_CASE("partition: balance() matches brute force on every small case", "[pipe
     INFO("trial " << trial);
     CHECK(score(costs, balance(costs, S)).max == Approx(score(costs, brute_force(costs, S)).max).epsilon(1e-12));
   }
+}
+
+TEST_CASE("partition: within a memory budget, the best split that fits, against brute force", "[pipeline]") {
+  Generator gen(11);
+  int infeasible = 0, constrained = 0;
+  for (int64_t n = 1; n <= 8; ++n) {
+    for (int64_t S = 1; S <= n; ++S) {
+      for (int trial = 0; trial < 10; ++trial) {
+        auto draw = [&](int64_t count, double hi) {
+          std::vector<double> v;
+          for (double u : uniform({count}, 0, hi, DType::f64, Device::cpu(), &gen).to_vector()) v.push_back(std::floor(u));
+          return v;
+        };
+        const std::vector<double> costs = draw(n, 6);
+        const std::vector<double> fixed = draw(n, 5), stash = draw(n, 4), flight = draw(S, 4);
+        std::vector<LayerMemory> memory;
+        for (int64_t i = 0; i < n; ++i) memory.push_back({int64_t(fixed[size_t(i)]), int64_t(stash[size_t(i)])});
+        MemoryLimit limit;
+        for (int64_t s = 0; s < S; ++s) limit.in_flight.push_back(1 + int(flight[size_t(s)]));
+        // Budgets from tight (often nothing fits) to loose (time alone decides).
+        limit.capacity.assign(size_t(S), int64_t(4 + 6 * trial));
+        // The reference: every split, each stage's bytes summed here from the definition.
+        auto fits = [&](const std::vector<int64_t>& b) {
+          for (int64_t s = 0; s < S; ++s) {
+            int64_t bytes = 0;
+            for (int64_t i = b[size_t(s)]; i < b[size_t(s) + 1]; ++i)
+              bytes += memory[size_t(i)].fixed + limit.in_flight[size_t(s)] * memory[size_t(i)].activations;
+            if (bytes > limit.capacity[size_t(s)]) return false;
+          }
+          return true;
+        };
+        INFO("n=" << n << " S=" << S << " trial " << trial);
+        const std::vector<int64_t> expected = brute_force(costs, S, fits);
+        if (expected.empty()) {
+          ++infeasible;
+          CHECK(error_of([&] { partition_within_memory(costs, memory, limit); }).find("fits the memory budget") !=
+                std::string::npos);
+          continue;
+        }
+        const Partition got = partition_within_memory(costs, memory, limit, "ms");
+        require_covers_every_layer(got.bounds, n, S);
+        CHECK(fits(got.bounds));
+        CHECK(got.bounds == expected);
+        if (got.bounds != balance(costs, S)) ++constrained;  // the budget moved a cut
+      }
+    }
+  }
+  // Both kinds of case occurred, so the comparison above tested the constraint, not just balance().
+  CHECK(infeasible > 20);
+  CHECK(constrained > 10);
+}
+
+TEST_CASE("partition: every method keeps every layer exactly once, for many (layers, stages) pairs", "[pipeline]") {
+  // Stages > layers included: the spare stages are empty and nothing is dropped or duplicated.
+  Generator gen(5);
+  for (int64_t n = 1; n <= 40; n += (n < 12 ? 1 : 7)) {
+    for (int64_t S = 1; S <= 48; S += (S < 10 ? 1 : 9)) {
+      INFO("n=" << n << " S=" << S);
+      std::vector<double> costs = uniform({n}, 0, 3, DType::f64, Device::cpu(), &gen).to_vector();
+      std::vector<LayerMemory> memory(size_t(n), LayerMemory{1, 1});
+      MemoryLimit roomy;
+      roomy.in_flight.assign(size_t(S), 2);
+      roomy.capacity.assign(size_t(S), 3 * n);
+      for (const Partition& p : {partition_uniform(n, S), partition_by_cost(costs, S),
+                                 partition_within_memory(costs, memory, roomy)}) {
+        require_covers_every_layer(p.bounds, n, S);
+        std::vector<int> seen(size_t(n), 0);
+        for (int64_t s = 0; s < S; ++s)
+          for (int64_t i = p.begin(s); i < p.end(s); ++i) ++seen[size_t(i)];
+        for (int64_t i = 0; i < n; ++i) {
+          REQUIRE(seen[size_t(i)] == 1);
+          REQUIRE(p.begin(p.stage_of_layer(i)) <= i);
+          REQUIRE(i < p.end(p.stage_of_layer(i)));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("partition: a per-rank budget becomes per-stage capacities; bad sizes are named", "[pipeline]") {
+  const Layout layout{2, 2, Placement::interleaved};  // 4 stages, 2 per rank
+  const MemoryLimit limit = memory_limit(layout, {4, 3, 2, 1}, 1000);
+  CHECK(limit.capacity == std::vector<int64_t>{500, 500, 500, 500});
+  CHECK(limit.bytes(0, {{10, 3}, {20, 5}}, 0, 2) == 30 + 4 * 8);
+  CHECK(error_of([&] { memory_limit(layout, {1, 1}, 1000); }).find("2 in-flight counts for 4 stages") !=
+        std::string::npos);
+  CHECK(error_of([&] { memory_limit(layout, {1, 1, 1, 1}, 0); }).find("must be positive") != std::string::npos);
+  CHECK(error_of([&] { partition_within_memory({1, 1}, {{1, -1}, {1, 1}}, limit); }).find("layer 0 has a negative") !=
+        std::string::npos);
+  // One layer larger than any stage may hold: the error says which and how much.
+  const std::string e = error_of([&] { partition_within_memory({1, 1, 1, 1, 1}, {{1, 0}, {900, 0}, {1, 0}, {1, 0}, {1, 0}}, limit); });
+  CHECK(e.find("no split of 5 layers into 4 stages fits the memory budget of 500 B per stage") != std::string::npos);
+  CHECK(e.find("layer 1 alone holds 900 B") != std::string::npos);
 }
 
 TEST_CASE("partition: uniform by layer count, the larger stages last", "[pipeline]") {

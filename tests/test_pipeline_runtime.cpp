@@ -94,9 +94,12 @@ struct Result {
   std::vector<int> peak_stashed;     // per rank
 };
 
-// One device: every micro-batch's backward seeded with 1/M, gradients accumulating.
-Result reference(const Batch& batch, nn::GPTConfig config = tiny_gpt()) {
+// One device: every micro-batch's backward seeded with 1/M, gradients accumulating. With half blocks
+// the model runs as model.layers(half_block) in order (the halves' backward may differ from the
+// fused block's in the last bit, so the reference runs them too).
+Result reference(const Batch& batch, nn::GPTConfig config = tiny_gpt(), nn::LayerGrain grain = nn::LayerGrain::block) {
   nn::GPT model(config);
+  const Layers halves = model.layers(nn::LayerGrain::half_block);
   Result r;
   const int M = int(batch.inputs.size());
   for (int m = 0; m < M; ++m) {
@@ -104,7 +107,13 @@ Result reference(const Batch& batch, nn::GPTConfig config = tiny_gpt()) {
     Tensor loss;
     {
       TapeGuard recording(tape);
-      loss = model.loss(batch.inputs[size_t(m)], batch.targets[size_t(m)]);
+      if (grain == nn::LayerGrain::block) {
+        loss = model.loss(batch.inputs[size_t(m)], batch.targets[size_t(m)]);
+      } else {
+        Tensor h = batch.inputs[size_t(m)];
+        for (const auto& layer : halves) h = (*layer)(h);
+        loss = nn::language_model_loss(h, batch.targets[size_t(m)]);
+      }
     }
     tape.backward({loss}, {full(loss.shape(), 1.0 / M, loss.dtype())});
     r.losses.push_back(loss.item());
@@ -117,11 +126,13 @@ Result reference(const Batch& batch, nn::GPTConfig config = tiny_gpt()) {
 
 // The pipeline on P threads (local communicators), each rank with its own copy of the GPT. With
 // rendezvous sends the threads behave like gloo or NCCL at their strictest (comm/local.h).
+// `partition`: of model.layers(grain); by default uniform.
 Result pipelined(const Schedule& schedule, const Batch& batch, PipelineOptions options = {},
-                 nn::GPTConfig config = tiny_gpt(), comm::LocalSends sends = comm::LocalSends::queued) {
+                 nn::GPTConfig config = tiny_gpt(), comm::LocalSends sends = comm::LocalSends::queued,
+                 nn::LayerGrain grain = nn::LayerGrain::block, Partition partition = {}) {
   const int P = schedule.ranks();
-  const int64_t layers = config.n_layer + 2;
-  Partition partition = partition_uniform(layers, schedule.stages());
+  const int64_t layers = grain == nn::LayerGrain::block ? config.n_layer + 2 : 2 * config.n_layer + 2;
+  if (partition.bounds.empty()) partition = partition_uniform(layers, schedule.stages());
   // Rendezvous runs take milliseconds; a short timeout turns a wrong exchange order into a quick failure.
   const comm::Milliseconds timeout =
       sends == comm::LocalSends::rendezvous ? comm::Milliseconds(20'000) : comm::default_timeout();
@@ -131,7 +142,7 @@ Result pipelined(const Schedule& schedule, const Batch& batch, PipelineOptions o
   std::mutex mutex;
   auto errors = test::run_ranks(comms, [&](comm::Communicator& comm) {
     nn::GPT model(config);
-    GptStages mine = gpt_stages(model, partition, schedule.layout, comm.rank());
+    GptStages mine = gpt_stages(model, partition, schedule.layout, comm.rank(), grain);
     PipelineOptions opts = options;
     opts.ties = mine.ties;
     PipelineGroups groups;
@@ -224,6 +235,32 @@ TEST_CASE("runtime: every schedule equals one-device training, bitwise on the CP
         INFO("rank " << r);
         REQUIRE(got.peak_stashed[size_t(r)] == sim.peak_activations_per_rank[size_t(r)]);
       }
+    }
+  }
+}
+
+TEST_CASE("runtime: blocks cut in halves, split by time, equal one device running the halves", "[pipeline][runtime]") {
+  // --partition balanced's shape: 3 blocks as 6 halves + embedding + head = 8 layers, cut where
+  // made-up costs say (cheap ends, the embedding and head sharing stages with halves), every
+  // schedule kind, on rendezvous sends.
+  const std::vector<double> costs = {0.1, 2, 3, 2, 3, 2, 3, 0.5};
+  struct Config {
+    ScheduleKind kind;
+    int P, M, V;
+  };
+  for (const Config& c : {Config{ScheduleKind::one_f_one_b, 4, 5, 1}, Config{ScheduleKind::gpipe, 4, 3, 1},
+                          Config{ScheduleKind::zb_h1, 2, 4, 1}, Config{ScheduleKind::interleaved, 2, 4, 2},
+                          Config{ScheduleKind::zb_v, 2, 4, 2}, Config{ScheduleKind::dualpipev, 2, 4, 2}}) {
+    DYNAMIC_SECTION(schedule_name(c.kind) << " P=" << c.P << " M=" << c.M << " V=" << c.V) {
+      const Partition partition = partition_by_cost(costs, c.P * c.V, "ms");
+      // Layers 1-2, 3-4 and 5-6 are one block each: a bound at 2, 4 or 6 cuts one in two.
+      CHECK(std::any_of(partition.bounds.begin(), partition.bounds.end(), [](int64_t b) { return b % 2 == 0 && b > 0 && b < 8; }));
+      Batch batch = make_batch(c.M, uint64_t(c.P * 17 + c.M));
+      const Result want = reference(batch, tiny_gpt(), nn::LayerGrain::half_block);
+      const Result got = pipelined(make_schedule(c.kind, c.P, c.M, c.V), batch, {}, tiny_gpt(),
+                                   comm::LocalSends::rendezvous, nn::LayerGrain::half_block, partition);
+      const bool tied_apart = partition.stage_of_layer(0) != partition.stage_of_layer(partition.layers() - 1);
+      require_same(got, want, tied_apart ? "embed.wte.weight" : "");
     }
   }
 }

@@ -146,6 +146,8 @@ TEST_CASE("train options: flags parse in both spellings and defaults hold", "[tr
   REQUIRE(parsed.options.steps == TrainOptions{}.steps);
   REQUIRE(parsed.options.device == "auto");
   REQUIRE(parsed.options.precision == "auto");
+  REQUIRE(parsed.options.partition == "balanced");  // measured time and stash, half blocks
+  REQUIRE(parsed.options.memory_budget == 0);       // no limit
   REQUIRE(parse_train_args({"--precision", "bf16"}).options.precision == "bf16");
   REQUIRE(parse_train_args({"--precision=f32"}).options.precision == "f32");
   // Sizes: binary and decimal units, plain bytes.

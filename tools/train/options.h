@@ -57,7 +57,7 @@ struct TrainOptions {
   // How layers are split into stages (pipeline/partition.h): by count, by parameters, by time
   // measured once on this device (pipeline rank 0 measures; every rank uses its numbers), or
   // balanced: measured time and stash, blocks cut into their two halves, within memory_budget.
-  std::string partition = "layers";
+  std::string partition = "balanced";
   int64_t memory_budget = 0;  // bytes per rank for --partition balanced; 0: no limit
   std::string trace = "brigade-trace.json";    // Chrome trace of the last step ("" or none: off)
   std::string svg = "brigade-timeline.svg";    // simulated vs measured timeline of the last step
