@@ -214,8 +214,10 @@ Evaluation Planner::prepare(const Candidate& c) {
   const std::vector<StageCost> costs = stage_costs(c, e.bounds);
   const double hop = message_seconds(c);
   std::vector<double> reached(costs.size(), 0.0);  // when stage s could first start, at the earliest
-  for (size_t s = 1; s < costs.size(); ++s)
-    reached[s] = reached[s - 1] + costs[s - 1].forward + (p.layout.rank_of(int(s) - 1) != p.layout.rank_of(int(s)) ? hop : 0);
+  for (size_t s = 1; s < costs.size(); ++s) {
+    const bool message = p.layout.rank_of(int(s) - 1) != p.layout.rank_of(int(s));
+    reached[s] = reached[s - 1] + costs[s - 1].forward + (message ? hop : 0);
+  }
   for (int r = 0; r < c.stages; ++r) {
     double busy = 0, start = std::numeric_limits<double>::infinity(), total = reduce.tie[size_t(r)],
            cheapest = std::numeric_limits<double>::infinity();

@@ -21,11 +21,12 @@
 // The search does not simulate everything. A rank cannot start before the first micro-batch's
 // forward has reached its first stage, then computes for its busy time, and then the chunk it
 // computed last still has to reduce (at least its cheapest chunk's reduction) and the tie: the
-// largest such sum over the ranks is a lower bound on the step. Before the split is known the
-// average rank's compute, M x the whole model's cost / P = the whole step's work / N, is one too. Candidates are taken in the
-// order of that first bound; once the top k are known, a candidate whose bound is above the k-th's
-// step time cannot enter them and is skipped, and so are all after it. Out-of-memory candidates are
-// never simulated. The result equals simulating all of them (tests/test_plan.cpp checks that).
+// largest such sum over the ranks is a lower bound on the step. Before the split is known, the
+// average rank's compute (M x the whole model's cost / P = the step's work / N) is one too. The
+// candidates are taken in the order of that cheap bound. Once the top k are known, one whose split's
+// bound is above the k-th best step is skipped without simulating, and once the cheap bound is,
+// every candidate after it too. Out-of-memory candidates are never simulated. The result equals
+// simulating all of them (tests/test_plan.cpp checks that).
 #pragma once
 
 #include <cstdint>
@@ -41,7 +42,7 @@ namespace brigade::pipeline {
 struct Hardware {
   int devices = 8;
   int64_t memory = int64_t(80) << 30;  // bytes per device
-  double flops = 400e12;               // effective FLOP/s per device (what its matmuls really reach)
+  double flops = 240e12;               // effective FLOP/s per device (what a training step really reaches)
   double bandwidth = 200e9;            // bytes/s between two devices, each way
   double latency = 10e-6;              // seconds per message, on top of its bytes
 };

@@ -88,10 +88,10 @@ int run(const PlanOptions& o, std::ostream& out, std::ostream& err) {
       if (!per_rank.empty()) per_rank += ' ';
       per_rank += format_fixed(double(peak) / scale, 1);
     }
-    rows.push_back({std::to_string(i + 1), schedule_name(c.schedule), std::to_string(c.stages) + " x " + std::to_string(c.chunks),
-                    std::to_string(c.microbatches), std::to_string(c.replicas), c.recompute ? "on" : "off",
-                    milliseconds(e.step), format_fixed(e.bubble, 3), milliseconds(e.all_reduce), format_bytes(double(e.peak)),
-                    per_rank});
+    rows.push_back({std::to_string(i + 1), schedule_name(c.schedule),
+                    std::to_string(c.stages) + " x " + std::to_string(c.chunks), std::to_string(c.microbatches),
+                    std::to_string(c.replicas), c.recompute ? "on" : "off", milliseconds(e.step),
+                    format_fixed(e.bubble, 3), milliseconds(e.all_reduce), format_bytes(double(e.peak)), per_rank});
   }
   out << table(rows, {1, 10});
   out << "\nstep: the simulated pipeline, then the gradient reductions (reduce: the longest rank's); bubble: the "

@@ -75,12 +75,12 @@ const std::vector<Flag>& flags() {
          o.memory_text = v;
        },
        [](const PlanOptions& o) { return format_bytes(double(o.memory)); }},
-      {"--tflops", "X", "effective TFLOP/s of one device (what its matmuls reach, not its peak)",
+      {"--tflops", "X", "effective TFLOP/s of one device: what a training step reaches, not its peak",
        [](PlanOptions& o, const std::string& v) {
          o.tflops = parse_number("--tflops", v, 0);
          if (o.tflops == 0) bad("--tflops", "must be positive, got " + v);
        },
-       [](const PlanOptions&) { return std::string("400 with bf16, 27 with f32: 40% of an H100's peak"); }},
+       [](const PlanOptions&) { return std::string("240 with bf16, 22 with f32: brigade's GPT-2 step on an H200"); }},
       {"--bandwidth", "GB/s", "bandwidth between two devices, each way (PCIe 5.0 x16: about 50)",
        [](PlanOptions& o, const std::string& v) {
          o.bandwidth = parse_number("--bandwidth", v, 0);
@@ -139,7 +139,7 @@ pipeline::GptShape preset_shape(const std::string& model) {
   bad("--model", "expected " + preset_names() + ", got '" + model + "'");
 }
 
-double PlanOptions::tflops_or_default() const { return tflops > 0 ? tflops : precision == "f32" ? 27 : 400; }
+double PlanOptions::tflops_or_default() const { return tflops > 0 ? tflops : precision == "f32" ? 22 : 240; }
 
 pipeline::PlanSpec PlanOptions::spec() const {
   pipeline::PlanSpec s;
