@@ -2,6 +2,7 @@
 //
 //   brigade train ...     train a GPT: to sort digits, or on text with --data (tools/train/)
 //   brigade simulate ...  dry-run a pipeline schedule: bubble, memory, timeline (tools/simulate/)
+//   brigade plan ...      find the fastest pipeline x data-parallel configuration that fits (tools/plan/)
 //   brigade bench ...     benchmarks: kernels against this GPU's ceilings (bench_kernels/), communication (bench_comm/),
 //                         pipeline schedules run for real (bench_pipeline/)
 //   brigade launch ...    start N ranks of a program on this machine or several (tools/launch/)
@@ -19,6 +20,7 @@
 #include "data_prepare/command.h"
 #include "generate/command.h"
 #include "launch/command.h"
+#include "plan/command.h"
 #include "simulate/command.h"
 #include "tokenizer/command.h"
 #include "train/command.h"
@@ -45,6 +47,7 @@ int run_launch(const std::vector<std::string>& args) { return brigade::launch::l
 int run_simulate(const std::vector<std::string>& args) {
   return brigade::simulate_cli::simulate_command(args, std::cout, std::cerr);
 }
+int run_plan(const std::vector<std::string>& args) { return brigade::plan_cli::plan_command(args, std::cout, std::cerr); }
 
 // `brigade bench <what>`: one benchmark family per word.
 int run_bench(const std::vector<std::string>& args) {
@@ -73,6 +76,8 @@ int run_bench(const std::vector<std::string>& args) {
 const Subcommand kSubcommands[] = {
     {"train", "train a small GPT to sort digits and report its held-out accuracy", run_train},
     {"simulate", "dry-run a pipeline-parallel schedule: its bubble, memory and timeline", run_simulate},
+    {"plan", "the fastest pipeline x data-parallel configuration of a GPT that fits N devices, and how to run it",
+     run_plan},
     {"bench", "benchmarks: 'bench kernels' against measured ceilings, 'bench comm' per transport, 'bench step' a training step", run_bench},
     {"launch", "start a program's ranks on this machine (or several: --nnodes), with a rendezvous", run_launch},
     {"tokenizer", "GPT-2's byte-level BPE: 'tokenizer train' on text files, 'encode' and 'decode' with it", run_tokenizer},

@@ -1,0 +1,60 @@
+// Settings of `brigade plan` and the parser of its command line. Every flag lives in one table
+// (options.cpp) that both parses and prints --help.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pipeline/analysis/planner.h"
+#include "tools/cli/flags.h"
+
+namespace brigade::plan_cli {
+
+struct PlanOptions {
+  // The model: a GPT-2 preset (tools/train/options.h), any of whose sizes the flags override.
+  std::string model = "gpt2";
+  pipeline::GptShape shape;  // filled from the preset, then the flags
+  bool vocab_given = false;  // --vocab on the command line: passed on to `brigade train`
+  // The devices. The defaults are an H100 or H200 SXM: 80 GiB; the FLOP/s brigade's own GPT-2 small
+  // training step reached on an H200 (bench/results/h200-gpt2-2026-11-26.md: 8 x 1024 tokens, 6N +
+  // 12LCT FLOPs each, in 29.5 ms with bf16 = 240 TFLOP/s, a quarter of the 989 dense peak both GPUs
+  // list; in 319 ms with f32 = 22); NVLink between two GPUs at an effective 200 GB/s each way (PCIe
+  // 5.0 x16 gives about 50).
+  int devices = 8;
+  int64_t memory = int64_t(80) << 30;
+  std::string memory_text = "80GiB";  // as given: the printed lines pass it to --memory-budget
+  double tflops = 0;  // 0: by precision, as above
+  double bandwidth = 200;  // GB/s
+  double latency = 10;     // microseconds per message
+  // The step and the search.
+  int64_t batch = 64;  // sequences per step
+  std::string precision = "bf16";
+  std::vector<pipeline::ScheduleKind> schedules = pipeline::all_schedule_kinds();
+  int max_chunks = 4;
+  std::string recompute = "both";  // on, off or both
+  int top = 5;
+  std::string data = "DIR";  // what the printed `brigade train` lines pass as --data
+
+  double tflops_or_default() const;
+  pipeline::PlanSpec spec() const;
+};
+
+using UsageError = cli::UsageError;
+
+// The sizes of a --model preset (train::model_presets(), GPT-2's vocabulary); throws UsageError
+// naming --model for an unknown name.
+pipeline::GptShape preset_shape(const std::string& model);
+
+struct ParsedPlanArgs {
+  PlanOptions options;
+  bool help = false;
+};
+
+// Parses the arguments after `brigade plan`. Accepts `--flag value` and `--flag=value`; throws
+// UsageError naming the flag.
+ParsedPlanArgs parse_plan_args(const std::vector<std::string>& args);
+
+std::string plan_usage();
+
+}  // namespace brigade::plan_cli
