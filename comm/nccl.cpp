@@ -4,6 +4,7 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
@@ -12,6 +13,7 @@
 #include <functional>
 #include <iostream>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "comm/nccl_check.h"
@@ -89,32 +91,49 @@ ncclConfig_t header_config() {
   return config;
 }
 
-// Each brigade communicator is two NCCL communicators over the same ranks: one for data, one for
-// the headers (handshake.h) that tell a receiver what to allocate. NCCL runs a communicator's
-// operations in the order they were issued, so a header behind data on the same communicator would
-// wait for that data — which may wait for a peer that waits for this header (docs/comm.md).
-struct NcclPair {
-  ncclComm_t data = nullptr;
-  ncclComm_t headers = nullptr;
-};
+// Each brigade communicator is three NCCL communicators over the same ranks, each with a stream of
+// its own (docs/comm.md), because NCCL runs a communicator's groups one after another and a send
+// may wait until its receiver has posted the matching receive:
+//  - kHeaders carries the headers (handshake.h) that tell a receiver what to allocate. A header
+//    behind data on the same communicator would wait for that data — which may wait for a peer that
+//    waits for this header.
+//  - kUp carries data from a lower rank to a higher one (and the collectives), kDown the rest. An
+//    exchange issues its sends before its host waits for any incoming header, and a receive that
+//    needs a header after it: two groups (run_exchange). On one data communicator, two ranks that
+//    send each other a message with a header would each queue the other's receive behind its own
+//    send, which waits for that receive. Split by direction, the sends a rank issues early and the
+//    receives it issues late from the same peer run on different streams.
+enum Lane : size_t { kUp = 0, kDown = 1, kHeaders = 2, kLanes = 3 };
+using NcclComms = std::array<ncclComm_t, kLanes>;
+
+// The data communicator of a message from rank `from` to rank `to` (both ends compute it alike).
+Lane data_lane(int from, int to) { return from < to ? kUp : kDown; }
+
+// How errors name a lane's communicator: "" for the first, which names the whole.
+std::string lane_suffix(size_t lane) {
+  return lane == kUp ? "" : lane == kDown ? " (its downward data communicator)" : " (its header communicator)";
+}
+
+ncclConfig_t lane_config(size_t lane) { return lane == kHeaders ? header_config() : nonblocking_config(); }
+
+void abort_all(NcclComms& comms) {
+  for (ncclComm_t& comm : comms)
+    if (comm != nullptr) ncclCommAbort(comm), comm = nullptr;
+}
 
 class NcclCommunicator final : public Communicator {
  public:
-  // Takes a ready pair of communicators.
-  NcclCommunicator(NcclPair comms, int rank, int size, Device device, Milliseconds timeout)
-      : Communicator("nccl", rank, size, device, timeout),
-        comm_(comms.data),
-        header_comm_(comms.headers) {
+  // Takes ready communicators.
+  NcclCommunicator(NcclComms comms, int rank, int size, Device device, Milliseconds timeout)
+      : Communicator("nccl", rank, size, device, timeout), comms_(comms) {
     // Pinned memory for arriving headers, allocated once, here: allocating or freeing it later may
     // wait for the whole device (CUDA's implicit synchronisation), including an NCCL kernel that
     // waits for a peer which waits for this rank — a hang found on the emulator.
     try {
-      stream_ = Stream::create(device);
-      header_stream_ = Stream::create(device);
+      for (Stream& stream : streams_) stream = Stream::create(device);
       BRIGADE_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&pinned_), kPinnedHeaders * sizeof(WireHeader)));
     } catch (...) {
-      ncclCommAbort(comm_);  // ours now: nobody else would end them
-      ncclCommAbort(header_comm_);
+      abort_all(comms_);  // ours now: nobody else would end them
       throw;
     }
     watchdog_ = std::thread([this] { watch(); });
@@ -135,14 +154,14 @@ class NcclCommunicator final : public Communicator {
     }
     wake_.notify_all();
     watchdog_.join();
-    for (ncclComm_t* comm : {&comm_, &header_comm_}) {
-      if (*comm == nullptr) continue;
+    for (ncclComm_t& comm : comms_) {
+      if (comm == nullptr) continue;
       // Finalize flushes NCCL's own pending work; if anything is stuck, abort instead.
       Deadline deadline = Deadline::after(timeout());
-      ncclResult_t result = drained ? outcome(*comm, ncclCommFinalize(*comm), deadline) : ncclInternalError;
-      if (result == ncclSuccess) ncclCommDestroy(*comm);
-      else ncclCommAbort(*comm);
-      *comm = nullptr;
+      ncclResult_t result = drained ? outcome(comm, ncclCommFinalize(comm), deadline) : ncclInternalError;
+      if (result == ncclSuccess) ncclCommDestroy(comm);
+      else ncclCommAbort(comm);
+      comm = nullptr;
     }
     // Never free memory a GPU kernel may still touch: what did not finish is leaked on purpose.
     if (drained) in_flight_.clear();
@@ -155,37 +174,44 @@ class NcclCommunicator final : public Communicator {
   }
 
  protected:
+  // An exchange in two rounds, so that no send waits for a header. On entering it, the headers go
+  // out (sent and received as one group, on their own communicator) and so does the early data:
+  // every send, and the receives whose tensors are known. Once the incoming headers are in, the late
+  // data: the receives that needed them. The host waits for nothing else, and never before its sends
+  // are queued — as a gloo rank posts every send before waiting for any header. Issuing the data
+  // only after the headers (the previous version) hung zb-v with one micro-batch: rank 0 held the token
+  // ids it sent rank 1 until a header arrived that rank 1 sends only after reading those ids on the
+  // host (the embedding's index check). check_exchanges_headers_first (pipeline/exchange_nccl.cpp)
+  // models exactly these rounds.
   void run_exchange(std::vector<Transfer>& transfers, const Deadline& deadline) override {
     cuda::DeviceGuard guard(device().index);
-    std::string batch = transfers.size() == 1 ? transfers[0].what
-                                              : what("exchange of " + std::to_string(transfers.size()) + " transfers");
-    std::vector<Tensor> keep;
+    const std::string batch = transfers.size() == 1
+                                  ? transfers[0].what
+                                  : what("exchange of " + std::to_string(transfers.size()) + " transfers");
+    const std::vector<bool> late = late_round(transfers);
+    HeaderRound headers;
     if (std::any_of(transfers.begin(), transfers.end(), [](const Transfer& t) { return t.header; }))
-      exchange_headers(transfers, deadline, keep);
+      headers = post_headers(transfers, deadline);
     for (Transfer& t : transfers)
       if (t.op->kind == P2P::Kind::recv && !t.header) allocate_destination(*t.op, without_header(t));
-
-    follow_caller();  // the data to send, and the destinations, belong to the caller's stream
-    enqueue(batch, deadline, [&] {
-      for (Transfer& t : transfers) {
-        const Tensor& x = t.op->tensor;
-        keep.push_back(x);
-        if (x.numel() == 0) continue;
-        if (t.op->kind == P2P::Kind::send)
-          BRIGADE_NCCL_QUEUED(ncclSend(x.raw_data(), size_t(x.numel()), nccl_dtype(x.dtype()), t.op->peer, comm_,
-                                       raw()));
-        else
-          BRIGADE_NCCL_QUEUED(ncclRecv(x.raw_data(), size_t(x.numel()), nccl_dtype(x.dtype()), t.op->peer, comm_,
-                                       raw()));
-      }
-    });
-    // The caller's stream waits only for what it will read: an exchange of sends alone is followed by
-    // the watchdog (which keeps the tensors alive until NCCL is done with them) while the caller
-    // computes on — the next forward need not wait for a neighbour to take the last activation.
-    const bool receives = std::any_of(transfers.begin(), transfers.end(),
-                                      [](const Transfer& t) { return t.op->kind == P2P::Kind::recv; });
-    if (receives) finish(batch, deadline, std::move(keep));
-    else follow(batch, deadline, stream_, std::move(keep));
+    // The data to send, and the destinations, belong to the caller's stream. This also covers the
+    // late round's destinations: nothing is queued on the caller's stream in between.
+    for (size_t lane : {kUp, kDown}) follow_caller(lane);
+    std::array<std::vector<Tensor>, kLanes> keep;
+    enqueue_data(batch, deadline, transfers, late, false, keep);
+    if (headers.arriving > 0) read_headers(transfers, headers, deadline);
+    enqueue_data(batch, deadline, transfers, late, true, keep);
+    // The caller's stream waits only for what it will read: a lane that only sent is followed by the
+    // watchdog (which keeps the tensors alive until NCCL is done with them) while the caller computes
+    // on — the next forward need not wait for a neighbour to take the last activation.
+    for (size_t lane : {kUp, kDown}) {
+      if (keep[lane].empty()) continue;
+      const bool receives = std::any_of(transfers.begin(), transfers.end(), [&](const Transfer& t) {
+        return t.op->kind == P2P::Kind::recv && lane_of(t) == lane;
+      });
+      if (receives) finish(lane, batch, deadline, std::move(keep[lane]));
+      else follow(batch, deadline, streams_[lane], std::move(keep[lane]));
+    }
   }
 
   void run_all_reduce(const Tensor& t, ReduceOp op, const Deadline& deadline) override {
@@ -204,12 +230,12 @@ class NcclCommunicator final : public Communicator {
   void run_broadcast(const Tensor& t, int root, const Deadline& deadline) override {
     cuda::DeviceGuard guard(device().index);
     std::string w = what("broadcast from rank " + std::to_string(root));
-    follow_caller();
-    enqueue(w, deadline, [&] {
+    follow_caller(kUp);
+    enqueue(kUp, w, deadline, [&](ncclComm_t comm, cudaStream_t stream) {
       BRIGADE_NCCL_QUEUED(ncclBroadcast(t.raw_data(), t.raw_data(), size_t(t.numel()), nccl_dtype(t.dtype()), root,
-                                        comm_, raw()));
+                                        comm, stream));
     });
-    finish(w, deadline, {t});
+    finish(kUp, w, deadline, {t});
   }
 
   void run_barrier(const Deadline& deadline) override {
@@ -217,12 +243,16 @@ class NcclCommunicator final : public Communicator {
     cuda::DeviceGuard guard(device().index);
     std::string w = what("barrier");
     Tensor token = zeros({1}, DType::i32, device());
-    follow_caller();
-    enqueue(w, deadline, [&] {
-      BRIGADE_NCCL_QUEUED(ncclAllReduce(token.raw_data(), token.raw_data(), 1, ncclInt32, ncclSum, comm_, raw()));
+    follow_caller(kUp);
+    // After this rank's transfers in both directions, as when one stream carried all the data.
+    Event down = Event::create(device());
+    down.record(streams_[kDown]);
+    streams_[kUp].wait(down);
+    enqueue(kUp, w, deadline, [&](ncclComm_t comm, cudaStream_t stream) {
+      BRIGADE_NCCL_QUEUED(ncclAllReduce(token.raw_data(), token.raw_data(), 1, ncclInt32, ncclSum, comm, stream));
     });
-    finish(w, deadline, {token});
-    wait_for_stream(w, deadline);
+    finish(kUp, w, deadline, {token});
+    wait_for_stream(w, deadline, streams_[kUp]);
   }
 
   std::unique_ptr<Communicator> run_split(int color, int key, const std::vector<int>& members,
@@ -233,14 +263,11 @@ class NcclCommunicator final : public Communicator {
     // job is done (until then it is null): poll the parent, then the child's own initialisation.
     // The handle lives on the heap — if the deadline passes first, the job may still write it after
     // this function has returned, so on a timeout it is left behind on purpose.
-    // Both communicators split alike, data first (every rank in the same order).
-    NcclPair made;
-    auto abort_made = [&] {
-      for (ncclComm_t c : {made.data, made.headers})
-        if (c != nullptr) ncclCommAbort(c);
-    };
-    for (bool headers : {false, true}) {
-      ncclConfig_t config = headers ? header_config() : nonblocking_config();
+    // The communicators split alike, in the order of their lanes (every rank in the same order).
+    NcclComms made{};
+    auto abort_made = [&] { abort_all(made); };
+    for (size_t lane = 0; lane < kLanes; ++lane) {
+      ncclConfig_t config = lane_config(lane);
       ncclResult_t result;
       std::string error;
       auto* child = new ncclComm_t(nullptr);
@@ -248,7 +275,7 @@ class NcclCommunicator final : public Communicator {
         // The parent is read, used and asked for its error under the lock: an abort (the watchdog's,
         // a peer's failure) frees it.
         std::lock_guard<std::mutex> lock(mutex_);
-        ncclComm_t parent = headers ? header_comm_ : comm_;
+        ncclComm_t parent = comms_[lane];
         if (parent == nullptr) {
           delete child;
           abort_made();
@@ -264,7 +291,7 @@ class NcclCommunicator final : public Communicator {
         abort(w + " timed out");  // stops the parent's job, so it writes nothing more
         fail_timeout(w, deadline);
       }
-      (headers ? made.headers : made.data) = *child;
+      made[lane] = *child;
       delete child;
       if (result != ncclSuccess) {
         abort_made();
@@ -272,7 +299,7 @@ class NcclCommunicator final : public Communicator {
       }
     }
     if (members.empty()) return nullptr;
-    if (made.data == nullptr || made.headers == nullptr) {
+    if (std::find(made.begin(), made.end(), nullptr) != made.end()) {
       abort_made();
       fail(w, ": NCCL reported success but made no communicator");
     }
@@ -283,62 +310,103 @@ class NcclCommunicator final : public Communicator {
   void abort_transport(const std::string&) override {
     // Also ends kernels waiting for peers, so the GPU (and whoever waits on it) is freed.
     std::lock_guard<std::mutex> lock(mutex_);
-    for (ncclComm_t* comm : {&comm_, &header_comm_}) {
-      if (*comm != nullptr) ncclCommAbort(*comm);
-      *comm = nullptr;
-    }
+    abort_all(comms_);
   }
 
  private:
   struct InFlight {
-    Event done;  // recorded after the transfer, on the stream it ran on (data or headers)
+    Event done;  // recorded after the transfer, on the stream it ran on (a lane's)
     Clock::time_point deadline;
     Milliseconds timeout;
     std::string what;
     std::vector<Tensor> keep;  // alive until the GPU is done with them (the allocator could reuse them)
   };
 
-  cudaStream_t raw() const { return static_cast<cudaStream_t>(stream_.raw()); }
+  cudaStream_t raw(size_t lane) const { return static_cast<cudaStream_t>(streams_[lane].raw()); }
 
-  // Queues the all-reduce on our stream after the caller's work; returns the event that marks its
+  // The data lane of a transfer (data_lane).
+  Lane lane_of(const Transfer& t) const {
+    return t.op->kind == P2P::Kind::send ? data_lane(rank(), t.op->peer) : data_lane(t.op->peer, rank());
+  }
+
+  // Which transfers of an exchange go in its late round (run_exchange): a receive that needs a
+  // header, and every receive after it from the same peer — NCCL pairs a link's messages by their
+  // order, so they must not overtake it. A message to this very rank goes late, send and receive
+  // alike: they must meet in one group.
+  std::vector<bool> late_round(const std::vector<Transfer>& transfers) const {
+    std::vector<bool> late(transfers.size(), false);
+    std::set<int> waiting;  // peers whose messages to this rank wait for a header
+    for (size_t i = 0; i < transfers.size(); ++i) {
+      const P2P& op = *transfers[i].op;
+      const bool receive = op.kind == P2P::Kind::recv;
+      if (receive && (transfers[i].header || waiting.count(op.peer) > 0)) waiting.insert(op.peer);
+      late[i] = op.peer == rank() || (receive && waiting.count(op.peer) > 0);
+    }
+    return late;
+  }
+
+  // Queues one round of an exchange's data: a group on each data lane that has transfers in it.
+  // `keep` collects, per lane, the tensors NCCL reads or writes.
+  void enqueue_data(const std::string& w, const Deadline& deadline, std::vector<Transfer>& transfers,
+                    const std::vector<bool>& late, bool late_round, std::array<std::vector<Tensor>, kLanes>& keep) {
+    for (size_t lane : {kUp, kDown}) {
+      std::vector<P2P*> group;
+      for (size_t i = 0; i < transfers.size(); ++i)
+        if (late[i] == late_round && lane_of(transfers[i]) == lane) group.push_back(transfers[i].op);
+      if (group.empty()) continue;
+      enqueue(lane, w, deadline, [&](ncclComm_t comm, cudaStream_t stream) {
+        for (P2P* op : group) {
+          const Tensor& x = op->tensor;
+          keep[lane].push_back(x);
+          if (x.numel() == 0) continue;
+          const size_t count = size_t(x.numel());
+          if (op->kind == P2P::Kind::send)
+            BRIGADE_NCCL_QUEUED(ncclSend(x.raw_data(), count, nccl_dtype(x.dtype()), op->peer, comm, stream));
+          else
+            BRIGADE_NCCL_QUEUED(ncclRecv(x.raw_data(), count, nccl_dtype(x.dtype()), op->peer, comm, stream));
+        }
+      });
+    }
+  }
+
+  // Queues the all-reduce on the kUp lane after the caller's work; returns the event that marks its
   // end (the watchdog follows it and keeps `t` alive until then).
   Event start_all_reduce(const Tensor& t, ReduceOp op, const Deadline& deadline, const std::string& name) {
     cuda::DeviceGuard guard(device().index);
     const std::string w = what(name + (op == ReduceOp::sum ? "(sum)" : "(average)"));
-    follow_caller();
-    enqueue(w, deadline, [&] {
+    follow_caller(kUp);
+    enqueue(kUp, w, deadline, [&](ncclComm_t comm, cudaStream_t stream) {
       BRIGADE_NCCL_QUEUED(ncclAllReduce(t.raw_data(), t.raw_data(), size_t(t.numel()), nccl_dtype(t.dtype()),
-                                        op == ReduceOp::sum ? ncclSum : ncclAvg, comm_, raw()));
+                                        op == ReduceOp::sum ? ncclSum : ncclAvg, comm, stream));
     });
     Event done = Event::create(device());
-    done.record(stream_);
-    follow(w, deadline, stream_, {t});
+    done.record(streams_[kUp]);
+    follow(w, deadline, streams_[kUp], {t});
     return done;
   }
 
-  // Our stream waits for everything queued so far on the caller's stream.
-  void follow_caller() {
+  // The lane's stream waits for everything queued so far on the caller's stream.
+  void follow_caller(size_t lane) {
     Event ready = Event::create(device());
     ready.record(current_stream(device()));
-    stream_.wait(ready);
+    streams_[lane].wait(ready);
   }
 
-  // Runs the NCCL calls of one group. Non-blocking: ncclGroupEnd may answer "in progress", and the
-  // communicator is polled until the work is queued on the stream (not finished: that is the
-  // watchdog's business).
-  // `calls` issue on comm_ (the data communicator), or on header_comm_ with `headers`.
+  // Runs the NCCL calls of one group on a lane: calls(comm, stream). Non-blocking: ncclGroupEnd may
+  // answer "in progress", and the communicator is polled until the work is queued on the stream (not
+  // finished: that is the watchdog's business).
   template <class Fn>
-  void enqueue(const std::string& w, const Deadline& deadline, Fn&& calls, bool headers = false) {
+  void enqueue(size_t lane, const std::string& w, const Deadline& deadline, Fn&& calls) {
     ncclResult_t result;
     ncclComm_t comm = nullptr;
     std::string error;
     {
       std::lock_guard<std::mutex> lock(mutex_);  // abort must not free the communicators under our feet
-      comm = headers ? header_comm_ : comm_;
+      comm = comms_[lane];
       BRIGADE_CHECK(comm != nullptr, w, ": the communicator was aborted");
       BRIGADE_NCCL_CHECK(ncclGroupStart());
       try {
-        calls();
+        calls(comm, raw(lane));
       } catch (...) {
         // Close the group (the error that matters is the one thrown), and on a non-blocking
         // communicator wait for NCCL's background job that the close may start: the caller may
@@ -363,18 +431,18 @@ class NcclCommunicator final : public Communicator {
     wake_.notify_all();
   }
 
-  // The caller's stream waits for ours; the watchdog follows the transfer until it completes.
-  void finish(const std::string& w, const Deadline& deadline, std::vector<Tensor> keep) {
+  // The caller's stream waits for the lane's; the watchdog follows the transfer until it completes.
+  void finish(size_t lane, const std::string& w, const Deadline& deadline, std::vector<Tensor> keep) {
     Event done = Event::create(device());
-    done.record(stream_);
+    done.record(streams_[lane]);
     current_stream(device()).wait(done);
-    follow(w, deadline, stream_, std::move(keep));
+    follow(w, deadline, streams_[lane], std::move(keep));
   }
 
-  // Blocks the host until `stream` (ours by default) is idle, up to the deadline.
-  void wait_for_stream(const std::string& w, const Deadline& deadline, const Stream* stream = nullptr) {
+  // Blocks the host until `stream` is idle, up to the deadline.
+  void wait_for_stream(const std::string& w, const Deadline& deadline, const Stream& stream) {
     Event idle = Event::create(device());
-    idle.record(stream ? *stream : stream_);
+    idle.record(stream);
     while (!idle.query()) {
       BRIGADE_CHECK(!aborted(), w, ": the communicator was aborted while waiting for the GPU");
       if (deadline.passed()) fail_timeout(w, deadline);
@@ -384,18 +452,18 @@ class NcclCommunicator final : public Communicator {
     // whatever its receive buffers held: here, or at a peer (NCCL then reports an error).
     BRIGADE_CHECK(!aborted(), w, ": the communicator was aborted while waiting for the GPU");
     std::lock_guard<std::mutex> lock(mutex_);
-    for (ncclComm_t comm : {comm_, header_comm_}) {
+    for (ncclComm_t comm : comms_) {
       ncclResult_t state = ncclSuccess;
       if (comm != nullptr && ncclCommGetAsyncError(comm, &state) == ncclSuccess)
         BRIGADE_CHECK(state == ncclSuccess || state == ncclInProgress, w, ": NCCL reported ", nccl_error(comm, state));
     }
   }
 
-  // Until our stream is idle (true), or the communicator is aborted or `backstop` passes (false).
+  // Until our streams are idle (true), or the communicator is aborted or `backstop` passes (false).
   bool wait_quietly(const Deadline& backstop) {
-    for (const Stream* stream : {&stream_, &header_stream_}) {
+    for (const Stream& stream : streams_) {
       Event idle = Event::create(device());
-      idle.record(*stream);
+      idle.record(stream);
       while (!idle.query()) {
         if (aborted() || backstop.passed()) return false;
         std::this_thread::sleep_for(std::chrono::microseconds(100));
@@ -404,30 +472,36 @@ class NcclCommunicator final : public Communicator {
     return true;
   }
 
-  // Headers (handshake.h) must reach the host before the data can be received: they travel on a
-  // communicator and stream of their own (NcclPair), through a small device buffer, and the host
-  // waits for the arriving ones — only on a channel's first message, or on every message of a
-  // varying-shape channel. Nothing here waits for the caller's stream or the data stream, so a
-  // header is never queued behind data: the host waits only for headers, exactly as a rank of the
-  // gloo transport waits for its messages, and every schedule gloo can run, NCCL runs.
-  void exchange_headers(std::vector<Transfer>& transfers, const Deadline& deadline, std::vector<Tensor>& keep) {
+  // An exchange's headers in flight (post_headers, read_headers).
+  struct HeaderRound {
+    size_t arriving = 0;          // how many headers arrive
+    std::vector<size_t> landing;  // per transfer, where its arriving header lands in pinned_
+  };
+
+  // Headers (handshake.h) must reach the host before their data can be received: they travel on a
+  // communicator and stream of their own (kHeaders), through a small device buffer. Queues the
+  // exchange's headers, sent and received as one group, and the copies of the arriving ones to
+  // pinned memory; read_headers waits for them. Nothing here waits for the caller's stream or a
+  // data stream, so a header is never queued behind data.
+  HeaderRound post_headers(std::vector<Transfer>& transfers, const Deadline& deadline) {
     constexpr int64_t kWords = int64_t(sizeof(WireHeader) / sizeof(uint64_t));
     const size_t n = transfers.size();
-    const size_t arriving = size_t(std::count_if(transfers.begin(), transfers.end(), [](const Transfer& t) {
+    HeaderRound round;
+    round.arriving = size_t(std::count_if(transfers.begin(), transfers.end(), [](const Transfer& t) {
       return t.header && t.op->kind == P2P::Kind::recv;
     }));
-    BRIGADE_CHECK(arriving <= kPinnedHeaders, what("exchange of " + std::to_string(n) + " transfers"), ": ", arriving,
-                  " of its receives wait for a header, more than the ", kPinnedHeaders,
+    BRIGADE_CHECK(round.arriving <= kPinnedHeaders, what("exchange of " + std::to_string(n) + " transfers"), ": ",
+                  round.arriving, " of its receives wait for a header, more than the ", kPinnedHeaders,
                   " one exchange may hold; split it into several");
     Tensor slots;
     {
       // Allocated on the header stream: the allocator reuses the block only after that stream's
       // work, and nothing orders it after the caller's stream (which may wait for peers).
-      StreamGuard on_headers(header_stream_);
+      StreamGuard on_headers(streams_[kHeaders]);
       slots = empty({int64_t(n) * kWords}, DType::i64, device());
     }
     auto slot = [&](size_t i) { return static_cast<int64_t*>(slots.raw_data()) + int64_t(i) * kWords; };
-    cudaStream_t stream = static_cast<cudaStream_t>(header_stream_.raw());
+    cudaStream_t stream = raw(kHeaders);
     std::vector<WireHeader> outgoing(n);
     for (size_t i = 0; i < n; ++i) {
       Transfer& t = transfers[i];
@@ -443,44 +517,44 @@ class NcclCommunicator final : public Communicator {
     for (const Transfer& t : transfers)
       if (t.header && headered == 1) w = t.what + " (its header)";
     if (w.empty()) w = what("header exchange of " + std::to_string(headered) + " transfers");
-    enqueue(
-        w, deadline,
-        [&] {
-          for (size_t i = 0; i < n; ++i) {
-            Transfer& t = transfers[i];
-            if (!t.header) continue;
-            if (t.op->kind == P2P::Kind::send)
-              BRIGADE_NCCL_QUEUED(ncclSend(slot(i), size_t(kWords), ncclInt64, t.op->peer, header_comm_, stream));
-            else
-              BRIGADE_NCCL_QUEUED(ncclRecv(slot(i), size_t(kWords), ncclInt64, t.op->peer, header_comm_, stream));
-          }
-        },
-        /*headers=*/true);
-    if (arriving == 0) {
-      follow(w, deadline, header_stream_, {slots});  // sends only: the watchdog bounds them
-      return;
-    }
-    std::vector<size_t> landing(n);  // where each arriving header lands in pinned_
+    enqueue(kHeaders, w, deadline, [&](ncclComm_t comm, cudaStream_t on) {
+      for (size_t i = 0; i < n; ++i) {
+        Transfer& t = transfers[i];
+        if (!t.header) continue;
+        if (t.op->kind == P2P::Kind::send)
+          BRIGADE_NCCL_QUEUED(ncclSend(slot(i), size_t(kWords), ncclInt64, t.op->peer, comm, on));
+        else
+          BRIGADE_NCCL_QUEUED(ncclRecv(slot(i), size_t(kWords), ncclInt64, t.op->peer, comm, on));
+      }
+    });
+    round.landing.assign(n, 0);
     size_t next = 0;
     for (size_t i = 0; i < n; ++i) {
       Transfer& t = transfers[i];
       if (!t.header || t.op->kind != P2P::Kind::recv) continue;
       // Into pinned memory, so the copy is truly asynchronous and the host can wait with a deadline
       // (a copy into pageable memory would block right here, maybe forever).
-      landing[i] = next++;
+      round.landing[i] = next++;
       BRIGADE_CUDA_CHECK(
-          cudaMemcpyAsync(pinned_ + landing[i], slot(i), sizeof(WireHeader), cudaMemcpyDeviceToHost, stream));
+          cudaMemcpyAsync(pinned_ + round.landing[i], slot(i), sizeof(WireHeader), cudaMemcpyDeviceToHost, stream));
     }
+    follow(w, deadline, streams_[kHeaders], {slots});  // the watchdog bounds them, sends included
+    return round;
+  }
+
+  // Waits for the arriving headers and gives their receives destinations. Only a channel's first
+  // message carries one, or every message of a varying-shape channel: the host waits for its
+  // messages where a rank of the gloo transport would, and every schedule gloo can run, NCCL runs.
+  void read_headers(std::vector<Transfer>& transfers, const HeaderRound& round, const Deadline& deadline) {
     for (Transfer& t : transfers)
       if (t.header && t.op->kind == P2P::Kind::recv) {
-        wait_for_stream(t.what + " (its header)", deadline, &header_stream_);
+        wait_for_stream(t.what + " (its header)", deadline, streams_[kHeaders]);
         break;
       }
-    keep.push_back(slots);
-    for (size_t i = 0; i < n; ++i) {
+    for (size_t i = 0; i < transfers.size(); ++i) {
       Transfer& t = transfers[i];
       if (!t.header || t.op->kind != P2P::Kind::recv) continue;
-      TensorMeta sent = decode_header(pinned_[landing[i]], "rank " + std::to_string(t.op->peer));
+      TensorMeta sent = decode_header(pinned_[round.landing[i]], "rank " + std::to_string(t.op->peer));
       on_header(t, sent);
       allocate_destination(*t.op, sent);
     }
@@ -494,18 +568,18 @@ class NcclCommunicator final : public Communicator {
       wake_.wait_for(lock, std::chrono::milliseconds(20));
       std::string problem;
       try {
-        // Two streams feed the list, so a finished transfer may sit behind an unfinished one.
+        // Several streams feed the list, so a finished transfer may sit behind an unfinished one.
         in_flight_.erase(std::remove_if(in_flight_.begin(), in_flight_.end(),
                                         [](const InFlight& f) { return f.done.query(); }),
                          in_flight_.end());
-        if (comm_ == nullptr) continue;  // aborted: nothing more to watch
+        if (comms_[kUp] == nullptr) continue;  // aborted (all lanes at once): nothing more to watch
         auto late = std::find_if(in_flight_.begin(), in_flight_.end(),
                                  [](const InFlight& f) { return Clock::now() >= f.deadline; });
         if (late != in_flight_.end()) {
           problem = late->what + ": timed out after " + seconds_str(late->timeout) +
                     " (the transfer was still running on the GPU); the communicator is aborted";
         } else {
-          for (ncclComm_t comm : {comm_, header_comm_}) {
+          for (ncclComm_t comm : comms_) {
             ncclResult_t state = ncclSuccess;
             ncclResult_t result = ncclCommGetAsyncError(comm, &state);
             if (result != ncclSuccess) state = result;
@@ -525,13 +599,13 @@ class NcclCommunicator final : public Communicator {
     }
   }
 
-  ncclComm_t comm_;         // data
-  ncclComm_t header_comm_;  // headers only (NcclPair)
-  Stream stream_;           // data transfers run here, fenced against the caller's stream by events
-  Stream header_stream_;    // header transfers run here, fenced against nothing
+  NcclComms comms_;  // per Lane; all null once aborted
+  // Per Lane: the data lanes' transfers are fenced against the caller's stream by events, the
+  // header lane's against nothing.
+  std::array<Stream, kLanes> streams_;
   static constexpr size_t kPinnedHeaders = 1024;  // header receives one exchange may hold
   WireHeader* pinned_ = nullptr;
-  std::mutex mutex_;  // guards comm_'s lifetime against abort, and in_flight_
+  std::mutex mutex_;  // guards the communicators' lifetime against abort, and in_flight_
   std::condition_variable wake_;
   std::deque<InFlight> in_flight_;
   bool stopping_ = false;
@@ -580,11 +654,12 @@ std::unique_ptr<Communicator> nccl_communicator(std::shared_ptr<Store> store, in
   Deadline deadline = Deadline::after(connect_timeout(timeout, connect_within));
   // Every rank creates its communicators in the same order, so the n-th one agrees on its key.
   const std::string prefix = "nccl/" + std::to_string(communicators_created++);
-  NcclPair comms;
+  NcclComms comms{};
   cuda::DeviceGuard guard(device.index);
   try {
-    for (bool headers : {false, true}) {
-      const std::string key = prefix + (headers ? "/header_id" : "/unique_id");
+    for (size_t lane = 0; lane < kLanes; ++lane) {
+      const char* const names[kLanes] = {"/unique_id", "/down_id", "/header_id"};
+      const std::string key = prefix + names[lane];
       ncclUniqueId id;
       if (rank == 0) {
         BRIGADE_NCCL_CHECK(ncclGetUniqueId(&id));
@@ -595,15 +670,15 @@ std::unique_ptr<Communicator> nccl_communicator(std::shared_ptr<Store> store, in
                       " bytes, expected ", sizeof id);
         std::memcpy(&id, bytes.data(), sizeof id);
       }
-      ncclConfig_t config = headers ? header_config() : nonblocking_config();
+      ncclConfig_t config = lane_config(lane);
       ncclComm_t comm = nullptr;
       // Two statements: `comm` must be read after the call has written it (argument order is unspecified).
       ncclResult_t started = ncclCommInitRankConfig(&comm, size, id, rank, &config);
-      settle(comm, started, deadline, w + (headers ? " (its header communicator)" : ""));  // aborts it on failure
-      (headers ? comms.headers : comms.data) = comm;
+      settle(comm, started, deadline, w + lane_suffix(lane));  // aborts it on failure
+      comms[lane] = comm;
     }
   } catch (...) {
-    if (comms.data != nullptr) ncclCommAbort(comms.data);  // the first, when the second failed
+    abort_all(comms);  // the ones made before the one that failed
     throw;
   }
   return std::make_unique<NcclCommunicator>(comms, rank, size, device, timeout);
@@ -624,50 +699,45 @@ std::vector<std::unique_ptr<Communicator>> nccl_group(const std::vector<Device>&
   }
   Deadline deadline = Deadline::after(timeout);
   int n = int(devices.size());
-  // [0] data, [1] headers (NcclPair), each initialised as one group, so that initialising rank 0
-  // does not wait for rank 1 that this thread has not started yet.
-  std::vector<ncclComm_t> comms[2] = {std::vector<ncclComm_t>(size_t(n), nullptr),
-                                      std::vector<ncclComm_t>(size_t(n), nullptr)};
-  std::vector<ncclResult_t> started[2] = {std::vector<ncclResult_t>(size_t(n), ncclSuccess),
-                                          std::vector<ncclResult_t>(size_t(n), ncclSuccess)};
-  auto abort_all = [&] {
-    for (auto& list : comms)
-      for (ncclComm_t& comm : list)
-        if (comm != nullptr) ncclCommAbort(comm), comm = nullptr;
+  // Per rank, its communicators (NcclComms). Each lane is initialised as one group, so that
+  // initialising rank 0 does not wait for rank 1 that this thread has not started yet.
+  std::vector<NcclComms> comms(size_t(n), NcclComms{});
+  auto abort_every = [&] {
+    for (NcclComms& rank : comms) abort_all(rank);
   };
   try {
-    for (int k = 0; k < 2; ++k) {
+    for (size_t lane = 0; lane < kLanes; ++lane) {
       ncclUniqueId id;
       BRIGADE_NCCL_CHECK(ncclGetUniqueId(&id));
-      ncclConfig_t config = k == 1 ? header_config() : nonblocking_config();
+      ncclConfig_t config = lane_config(lane);
+      std::vector<ncclResult_t> started(size_t(n), ncclSuccess);
       BRIGADE_NCCL_CHECK(ncclGroupStart());
       for (int r = 0; r < n; ++r) {
         cuda::DeviceGuard guard(devices[size_t(r)].index);
-        started[k][size_t(r)] = ncclCommInitRankConfig(&comms[k][size_t(r)], n, id, r, &config);
+        started[size_t(r)] = ncclCommInitRankConfig(&comms[size_t(r)][lane], n, id, r, &config);
       }
       ncclResult_t ended = ncclGroupEnd();
       if (ended != ncclInProgress) BRIGADE_NCCL_CHECK(ended);
       for (int r = 0; r < n; ++r) {
-        ncclComm_t comm = comms[k][size_t(r)];
-        comms[k][size_t(r)] = nullptr;  // settle() aborts it on failure
-        settle(comm, started[k][size_t(r)], deadline,
-               w + ", rank " + std::to_string(r) + (k == 1 ? " (its header communicator)" : ""));
-        comms[k][size_t(r)] = comm;
+        ncclComm_t comm = comms[size_t(r)][lane];
+        comms[size_t(r)][lane] = nullptr;  // settle() aborts it on failure
+        settle(comm, started[size_t(r)], deadline, w + ", rank " + std::to_string(r) + lane_suffix(lane));
+        comms[size_t(r)][lane] = comm;
       }
     }
   } catch (...) {
-    abort_all();
+    abort_every();
     throw;
   }
   std::vector<std::unique_ptr<Communicator>> result;
   try {
     for (int r = 0; r < n; ++r) {
-      NcclPair pair{comms[0][size_t(r)], comms[1][size_t(r)]};
-      comms[0][size_t(r)] = comms[1][size_t(r)] = nullptr;  // the communicator owns them now
-      result.push_back(std::make_unique<NcclCommunicator>(pair, r, n, devices[size_t(r)], timeout));
+      const NcclComms mine = comms[size_t(r)];
+      comms[size_t(r)] = NcclComms{};  // the communicator owns them now
+      result.push_back(std::make_unique<NcclCommunicator>(mine, r, n, devices[size_t(r)], timeout));
     }
   } catch (...) {
-    abort_all();  // the ranks not yet handed over
+    abort_every();  // the ranks not yet handed over
     throw;
   }
   return result;

@@ -2,8 +2,10 @@
 //
 // NCCL moves data with GPU kernels, so a transfer is stream-ordered like any kernel: the calls here
 // queue ncclSend/ncclRecv (inside ncclGroupStart/End, so a batch progresses together) on the
-// communicator's own stream, fenced by events against the caller's current stream — before, so the
-// data is ready; after, so later work sees the result. The host does not wait.
+// communicator's own streams, fenced by events against the caller's current stream — before, so
+// the data is ready; after, so later work sees the result. The host waits only for the headers that
+// tell it what to allocate, and only after it has queued the exchange's sends (docs/comm.md: three
+// NCCL communicators behind each of these, for headers and for data in each direction).
 //
 // Nothing hangs: communicators are created non-blocking (ncclCommInitRankConfig with blocking = 0)
 // and polled against a deadline; a watchdog thread follows every queued transfer and, if one is

@@ -41,10 +41,14 @@ void check_exchanges(const Schedule& schedule);
 // The same question for the NCCL transport as comm/nccl.cpp implements it: NCCL matches the
 // messages between two ranks by order and runs each communicator's groups in order on a stream,
 // while the host goes on. Headers (a channel's first message; every message when shapes vary) go
-// first, on a communicator and stream of their own, and the host waits for the arriving ones; then
-// the exchange's data is queued as one group. Every schedule check_exchanges accepts passes (the
-// host waits only where a gloo rank would); Pipeline still calls it on NCCL communicators, so a
-// transport change that broke that would be refused up front, by name, not time out.
+// on a communicator and stream of their own; data to a higher rank on a second, to a lower rank on
+// a third. On entering an exchange the host queues its headers and every send (with the receives
+// whose tensors are known); it waits for the arriving headers, if any, and then queues the
+// receives that needed them. The model also has every host read the data it received at once (an
+// index check on received ids, a loss's item()): the worst case, so a schedule that passes cannot
+// hang wherever the host reads. Every schedule check_exchanges accepts passes; Pipeline still calls
+// it on NCCL communicators, so a transport change that broke that would be refused up front, by
+// name, not time out.
 void check_exchanges_headers_first(const Schedule& schedule, bool varying_shapes);
 
 }  // namespace brigade::pipeline

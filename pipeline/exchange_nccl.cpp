@@ -1,14 +1,18 @@
 // check_exchanges_headers_first: the NCCL transport's exchanges as comm/nccl.cpp runs them (see
 // exchange.h). A small model, separate from check_exchanges because the two transports differ: NCCL
 // matches the messages between two ranks by their order, whatever they carry, and it runs each
-// communicator's groups one after another on a stream while the host goes on. An exchange whose
-// messages carry headers posts them first, on a communicator and stream of their own, and the host
-// waits for the arriving ones; then it queues the data as one group on the data communicator's
-// stream and moves on without waiting. Only activations carry headers: the executor receives a
-// gradient into a tensor shaped like the activation it answers (comm::Shapes::preset).
+// communicator's groups one after another on a stream while the host goes on. Each brigade
+// communicator is three NCCL communicators, the lanes here: headers, data going to a higher rank,
+// data going to a lower one. Entering an exchange, a host queues its headers (one group) and its
+// early data: every send, and the receives whose tensors are known. If headers arrive, it waits
+// for them, then queues the late data: the receives that needed them. Only activations carry
+// headers: the executor receives a gradient into a tensor shaped like the activation it answers
+// (comm::Shapes::preset). And a host may read what it received (an index check, a loss's item()),
+// so the model has every host wait for its received data before going on — the worst case.
 #include <algorithm>
 #include <array>
 #include <map>
+#include <set>
 #include <sstream>
 #include <tuple>
 #include <utility>
@@ -22,14 +26,123 @@ namespace brigade::pipeline {
 
 namespace {
 
+// One send or receive as NCCL sees it.
 struct Op {
   bool send;
   int peer;
 };
 
-}  // namespace
+// The NCCL communicators of one brigade communicator, each with a stream of its own (NcclComms in
+// comm/nccl.cpp): one for headers, and one per direction for the data.
+enum Lane : size_t { kHeaders = 0, kUp = 1, kDown = 2, kLanes = 3 };
 
-namespace {
+// The data lane of a message from rank `from` to rank `to`. With one data lane instead, two ranks
+// that send each other an activation with a header in one exchange would each queue the other's
+// receive behind its own send (interleaved and the Vs with varying shapes: 159 of the 978
+// configurations the tests check).
+size_t data_lane(int from, int to) { return from < to ? kUp : kDown; }
+
+// What a rank issues for one exchange: on the header lane one group; on each data lane an early
+// group (issued on entering the exchange: every send, and the receives whose tensor is known) and a
+// late one (issued once the incoming headers are in: a receive that waits for a header, and every
+// receive after it from the same peer, which NCCL must see in the link's order).
+struct ExchangePlan {
+  size_t step = 0;  // where the exchange starts in the rank's list
+  std::vector<Op> headers;
+  std::array<std::vector<Op>, kLanes> early, late;  // [kHeaders] unused
+  bool waits_for_headers = false;                   // some header arrives
+  std::array<bool, kLanes> receives{};              // the lane carries a receive of this exchange
+};
+
+// The plans of one rank's exchanges, in order. `seen` tracks each channel's first message: an
+// activation carries a header then, or on every message when shapes vary; a gradient never does
+// (its receiver knows its tensor: comm::Shapes::preset).
+std::vector<ExchangePlan> plan_exchanges(const Schedule& schedule, int r, bool varying_shapes) {
+  const Layout& L = schedule.layout;
+  const auto& list = schedule.actions[size_t(r)];
+  std::set<std::tuple<bool, int, bool, int>> seen;  // (send?, peer, activation?, boundary)
+  std::vector<ExchangePlan> plans;
+  for (const ExchangeStep& e : exchange_steps(list)) {
+    if (!e.exchange) continue;
+    ExchangePlan plan;
+    plan.step = e.first;
+    std::set<int> late_from;  // peers whose receives in this exchange wait for a header
+    for (size_t i = e.first; i < e.first + e.count; ++i) {
+      const Action& a = list[i];
+      const int stage = L.stage(r, a.chunk), peer_stage = L.peer_stage(a, r);
+      const Op op{is_send(a.kind), L.rank_of(peer_stage)};
+      const bool activation = a.kind == ActionKind::send_activation || a.kind == ActionKind::recv_activation;
+      const bool first = seen.emplace(op.send, op.peer, activation, std::min(stage, peer_stage)).second;
+      const bool header = activation && (first || varying_shapes);
+      if (header) plan.headers.push_back(op);
+      plan.waits_for_headers = plan.waits_for_headers || (header && !op.send);
+      const size_t lane = op.send ? data_lane(r, op.peer) : data_lane(op.peer, r);
+      const bool late = !op.send && (header || late_from.count(op.peer));
+      if (late) late_from.insert(op.peer);
+      (late ? plan.late : plan.early)[lane].push_back(op);
+      if (!op.send) plan.receives[lane] = true;
+    }
+    plans.push_back(std::move(plan));
+  }
+  return plans;
+}
+
+// One lane of every rank: its groups in issue order, how many each rank has issued, the group each
+// rank's stream runs. On a lane's communicator the k-th send from a to b meets the k-th receive at b
+// from a; an operation is done once its peer's stream runs the matching one; a group ends when all
+// of it is done, and a stream runs its groups one after another.
+class LaneModel {
+ public:
+  explicit LaneModel(int ranks) : groups_(size_t(ranks)), issued_(size_t(ranks), 0), cursor_(size_t(ranks), 0),
+                                  posted_(size_t(ranks), false), waiting_(size_t(ranks)) {}
+
+  void add_group(int r, std::vector<Op> group) { groups_[size_t(r)].push_back(std::move(group)); }
+  void issue_through(int r, size_t groups) { issued_[size_t(r)] = std::max(issued_[size_t(r)], groups); }
+  size_t done(int r) const { return cursor_[size_t(r)]; }  // groups of rank r that ended
+
+  // Runs rank r's stream as far as it goes; true if it moved.
+  bool run(int r) {
+    bool moved = false;
+    size_t& cursor = cursor_[size_t(r)];
+    while (cursor < issued_[size_t(r)] && cursor < groups_[size_t(r)].size()) {
+      if (!posted_[size_t(r)]) {
+        post(r, groups_[size_t(r)][cursor]);
+        moved = true;
+      }
+      if (!group_done(r)) break;
+      ++cursor;
+      posted_[size_t(r)] = false;
+      moved = true;
+    }
+    return moved;
+  }
+
+ private:
+  using Link = std::pair<int, int>;  // (from, to)
+  static Link link_of(int r, const Op& op) { return op.send ? Link{r, op.peer} : Link{op.peer, r}; }
+
+  void post(int r, const std::vector<Op>& group) {
+    waiting_[size_t(r)].clear();
+    for (const Op& op : group)
+      waiting_[size_t(r)].push_back({op, ++(op.send ? sends_posted_ : recvs_posted_)[link_of(r, op)]});
+    posted_[size_t(r)] = true;
+  }
+  bool group_done(int r) {
+    for (const auto& [op, number] : waiting_[size_t(r)])
+      if ((op.send ? recvs_posted_ : sends_posted_)[link_of(r, op)] < number) return false;
+    return true;
+  }
+
+  std::vector<std::vector<std::vector<Op>>> groups_;  // [rank][group]
+  std::vector<size_t> issued_, cursor_;
+  std::vector<bool> posted_;
+  std::vector<std::vector<std::pair<Op, int>>> waiting_;  // op, its number on its link
+  std::map<Link, int> sends_posted_, recvs_posted_;
+};
+
+// Where a rank's host is in its current exchange: about to enter it, waiting for its headers, or
+// waiting for its received data.
+enum class Phase { enter, headers, data };
 
 // What a message carries, as both of its ends see it: activation or gradient, the stage boundary it
 // crosses (between b and b + 1), its micro-batch.
@@ -84,117 +197,112 @@ void check_link_order(const Schedule& schedule) {
 
 }  // namespace
 
+namespace {
+
+// Every rank's host and lanes, walked until nothing moves. A host enters an exchange and issues its
+// headers and early data; once the incoming headers are in (if any), the late data; then it waits
+// for the data it received, as if every exchange were read on the host at once (an index check, a
+// loss's item()): a host that reads later, or never, waits less.
+class NcclModel {
+ public:
+  NcclModel(const Schedule& schedule, bool varying_shapes)
+      : s_(schedule), varying_(varying_shapes), P_(schedule.ranks()), plans_(size_t(P_)),
+        lanes_{LaneModel(P_), LaneModel(P_), LaneModel(P_)}, at_(size_t(P_), 0), phase_(size_t(P_), Phase::enter) {
+    for (int r = 0; r < P_; ++r) {
+      plans_[size_t(r)] = plan_exchanges(s_, r, varying_);
+      for (const ExchangePlan& plan : plans_[size_t(r)]) {
+        lanes_[kHeaders].add_group(r, plan.headers);  // exchange k's: group k
+        for (size_t lane : {kUp, kDown}) {
+          lanes_[lane].add_group(r, plan.early[lane]);  // group 2k
+          lanes_[lane].add_group(r, plan.late[lane]);   // group 2k + 1
+        }
+      }
+    }
+  }
+
+  void run() {
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (int r = 0; r < P_; ++r) {
+        for (LaneModel& lane : lanes_) progress = lane.run(r) || progress;
+        while (step_host(r)) progress = true;
+      }
+    }
+    report_stuck();
+  }
+
+ private:
+  // Moves rank r's host one phase on; false if it waits (or has finished).
+  bool step_host(int r) {
+    const size_t k = at_[size_t(r)];
+    if (k >= plans_[size_t(r)].size()) return false;
+    const ExchangePlan& plan = plans_[size_t(r)][k];
+    Phase& phase = phase_[size_t(r)];
+    switch (phase) {
+      case Phase::enter:
+        lanes_[kHeaders].issue_through(r, k + 1);
+        for (size_t lane : {kUp, kDown}) lanes_[lane].issue_through(r, 2 * k + 1);
+        phase = Phase::headers;
+        return true;
+      case Phase::headers:
+        // The host waits for the header stream, which runs the exchange's header group last.
+        if (plan.waits_for_headers && lanes_[kHeaders].done(r) <= k) return false;
+        for (size_t lane : {kUp, kDown}) lanes_[lane].issue_through(r, 2 * k + 2);
+        phase = Phase::data;
+        return true;
+      case Phase::data:
+        // The caller's stream waits for each lane that received, after the exchange's groups on it.
+        for (size_t lane : {kUp, kDown})
+          if (plan.receives[lane] && lanes_[lane].done(r) < 2 * k + 2) return false;
+        ++at_[size_t(r)];
+        phase = Phase::enter;
+        return true;
+    }
+    return false;
+  }
+
+  [[noreturn]] void fail(const std::vector<int>& stuck, const std::vector<GridMark>& marks) const {
+    std::ostringstream problem;
+    problem << "on NCCL, ranks";
+    for (int r : stuck) problem << " " << r;
+    problem << " would wait for each other until the timeout: each waits for a header, for data it received, or "
+               "for data NCCL has queued behind a message its peer has not posted (comm/nccl.cpp runs a "
+               "communicator's groups in order)";
+    std::ostringstream what;
+    what << "check_exchanges_headers_first: schedule '" << s_.name << "' (P=" << P_ << ", M=" << s_.microbatches
+         << ", V=" << s_.chunks() << (varying_ ? ", varying shapes" : "") << "): " << problem.str() << ".\n\n"
+         << action_grid(s_, marks) << "\n! marks the exchange each stuck rank waits in\n";
+    throw ScheduleError(what.str(), problem.str(), stuck.front(), marks.front().step);
+  }
+
+  void report_stuck() const {
+    std::vector<GridMark> marks;
+    std::vector<int> stuck;
+    for (int r = 0; r < P_; ++r) {
+      // The earliest exchange not finished: where the host waits, or a group still queued.
+      const size_t k = std::min({at_[size_t(r)], lanes_[kHeaders].done(r), lanes_[kUp].done(r) / 2,
+                                 lanes_[kDown].done(r) / 2});
+      if (k >= plans_[size_t(r)].size()) continue;
+      stuck.push_back(r);
+      marks.push_back({r, int(plans_[size_t(r)][k].step), '!'});
+    }
+    if (!stuck.empty()) fail(stuck, marks);
+  }
+
+  const Schedule& s_;
+  const bool varying_;
+  const int P_;
+  std::vector<std::vector<ExchangePlan>> plans_;  // [rank][exchange]
+  std::array<LaneModel, kLanes> lanes_;
+  std::vector<size_t> at_;     // [rank]: the exchange its host is in
+  std::vector<Phase> phase_;  // [rank]: and how far
+};
+
+}  // namespace
+
 void check_exchanges_headers_first(const Schedule& schedule, bool varying_shapes) {
   check_link_order(schedule);
-  const Layout& L = schedule.layout;
-  const int P = schedule.ranks();
-  // Per rank, per exchange: its headers ([0], maybe none) and its data ([1]); and where in the
-  // rank's list the exchange starts.
-  std::vector<std::array<std::vector<std::vector<Op>>, 2>> groups(static_cast<size_t>(P));
-  std::vector<std::vector<size_t>> group_step(static_cast<size_t>(P));
-  for (int r = 0; r < P; ++r) {
-    const auto& list = schedule.actions[size_t(r)];
-    std::map<std::tuple<bool, int, bool, int>, bool> seen;  // (send?, peer, activation?, boundary)
-    for (const ExchangeStep& e : exchange_steps(list)) {
-      if (!e.exchange) continue;
-      std::vector<Op> headers, payloads;
-      for (size_t i = e.first; i < e.first + e.count; ++i) {
-        const Action& a = list[i];
-        const int stage = L.stage(r, a.chunk), peer_stage = L.peer_stage(a, r);
-        const int peer = L.rank_of(peer_stage);
-        const bool activation = a.kind == ActionKind::send_activation || a.kind == ActionKind::recv_activation;
-        // An activation carries a header on its channel's first message, or on every message when
-        // shapes vary. A gradient never does: its receiver knows its tensor (comm::Shapes::preset).
-        const bool first = seen.emplace(std::tuple{is_send(a.kind), peer, activation, std::min(stage, peer_stage)}, true).second;
-        if (activation && (first || varying_shapes)) headers.push_back({is_send(a.kind), peer});
-        payloads.push_back({is_send(a.kind), peer});
-      }
-      groups[size_t(r)][0].push_back(std::move(headers));
-      groups[size_t(r)][1].push_back(std::move(payloads));
-      group_step[size_t(r)].push_back(e.first);
-    }
-  }
-  // Walk three cursors per rank: its host (which exchange it is in), its header stream and its data
-  // stream (which group each runs). The host issues exchange k's headers, waits for them if some
-  // arrive, issues its data and goes to k + 1. A stream runs the groups issued to it in order; an
-  // operation is done once its peer's stream runs the matching one (on that communicator, the k-th
-  // send from a to b meets the k-th receive at b from a); a group ends when all of it is done.
-  struct Channel {
-    std::map<std::pair<int, int>, int> sends_posted, recvs_posted;  // per (from, to)
-    std::vector<size_t> cursor;                                     // the group each rank's stream runs
-    std::vector<bool> posted;
-    std::vector<std::vector<std::pair<Op, int>>> waiting;  // op, its number on the link
-  };
-  Channel channel[2];  // 0: headers, 1: data
-  for (Channel& c : channel) {
-    c.cursor.assign(size_t(P), 0);
-    c.posted.assign(size_t(P), false);
-    c.waiting.resize(size_t(P));
-  }
-  std::vector<size_t> host(size_t(P), 0);  // the exchange each rank's host is in
-  auto count = [&](int r) { return groups[size_t(r)][0].size(); };
-  // Advances rank r's stream on channel c as far as it can; true if it moved.
-  auto run_stream = [&](Channel& c, int r, const std::vector<std::vector<Op>>& list) {
-    bool moved = false;
-    while (c.cursor[size_t(r)] < host[size_t(r)] + (&c == &channel[0] ? 1 : 0) && c.cursor[size_t(r)] < list.size()) {
-      const auto& group = list[c.cursor[size_t(r)]];
-      if (!c.posted[size_t(r)]) {
-        c.waiting[size_t(r)].clear();
-        for (const Op& op : group) {
-          const auto link = op.send ? std::pair{r, op.peer} : std::pair{op.peer, r};
-          c.waiting[size_t(r)].push_back({op, ++(op.send ? c.sends_posted : c.recvs_posted)[link]});
-        }
-        c.posted[size_t(r)] = moved = true;
-      }
-      bool done = true;
-      for (const auto& [op, number] : c.waiting[size_t(r)]) {
-        const auto link = op.send ? std::pair{r, op.peer} : std::pair{op.peer, r};
-        done = done && (op.send ? c.recvs_posted[link] : c.sends_posted[link]) >= number;
-      }
-      if (!done) break;
-      ++c.cursor[size_t(r)];
-      c.posted[size_t(r)] = false;
-      moved = true;
-    }
-    return moved;
-  };
-  for (bool progress = true; progress;) {
-    progress = false;
-    for (int r = 0; r < P; ++r) {
-      // The header stream may run exchange host[r]'s headers (issued), the data stream only earlier ones.
-      progress = run_stream(channel[0], r, groups[size_t(r)][0]) || progress;
-      progress = run_stream(channel[1], r, groups[size_t(r)][1]) || progress;
-      const size_t k = host[size_t(r)];
-      if (k >= count(r)) continue;
-      const bool waits = std::any_of(groups[size_t(r)][0][k].begin(), groups[size_t(r)][0][k].end(),
-                                     [](const Op& op) { return !op.send; });
-      if (!waits || channel[0].cursor[size_t(r)] > k) {
-        ++host[size_t(r)];
-        progress = true;
-      }
-    }
-  }
-  std::vector<GridMark> marks;
-  std::vector<int> stuck;
-  for (int r = 0; r < P; ++r) {
-    // The earliest exchange not finished: where the host waits, or data still queued.
-    const size_t k = std::min({host[size_t(r)], channel[0].cursor[size_t(r)], channel[1].cursor[size_t(r)]});
-    if (k >= count(r)) continue;
-    stuck.push_back(r);
-    marks.push_back({r, int(group_step[size_t(r)][k]), '!'});
-  }
-  if (stuck.empty()) return;
-  std::ostringstream problem;
-  problem << "on NCCL, ranks";
-  for (int r : stuck) problem << " " << r;
-  problem << " would wait for each other until the timeout: each waits for a header, or for data NCCL has "
-             "queued behind a message its peer has not posted (comm/nccl.cpp runs a communicator's groups in order)";
-  std::ostringstream what;
-  what << "check_exchanges_headers_first: schedule '" << schedule.name << "' (P=" << P << ", M=" << schedule.microbatches
-       << ", V=" << schedule.chunks() << (varying_shapes ? ", varying shapes" : "") << "): " << problem.str()
-       << ".\n\n"
-       << action_grid(schedule, marks) << "\n! marks the exchange each stuck rank waits in\n";
-  throw ScheduleError(what.str(), problem.str(), stuck.front(), marks.front().step);
+  NcclModel(schedule, varying_shapes).run();
 }
 
 }  // namespace brigade::pipeline

@@ -142,22 +142,14 @@ Pipeline::Pipeline(const PipelineGroups& groups, Schedule schedule, std::vector<
   // schedule passes; a hand-written one that does not is refused with the marked grid rather than
   // left to hang (pipeline/exchange.h).
   if (!comm.queues_sends() && layout.ranks > 1) check_exchanges(schedule);
-  if (comm.backend() == "nccl" && layout.ranks > 1) {
-    check_exchanges_headers_first(schedule, options_.variable_shapes);
-    // Found on the emulated NCCL (2026-11-27): zb-v with M = 1 on P >= 3 ranks, with more stages than
-    // layers, hangs. Stage 0 is empty, so the embedding (stage 1, rank 1) gets the token ids by
-    // message, and its index check waits on the host for them (a device-to-host copy). Rank 0 sends
-    // them in an exchange that lock-step merged with a later receive, and NCCL's exchange issues the
-    // data only once that receive's header is in — which rank 1 sends after the embedding: a cycle
-    // through a host wait on data, which the NCCL model assumes never happens. zb-v is zero-bubble
-    // only from M = 2P on, where it runs; below that it is refused rather than left to hang
-    // (docs/pipeline.md says what would lift it).
-    BRIGADE_CHECK(layout.placement != Placement::v_shape || schedule.microbatches >= 2 * layout.ranks,
-                  "pipeline: schedule '", schedule.name, "' (a V: zb-v, dualpipev) with ", schedule.microbatches,
-                  " micro-batches on ", layout.ranks,
-                  " NCCL ranks: on NCCL it needs at least 2P = ", 2 * layout.ranks,
-                  " micro-batches (fewer can hang: a known, open problem); use 1f1b or zb-h1 for so few");
-  }
+  // NCCL also matches a link's messages by order and runs each communicator's groups in order, and a
+  // host may wait on data it received (the embedding's index check reads ids that came by message;
+  // the last stage reads its loss). The model assumes every host reads its received data at once.
+  // zb-v with M = 1 on 3-4 ranks hung on the emulated NCCL while the transport issued an exchange's
+  // sends only after its incoming headers: rank 0 held the ids for rank 1's embedding until a header
+  // came that rank 1 sends after reading them. The sends now go out first (comm/nccl.cpp,
+  // run_exchange), and the model passes every generated schedule, any M (docs/pipeline.md).
+  if (comm.backend() == "nccl" && layout.ranks > 1) check_exchanges_headers_first(schedule, options_.variable_shapes);
 
   ExecutorOptions exec;
   exec.recompute = options_.recompute;

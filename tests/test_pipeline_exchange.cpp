@@ -497,10 +497,11 @@ TEST_CASE("check_exchanges: a RECV matched with the wrong micro-batch, and messa
 }
 
 TEST_CASE("check_exchanges_headers_first: NCCL runs every schedule gloo runs", "[pipeline]") {
-  // Every schedule check_exchanges accepts, P <= 6, M <= 16, fixed and varying shapes. Gradients
-  // carry no header (comm::Shapes::preset); activation headers travel on a communicator and stream
-  // of their own, so the host waits only for headers — where a gloo rank would wait anyway — and
-  // queues data behind nothing but data.
+  // Every schedule check_exchanges accepts, P <= 6, M <= 16, fixed and varying shapes, with every
+  // host reading its received data at once. Gradients carry no header (comm::Shapes::preset);
+  // activation headers travel on a communicator and stream of their own; an exchange's sends go out
+  // before its host waits for any header, as a gloo rank's do, on one data communicator per
+  // direction. zb-v with M < 2P hung when the sends waited for the headers.
   int total = 0;
   for (ScheduleKind kind : all_schedule_kinds()) {
     for (int P = 2; P <= 6; ++P) {
@@ -524,9 +525,9 @@ TEST_CASE("check_exchanges_headers_first: NCCL runs every schedule gloo runs", "
 }
 
 TEST_CASE("check_exchanges_headers_first: data queued behind data that never moves is found", "[pipeline]") {
-  // Rank 0 queues a receive of G0 and then sends A0; rank 1 queues a receive of A0 and then sends
-  // G0. Neither host waits for long (A0's header travels apart and arrives), but each data stream
-  // runs its groups in order, and the first of each waits for the other's second.
+  // Rank 0 receives G0 and then sends A0; rank 1 receives A0 and then sends G0. A0's header travels
+  // apart and arrives, but rank 0 waits for G0 before it sends A0 (its host may read G0 at once,
+  // and its data stream runs the receive first anyway), and rank 1 waits for A0 before it sends G0.
   const Schedule s = two_ranks("crossed", 1, {recv_g(0), F(0), send_a(0), B(0)},
                                {recv_a(0), F(0), B(0), send_g(0)});
   for (bool varying : {false, true}) {
@@ -546,6 +547,22 @@ TEST_CASE("check_exchanges_headers_first: data queued behind data that never mov
   // In order, the same messages pass.
   CHECK_NOTHROW(check_exchanges_headers_first(
       two_ranks("in order", 1, {F(0), send_a(0), recv_g(0), B(0)}, {recv_a(0), F(0), B(0), send_g(0)}), true));
+}
+
+// The V with one micro-batch that hung on the emulated NCCL, reduced to two ranks: rank 0 holds
+// stages 0 and 3, rank 1 stages 1 and 2. Rank 0 sends A0 to stage 1 in the same exchange as it
+// receives A0 from stage 2, a receive whose header rank 1 sends only after it has run stage 1 — on
+// data its host may read (the embedding checks received ids there). Rank 0's send must go out
+// before it waits for that header, as the transport now does.
+TEST_CASE("check_exchanges_headers_first: a send does not wait for the exchange's incoming headers", "[pipeline]") {
+  Schedule s;
+  s.name = "v with one micro-batch";
+  s.layout = Layout{2, 2, Placement::v_shape};
+  s.microbatches = 1;
+  s.actions = {{F(0, 0), send_a(0, 0), recv_a(0, 1), F(0, 1), B(0, 1), send_g(0, 1), recv_g(0, 0), B(0, 0)},
+               {recv_a(0, 0), F(0, 0), F(0, 1), send_a(0, 1), recv_g(0, 1), B(0, 1), B(0, 0), send_g(0, 0)}};
+  REQUIRE_NOTHROW(check_exchanges(s));
+  for (bool varying : {false, true}) CHECK_NOTHROW(check_exchanges_headers_first(s, varying));
 }
 
 // NCCL pairs the k-th send on a link with the k-th receive, whatever each carries. Two messages to
