@@ -170,22 +170,21 @@ Partition partition_within_memory(const std::vector<double>& costs, const std::v
     return held <= limit.capacity[size_t(s)];
   });
   if (p.bounds.empty()) {
-    // No split fits. Say by how much the best one for memory alone misses, so the user knows what to
-    // ask for (a larger budget, more stages, recomputation).
-    std::vector<double> bytes_as_cost(memory.size());
-    int64_t largest_layer = 0;
+    // No split fits. Name the layer that needs the most where it would be cheapest (its own stage
+    // with the fewest micro-batches in flight), so the user sees what to change.
+    const int fewest = *std::min_element(limit.in_flight.begin(), limit.in_flight.end());
     size_t largest = 0;
+    int64_t largest_bytes = -1;
     for (size_t i = 0; i < memory.size(); ++i) {
-      const int64_t b = memory[i].fixed + memory[i].activations;
-      bytes_as_cost[i] = double(b);
-      if (b > largest_layer) largest_layer = b, largest = i;
+      const int64_t b = memory[i].fixed + int64_t(fewest) * memory[i].activations;
+      if (b > largest_bytes) largest_bytes = b, largest = i;
     }
     std::string in_flight;
     for (int m : limit.in_flight) in_flight += (in_flight.empty() ? "" : ", ") + std::to_string(m);
-    fail("partition: no split of ", costs.size(), " layers into ", stages, " stages fits the memory budget of ",
+    fail("partition: no split of ", costs.size(), " layers into ", stages, " stages, each holding a layer, fits ",
          format_bytes(double(limit.capacity[0])), " per stage (micro-batches in flight per stage: ", in_flight,
-         "); layer ", largest, " alone holds ", format_bytes(double(largest_layer)),
-         " plus its stash for each micro-batch in flight. Raise the budget, use more stages, or recompute");
+         "); layer ", largest, " alone needs ", format_bytes(double(largest_bytes)), " with ", fewest,
+         " in flight. Raise the budget, use more stages, or recompute");
   }
   p.layer_costs = costs;
   p.cost_name = cost_name;

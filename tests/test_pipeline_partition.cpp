@@ -155,7 +155,7 @@ TEST_CASE("partition: within a memory budget, the best split that fits, against 
         const std::vector<int64_t> expected = brute_force(costs, S, fits);
         if (expected.empty()) {
           ++infeasible;
-          CHECK(error_of([&] { partition_within_memory(costs, memory, limit); }).find("fits the memory budget") !=
+          CHECK(error_of([&] { partition_within_memory(costs, memory, limit); }).find("each holding a layer, fits") !=
                 std::string::npos);
           continue;
         }
@@ -211,8 +211,8 @@ TEST_CASE("partition: a per-rank budget becomes per-stage capacities; bad sizes 
         std::string::npos);
   // One layer larger than any stage may hold: the error says which and how much.
   const std::string e = error_of([&] { partition_within_memory({1, 1, 1, 1, 1}, {{1, 0}, {900, 0}, {1, 0}, {1, 0}, {1, 0}}, limit); });
-  CHECK(e.find("no split of 5 layers into 4 stages fits the memory budget of 500 B per stage") != std::string::npos);
-  CHECK(e.find("layer 1 alone holds 900 B") != std::string::npos);
+  CHECK(e.find("no split of 5 layers into 4 stages, each holding a layer, fits 500 B per stage") != std::string::npos);
+  CHECK(e.find("layer 1 alone needs 900 B with 1 in flight") != std::string::npos);
 }
 
 TEST_CASE("partition: uniform by layer count, the larger stages last", "[pipeline]") {

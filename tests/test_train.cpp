@@ -146,7 +146,7 @@ TEST_CASE("train options: flags parse in both spellings and defaults hold", "[tr
   REQUIRE(parsed.options.steps == TrainOptions{}.steps);
   REQUIRE(parsed.options.device == "auto");
   REQUIRE(parsed.options.precision == "auto");
-  REQUIRE(parsed.options.partition == "balanced");  // measured time and stash, half blocks
+  REQUIRE(parsed.options.partition == "auto");  // balanced where stages run at once, else by count
   REQUIRE(parsed.options.memory_budget == 0);       // no limit
   REQUIRE(parse_train_args({"--precision", "bf16"}).options.precision == "bf16");
   REQUIRE(parse_train_args({"--precision=f32"}).options.precision == "f32");
@@ -201,7 +201,7 @@ TEST_CASE("train options: bad command lines are refused with the flag and the re
   REQUIRE(error_of({"--clip", "-1"}) == "--clip: must be non-negative, got -1");
   REQUIRE(error_of({"--device", "tpu"}) == "--device: expected auto, cpu or cuda, got 'tpu'");
   REQUIRE(error_of({"--precision", "fp8"}) == "--precision: expected auto, f32 or bf16, got 'fp8'");
-  REQUIRE(error_of({"--partition", "evenly"}) == "--partition: expected layers, params, time or balanced, got 'evenly'");
+  REQUIRE(error_of({"--partition", "evenly"}) == "--partition: expected auto, layers, params, time or balanced, got 'evenly'");
   REQUIRE(error_of({"--memory-budget", "lots"}) ==
           "--memory-budget: expected a size such as 512MiB, 80GiB, 1.5GB or a number of bytes, got 'lots'");
   REQUIRE(error_of({"--memory-budget", "0.5B"}) ==

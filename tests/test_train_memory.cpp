@@ -52,3 +52,40 @@ TEST_CASE("train: each rank's measured peak memory is within 10% of the predicti
     }
   }
 }
+
+TEST_CASE("train: --memory-budget bounds what each rank holds, and too little says how much would fit",
+          "[train][memory]") {
+  TrainOptions o;
+  o.steps = 3;
+  o.warmup = 1;
+  o.eval_examples = 10;
+  o.device = "cpu";
+  o.partition = "balanced";
+  o.trace = o.svg = "none";
+  // Too little: the error names the least budget that fits; that one trains, and every rank's
+  // measured peak stays within it (the estimate is brigade plan's, an upper bound by construction).
+  o.memory_budget = 1 << 20;
+  std::string error;
+  try {
+    std::ostringstream out;
+    run_training(o, out);
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  INFO(error);
+  std::smatch least;
+  REQUIRE(std::regex_search(error, least, std::regex(R"(the least that fits is about ([0-9.]+) MiB)")));
+  o.memory_budget = int64_t(std::stod(least[1]) * 1.05 * (1 << 20));
+  std::ostringstream out;
+  run_training(o, out);
+  const std::string text = out.str();
+  INFO(text);
+  const std::regex measured(R"(  rank \d+: predicted [^\n]*, measured ([0-9.]+) (KiB|MiB), )");
+  int ranks = 0;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), measured); it != std::sregex_iterator(); ++it) {
+    const double bytes = std::stod((*it)[1]) * ((*it)[2] == "MiB" ? 1 << 20 : 1 << 10);
+    CHECK(bytes <= double(o.memory_budget));
+    ++ranks;
+  }
+  REQUIRE(ranks == 4);
+}

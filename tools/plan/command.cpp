@@ -55,9 +55,10 @@ int run(const PlanOptions& o, std::ostream& out, std::ostream& err) {
   const GptShape& m = o.shape;
   const GptShape preset = preset_shape(o.model);
   const bool resized = m.layers != preset.layers || m.heads != preset.heads || m.embd != preset.embd ||
-                       m.context != preset.context || m.vocab != preset.vocab;
+                       m.context != preset.context || o.vocab_unpadded != preset.vocab;
   out << "model: " << o.model << (resized ? " resized: " : ", ") << m.layers << " layers, " << m.heads << " heads, "
-      << m.embd << " wide, " << m.context << "-token context, vocabulary " << m.vocab << ": "
+      << m.embd << " wide, " << m.context << "-token context, vocabulary " << o.vocab_unpadded
+      << (m.vocab != o.vocab_unpadded ? " (padded to " + std::to_string(m.vocab) + ")" : "") << ": "
       << with_commas(gpt_parameter_count(m)) << " parameters; " << m.pipeline_layers()
       << " pipeline layers (the embedding, each block's attention and MLP halves, the head)\n";
   out << "devices: " << o.devices << " x " << format_bytes(double(o.memory)) << ", "

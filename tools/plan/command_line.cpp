@@ -12,7 +12,7 @@ std::vector<std::string> train_arguments(const PlanOptions& o, const pipeline::C
                                                                        {"--context", {o.shape.context, preset.context}}};
   for (const auto& [flag, values] : sizes)
     if (values.first != values.second) args.insert(args.end(), {flag, std::to_string(values.first)});
-  if (o.vocab_given) args.insert(args.end(), {"--vocab", std::to_string(o.shape.vocab)});
+  if (o.vocab_given) args.insert(args.end(), {"--vocab", std::to_string(o.vocab_unpadded)});
   args.insert(args.end(), {"--batch", std::to_string(o.batch), "--precision", o.precision, "--stages",
                            std::to_string(c.stages), "--schedule", pipeline::schedule_name(c.schedule),
                            "--microbatches", std::to_string(c.microbatches)});

@@ -169,6 +169,10 @@ ParsedPlanArgs parse_plan_args(const std::vector<std::string>& args) {
   cli::parse_flags(args, flags(), o, out.help);
   if (o.shape.embd % o.shape.heads != 0)
     bad("--heads", std::to_string(o.shape.heads) + " heads do not divide --embd " + std::to_string(o.shape.embd));
+  // `brigade train --data` pads the vocabulary to a multiple of 128 (tools/train/text_task.cpp): the
+  // model it builds, and so the one planned, has that many rows in the embedding and the head.
+  o.vocab_unpadded = o.shape.vocab;
+  o.shape.vocab = (o.shape.vocab + 127) / 128 * 128;
   if (pipeline::plan_candidates(o.spec()).empty())
     bad("--batch", "no configuration of " + std::to_string(o.devices) + " devices runs a batch of " +
                        std::to_string(o.batch) + " sequences with these schedules (D replicas must divide it, and M " +

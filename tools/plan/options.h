@@ -16,14 +16,16 @@ struct PlanOptions {
   std::string model = "gpt2";
   pipeline::GptShape shape;  // filled from the preset, then the flags
   bool vocab_given = false;  // --vocab on the command line: passed on to `brigade train`
-  // The devices. The defaults are an H100 or H200 SXM: 80 GiB; the FLOP/s brigade's own GPT-2 small
+  int64_t vocab_unpadded = 0;  // the vocabulary as given; shape.vocab is it padded as train pads it
+  // The devices. The defaults are an H100 SXM: 76 GiB of its 79.6 (80 GB), leaving room for the CUDA
+  // context, NCCL's buffers and the allocator's cached blocks, which the model leaves out; the FLOP/s brigade's own GPT-2 small
   // training step reached on an H200 (bench/results/h200-gpt2-2026-11-26.md: 8 x 1024 tokens, 6N +
   // 12LCT FLOPs each, in 29.5 ms with bf16 = 240 TFLOP/s, a quarter of the 989 dense peak both GPUs
   // list; in 319 ms with f32 = 22); NVLink between two GPUs at an effective 200 GB/s each way (PCIe
   // 5.0 x16 gives about 50).
   int devices = 8;
-  int64_t memory = int64_t(80) << 30;
-  std::string memory_text = "80GiB";  // as given: the printed lines pass it to --memory-budget
+  int64_t memory = int64_t(76) << 30;
+  std::string memory_text = "76GiB";  // as given: the printed lines pass it to --memory-budget
   double tflops = 0;  // 0: by precision, as above
   double bandwidth = 200;  // GB/s
   double latency = 10;     // microseconds per message

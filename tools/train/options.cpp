@@ -99,11 +99,12 @@ const std::vector<Flag>& flags() {
                 &TrainOptions::init_from),
       int_flag("--stages", "pipeline stages (ranks); 0: no pipeline, one device", &TrainOptions::stages, 0),
       {"--partition", "BY",
-       "split layers into stages by: layers (count), params, time (measured once), or balanced (measured time "
-       "and memory, blocks cut in halves, within --memory-budget)",
+       "split layers into stages by: layers (count), params, time (measured once), balanced (measured time "
+       "and memory, blocks cut in halves, within --memory-budget), or auto (balanced where the stages run at "
+       "once: GPUs, or a core per rank thread; else layers)",
        [](TrainOptions& o, const std::string& v) {
-         if (v != "layers" && v != "params" && v != "time" && v != "balanced")
-           bad("--partition", "expected layers, params, time or balanced, got '" + v + "'");
+         if (v != "auto" && v != "layers" && v != "params" && v != "time" && v != "balanced")
+           bad("--partition", "expected auto, layers, params, time or balanced, got '" + v + "'");
          o.partition = v;
        },
        [](const TrainOptions& o) { return o.partition; }},
@@ -180,7 +181,9 @@ void check_combination(const TrainOptions& o) {
     if (o.vocab != 0) bad("--vocab", "only with --data (the sort task has its own 11 tokens)");
   }
   if (o.save_every > 0 && o.save.empty()) bad("--save-every", "needs --save PATH");
-  if (o.memory_budget > 0 && o.partition != "balanced")
+  if (o.memory_budget > 0 && o.stages == 0)
+    bad("--memory-budget", "is for splitting a pipeline's stages: add --stages P (one device holds everything)");
+  if (o.memory_budget > 0 && o.partition != "balanced" && o.partition != "auto")
     bad("--memory-budget", "only --partition balanced weighs memory (got --partition " + o.partition + ")");
   if (o.stages > 0) {
     const int64_t per_replica = o.batch / o.replicas;

@@ -55,9 +55,10 @@ struct TrainOptions {
   int64_t replicas = 1;  // data-parallel copies of the pipeline (threads; launched: from the world size)
   bool recompute = false;
   // How layers are split into stages (pipeline/partition.h): by count, by parameters, by time
-  // measured once on this device (pipeline rank 0 measures; every rank uses its numbers), or
-  // balanced: measured time and stash, blocks cut into their two halves, within memory_budget.
-  std::string partition = "balanced";
+  // measured once on this device (pipeline rank 0 measures; every rank uses its numbers), balanced
+  // (measured time and stash, blocks cut into their two halves, within memory_budget), or auto:
+  // balanced where the stages run at once (GPUs, or a core per rank thread), else by count.
+  std::string partition = "auto";
   int64_t memory_budget = 0;  // bytes per rank for --partition balanced; 0: no limit
   std::string trace = "brigade-trace.json";    // Chrome trace of the last step ("" or none: off)
   std::string svg = "brigade-timeline.svg";    // simulated vs measured timeline of the last step

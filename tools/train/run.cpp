@@ -69,6 +69,7 @@ void print_header(Trainer& trainer, std::ostream& out) {
         << " sequences" << (schedule.chunks() > 1 ? ", " + std::to_string(schedule.chunks()) + " chunks per rank" : "")
         << (o.replicas > 1 ? ", " + std::to_string(o.replicas) + " data-parallel replicas" : "")
         << (o.recompute ? ", recomputation on" : "") << "\n";
+    out << "partition: " << trainer.partition_method() << " (" << trainer.partition_reason() << ")\n";
     out << pipeline::describe_partition(trainer.partition(), trainer.layers(), schedule.layout);
   }
   const nn::GPTConfig& config = trainer.model().config();

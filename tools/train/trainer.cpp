@@ -6,6 +6,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <thread>
 
 #include "autograd/tape.h"
 #include "checkpoint_dir.h"
@@ -14,10 +15,12 @@
 #include "core/format.h"
 #include "core/parallel.h"
 #include "optim/clip_grad.h"
+#include "pipeline/analysis/plan_memory.h"
 #include "pipeline/analysis/simulator.h"
 #include "pipeline/gpt_stages.h"
 #include "pipeline/schedule_csv.h"
 #include "comm/comm.h"
+#include "comm/launch_env.h"
 #include "core/stream.h"
 #include "pipeline/trace.h"
 #include "text_task.h"
@@ -97,7 +100,8 @@ Trainer::Trainer(const TrainOptions& options, const pipeline::PipelineGroups* gr
             ? pipeline::make_schedule(pipeline::parse_schedule_kind(options_.schedule), P, int(options_.microbatches),
                                       int(options_.chunks_or_default()))
             : pipeline::schedule_from_file(pipeline::read_schedule_csv(options_.schedule_file));
-    const nn::LayerGrain grain = options_.partition == "balanced" ? nn::LayerGrain::half_block : nn::LayerGrain::block;
+    partition_method_ = resolve_partition(config);
+    const nn::LayerGrain grain = partition_method_ == "balanced" ? nn::LayerGrain::half_block : nn::LayerGrain::block;
     layers_ = model_->layers(grain);
     partition_ = choose_partition(schedule);
     pipeline::GptStages mine =
@@ -142,11 +146,37 @@ void Trainer::set_trace(bool on) {
 
 DType Trainer::compute_dtype() const { return model_->config().compute_dtype.value_or(model_->config().dtype); }
 
+std::string Trainer::resolve_partition(const nn::GPTConfig& config) {
+  if (options_.partition != "auto") {
+    partition_reason_ = "asked for";
+    return options_.partition;
+  }
+  // A pipeline runs at the pace of its slowest stage only when its stages run at once: each on a
+  // GPU (or stream) of its own, or each rank thread on a core of its own. Then balancing pays. When
+  // rank threads share cores, the total work sets the pace instead, and whole blocks are a little
+  // less of it than halves (their residual add and norm fused): on two cores with four ranks the
+  // two splits ran at the same speed, the layer-count one 1-4% ahead, and it cuts the same way every
+  // run (bench/results/cpu-partition-2026-11-27.md).
+  const comm::LaunchEnv launch = comm::read_launch_env();
+  const int64_t rank_threads = launch.world_size > 1 ? launch.local_world_size : options_.stages * options_.replicas;
+  const int64_t cores = int64_t(std::max(1u, std::thread::hardware_concurrency()));
+  int64_t balanced = config.device.is_cuda() || options_.memory_budget > 0 || cores >= rank_threads;
+  // Every rank must cut alike, and machines may differ in cores: world rank 0 decides.
+  balanced = leaders_value(balanced);
+  if (config.device.is_cuda()) partition_reason_ = "auto: each stage on a GPU stream of its own";
+  else if (options_.memory_budget > 0) partition_reason_ = "auto: a memory budget was given";
+  else if (balanced) partition_reason_ = "auto: a core for each of the " + std::to_string(rank_threads) + " rank threads";
+  else
+    partition_reason_ = "auto: " + std::to_string(rank_threads) + " rank threads share " + std::to_string(cores) +
+                        " cores, so the total work sets the pace; --partition balanced evens the stages";
+  return balanced ? "balanced" : "layers";
+}
+
 pipeline::Partition Trainer::choose_partition(const pipeline::Schedule& schedule) {
   const int64_t stages = schedule.stages();
-  if (options_.partition == "params") return pipeline::partition_by_parameters(layers_, stages);
-  if (options_.partition == "balanced") return balanced_partition(schedule);
-  if (options_.partition != "time") return pipeline::partition_uniform(int64_t(layers_.size()), stages);
+  if (partition_method_ == "params") return pipeline::partition_by_parameters(layers_, stages);
+  if (partition_method_ == "balanced") return balanced_partition(schedule);
+  if (partition_method_ != "time") return pipeline::partition_uniform(int64_t(layers_.size()), stages);
   std::vector<double> seconds;
   for (const pipeline::LayerProfile& p : shared_layer_profile()) seconds.push_back(p.seconds);
   return pipeline::partition_by_cost(seconds, stages, "seconds");
@@ -158,7 +188,12 @@ std::vector<pipeline::LayerProfile> Trainer::shared_layer_profile() {
   comm::Communicator& comm = *groups_->pipeline;
   const int64_t n = int64_t(layers_.size());
   Tensor numbers = zeros({2 * n}, DType::f64, comm.device());  // n seconds, then n stash sizes
-  if (comm.rank() == 0) {
+  // One rank measures, world rank 0, and only once every rank has built its model: rank threads
+  // share a GPU (or cores) here, and another's work would show in the timings and the allocator's
+  // count (profile_layer_costs).
+  comm.barrier();
+  if (groups_->replicas) groups_->replicas->barrier();
+  if (comm.rank() == 0 && (!groups_->replicas || groups_->replicas->rank() == 0)) {
     const int64_t rows = options_.batch / options_.replicas / options_.microbatches;
     Batch sample = task_->train_batch(0, rows);
     std::vector<double> flat;
@@ -178,33 +213,65 @@ std::vector<pipeline::LayerProfile> Trainer::shared_layer_profile() {
 }
 
 pipeline::Partition Trainer::balanced_partition(const pipeline::Schedule& schedule) {
-  const std::vector<pipeline::LayerProfile> profile = shared_layer_profile();
   std::vector<double> seconds;
-  std::vector<pipeline::LayerMemory> memory;
-  int64_t whole_model = 0;  // every rank builds the whole model (gpt_stages.h): its parameters are everywhere
-  for (const Tensor& p : model_->parameters()) whole_model += int64_t(p.nbytes());
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    seconds.push_back(profile[i].seconds);
-    pipeline::LayerMemory m;
-    for (const Tensor& p : layers_[i]->parameters()) {
-      // Its gradient and AdamW's two f32 moments, on the rank whose stage holds the layer.
-      if (p.requires_grad()) m.fixed += int64_t(p.nbytes()) + 2 * p.numel() * 4;
-    }
-    // With recomputation a stage keeps only its input per micro-batch, whatever its layers.
-    m.activations = options_.recompute ? 0 : profile[i].stash_bytes;
-    memory.push_back(m);
-  }
-  int64_t budget = std::numeric_limits<int64_t>::max() / 4;  // no limit: time alone decides
-  if (options_.memory_budget > 0) {
-    budget = options_.memory_budget - whole_model;
-    BRIGADE_CHECK(budget > 0, "--memory-budget ", format_bytes(double(options_.memory_budget)),
-                  " is less than the whole model's parameters (", format_bytes(double(whole_model)),
-                  "), which every rank holds");
-  }
+  for (const pipeline::LayerProfile& p : shared_layer_profile()) seconds.push_back(p.seconds);
   // How many micro-batches each stage stashes at once is the schedule's, whatever the split.
   const pipeline::SimulationResult simulated = pipeline::simulate(schedule);
-  return pipeline::partition_within_memory(
-      seconds, memory, pipeline::memory_limit(schedule.layout, simulated.peak_activations, budget), "seconds");
+  const pipeline::PlannedPipeline planned = planned_pipeline(schedule);
+  const std::vector<pipeline::LayerMemory> memory = pipeline::layer_memory(planned);
+  if (options_.memory_budget == 0) {  // no limit: time alone decides
+    const int64_t unlimited = std::numeric_limits<int64_t>::max() / 4;
+    return pipeline::partition_within_memory(
+        seconds, memory, pipeline::memory_limit(schedule.layout, simulated.peak_activations, unlimited), "seconds");
+  }
+  // The budget is for everything a rank holds, as `brigade plan` counts it (plan_memory.h): what
+  // every rank holds whatever the split (all parameters, the batch, message buffers, one backward's
+  // workspace) comes off first; the rest is for the layers' training state and stashes.
+  const int64_t overhead = pipeline::memory_overhead(planned, simulated.peak_activations);
+  auto split_within = [&](int64_t budget) {
+    return pipeline::partition_within_memory(
+        seconds, memory, pipeline::memory_limit(schedule.layout, simulated.peak_activations, budget - overhead),
+        "seconds");
+  };
+  auto fits = [&](int64_t budget) {
+    if (budget <= overhead) return false;
+    try {
+      split_within(budget);
+      return true;
+    } catch (const Error&) {
+      return false;
+    }
+  };
+  if (fits(options_.memory_budget)) return split_within(options_.memory_budget);
+  // Say what would fit: the least budget, by bisection (fits() only grows with the budget).
+  int64_t low = options_.memory_budget, high = std::max<int64_t>(2 * overhead, 2 * low);
+  while (!fits(high)) high *= 2;
+  while (high - low > std::max<int64_t>(high / 1000, 1)) {
+    const int64_t mid = low + (high - low) / 2;
+    (fits(mid) ? high : low) = mid;
+  }
+  fail("--memory-budget ", format_bytes(double(options_.memory_budget)), ": no split of the ", layers_.size(),
+       " layers into ", schedule.stages(), " stages fits (every rank holds ", format_bytes(double(overhead)),
+       " whatever the split: all parameters, the batch, message buffers, a backward's workspace; each stage its "
+       "layers' training state and a stash per micro-batch in flight); the least that fits is about ",
+       format_bytes(double(high)), ". Give more, use more stages, or --recompute");
+}
+
+pipeline::PlannedPipeline Trainer::planned_pipeline(const pipeline::Schedule& schedule) const {
+  const nn::GPTConfig& c = model_->config();
+  const int64_t rows = options_.batch / options_.replicas / options_.microbatches;  // one micro-batch
+  const int64_t T = task_->sequence_length();
+  const DType compute = c.compute_dtype.value_or(c.dtype);
+  pipeline::PlannedPipeline p;
+  p.shape = {c.n_layer, c.n_head, c.n_embd, T, c.vocab_size};
+  p.layers = pipeline::estimate_gpt_layers(p.shape, rows, compute);
+  p.layout = schedule.layout;
+  p.recompute = options_.recompute;
+  p.split_backward = schedule.split_backward();
+  p.boundary = pipeline::gpt_boundary_bytes(p.shape, rows, compute);
+  p.input_bytes = rows * T * 8;                                        // i64 token ids
+  p.batch_bytes = 2 * (options_.batch / options_.replicas) * T * 8;  // ids and targets
+  return p;
 }
 
 const pipeline::Trace& Trainer::last_trace() const {

@@ -18,6 +18,7 @@
 #include "nn/checkpoint.h"
 #include "nn/gpt.h"
 #include "optim/adamw.h"
+#include "pipeline/analysis/plan_memory.h"
 #include "pipeline/partition.h"
 #include "pipeline/runtime.h"
 #include "optim/schedule.h"
@@ -66,6 +67,9 @@ class Trainer {
   const pipeline::Partition& partition() const { return partition_; }
   // The layers the partition cuts: the GPT's blocks whole, or in halves with --partition balanced.
   const pipeline::Layers& layers() const { return layers_; }
+  // How the layers were cut (balanced, layers, params or time: --partition, with auto resolved) and why.
+  const std::string& partition_method() const { return partition_method_; }
+  const std::string& partition_reason() const { return partition_reason_; }
   bool pipelined() const { return pipe_ != nullptr; }
   // Prints (and writes) on this rank: world rank 0, or the only rank.
   bool is_leader() const;
@@ -97,9 +101,12 @@ class Trainer {
   // Checks that `ckpt` belongs to this configuration and loads it; errors start with `context`.
   void restore(const nn::Checkpoint& ckpt, const std::string& context);
   int64_t leaders_value(int64_t value);  // world rank 0's `value`, on every rank
-  pipeline::Partition choose_partition(const pipeline::Schedule& schedule);  // by options_.partition
-  // --partition balanced: measured time and stash per layer, within options_.memory_budget.
+  std::string resolve_partition(const nn::GPTConfig& config);  // --partition auto -> balanced or layers
+  pipeline::Partition choose_partition(const pipeline::Schedule& schedule);  // by partition_method_
+  // --partition balanced: measured time per layer, memory as `brigade plan` estimates it
+  // (pipeline/analysis/plan_memory.h), within options_.memory_budget.
   pipeline::Partition balanced_partition(const pipeline::Schedule& schedule);
+  pipeline::PlannedPipeline planned_pipeline(const pipeline::Schedule& schedule) const;
   // Rank 0 of the pipeline profiles one micro-batch; every rank gets its numbers.
   std::vector<pipeline::LayerProfile> shared_layer_profile();
   DType compute_dtype() const;                            // what --precision resolved to
@@ -113,6 +120,7 @@ class Trainer {
   std::unique_ptr<optim::AdamW> optimizer_;
   optim::CosineSchedule schedule_;
   const pipeline::PipelineGroups* groups_;
+  std::string partition_method_, partition_reason_;
   pipeline::Layers layers_;
   pipeline::Partition partition_;
   std::unique_ptr<pipeline::Pipeline> pipe_;
