@@ -104,8 +104,9 @@ std::vector<double> profile_layers(const Layers& layers, const Tensor& sample_in
 // tensors and its output: the bytes allocated during the forward and still held after it; on a GPU
 // from the caching allocator's count, so nothing else may use the device meanwhile).
 struct LayerProfile {
-  double seconds = 0;       // forward + backward, median
-  int64_t stash_bytes = 0;  // one micro-batch of sample_input's size
+  double seconds = 0;          // forward + backward, median
+  double forward_seconds = 0;  // the forward alone, median (recomputation runs it once more)
+  int64_t stash_bytes = 0;     // one micro-batch of sample_input's size
 };
 std::vector<LayerProfile> profile_layer_costs(const Layers& layers, const Tensor& sample_input);
 

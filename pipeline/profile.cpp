@@ -40,8 +40,9 @@ class HeldSince {
 };
 
 struct LayerRun {
-  Tensor output;        // cut from the tape
-  int64_t stash_bytes;  // what the forward left for the backward: saved tensors and the output
+  Tensor output;           // cut from the tape
+  int64_t stash_bytes;     // what the forward left for the backward: saved tensors and the output
+  double forward_seconds;  // the forward alone (its stash measurement included: a few atomic reads)
 };
 
 // One layer, forward and backward, on its own tape.
@@ -51,6 +52,7 @@ LayerRun run_layer(nn::Module& layer, const Tensor& input) {
   Tape tape;
   Tensor y;
   int64_t stash = 0;
+  const auto start = std::chrono::steady_clock::now();
   {
     HeldSince held(x.device());
     {
@@ -60,9 +62,10 @@ LayerRun run_layer(nn::Module& layer, const Tensor& input) {
     wait_for(y);
     stash = std::max<int64_t>(0, held.bytes());
   }
+  const double forward = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   BRIGADE_CHECK(y.defined(), "profile_layers: layer ", layer.name(), " returned an undefined tensor");
   if (y.requires_grad()) tape.backward({y}, {ones_like(y)});
-  return {y.detach(), stash};
+  return {y.detach(), stash, forward};
 }
 
 }  // namespace
@@ -82,7 +85,7 @@ std::vector<LayerProfile> profile_layer_costs(const Layers& layers, const Tensor
   // Pass 0 warms up; each layer's cost is the median of the measured passes, so one interruption (a
   // busy core, another thread's burst) does not move a stage boundary.
   constexpr int kMeasured = 5;
-  std::vector<std::vector<double>> samples(layers.size());
+  std::vector<std::vector<double>> samples(layers.size()), forwards(layers.size());
   std::vector<LayerProfile> out(layers.size());
   for (int pass = 0; pass <= kMeasured; ++pass) {
     Tensor x = sample_input;
@@ -99,14 +102,20 @@ std::vector<LayerProfile> profile_layer_costs(const Layers& layers, const Tensor
       const Tensor y = run.output;
       wait_for(y);
       out[i].stash_bytes = run.stash_bytes;  // the same every pass
-      if (pass > 0) samples[i].push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      if (pass > 0) {
+        samples[i].push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+        forwards[i].push_back(run.forward_seconds);
+      }
       x = y;
     }
   }
+  auto median = [](std::vector<double>& v) {
+    std::nth_element(v.begin(), v.begin() + kMeasured / 2, v.end());
+    return v[kMeasured / 2];
+  };
   for (size_t i = 0; i < layers.size(); ++i) {
-    std::vector<double>& s = samples[i];
-    std::nth_element(s.begin(), s.begin() + kMeasured / 2, s.end());
-    out[i].seconds = s[kMeasured / 2];
+    out[i].seconds = median(samples[i]);
+    out[i].forward_seconds = median(forwards[i]);
   }
   // Profiling is not training: leave no gradients behind.
   for (const auto& layer : layers) layer->zero_grad();

@@ -334,6 +334,12 @@ TEST_CASE("partition: by measured time — one cost per layer, no gradients left
     CHECK(s >= 0);
   }
   for (const Tensor& w : gpt.parameters()) CHECK(!w.grad().defined());
+  // The forward is timed inside each forward + backward, so its median can never exceed theirs.
+  for (const LayerProfile& l : profile_layer_costs(layers, idx)) {
+    CHECK(l.forward_seconds > 0);
+    CHECK(l.forward_seconds <= l.seconds);
+    CHECK(l.stash_bytes > 0);
+  }
   const Partition p = partition_by_time(layers, 2, idx);
   require_covers_every_layer(p.bounds, 5, 2);
   CHECK(p.cost_name == "seconds");

@@ -187,7 +187,7 @@ std::vector<pipeline::LayerProfile> Trainer::shared_layer_profile() {
   // way: the pipeline's rank 0 profiles one micro-batch and broadcasts its numbers.
   comm::Communicator& comm = *groups_->pipeline;
   const int64_t n = int64_t(layers_.size());
-  Tensor numbers = zeros({2 * n}, DType::f64, comm.device());  // n seconds, then n stash sizes
+  Tensor numbers = zeros({3 * n}, DType::f64, comm.device());  // n seconds, n forward seconds, n stash sizes
   // One rank measures, world rank 0, and only once every rank has built its model: rank threads
   // share a GPU (or cores) here, and another's work would show in the timings and the allocator's
   // count (profile_layer_costs).
@@ -199,8 +199,9 @@ std::vector<pipeline::LayerProfile> Trainer::shared_layer_profile() {
     std::vector<double> flat;
     const auto profile = pipeline::profile_layer_costs(layers_, sample.inputs.to(model_->config().device));
     for (const pipeline::LayerProfile& p : profile) flat.push_back(p.seconds);
+    for (const pipeline::LayerProfile& p : profile) flat.push_back(p.forward_seconds);
     for (const pipeline::LayerProfile& p : profile) flat.push_back(double(p.stash_bytes));
-    numbers = from_vector(flat, {2 * n}, DType::f64, comm.device());
+    numbers = from_vector(flat, {3 * n}, DType::f64, comm.device());
   }
   comm.broadcast(numbers, 0);  // (profile_layers leaves no gradients behind)
   // Data-parallel replicas must cut alike too (their gradients are averaged parameter by parameter):
@@ -208,13 +209,16 @@ std::vector<pipeline::LayerProfile> Trainer::shared_layer_profile() {
   if (groups_->replicas) groups_->replicas->broadcast(numbers, 0);
   const std::vector<double> flat = numbers.to_vector();
   std::vector<pipeline::LayerProfile> out(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) out[size_t(i)] = {flat[size_t(i)], int64_t(flat[size_t(n + i)])};
+  for (int64_t i = 0; i < n; ++i)
+    out[size_t(i)] = {flat[size_t(i)], flat[size_t(n + i)], int64_t(flat[size_t(2 * n + i)])};
   return out;
 }
 
 pipeline::Partition Trainer::balanced_partition(const pipeline::Schedule& schedule) {
   std::vector<double> seconds;
-  for (const pipeline::LayerProfile& p : shared_layer_profile()) seconds.push_back(p.seconds);
+  // With recomputation each backward runs the layer's forward once more.
+  for (const pipeline::LayerProfile& p : shared_layer_profile())
+    seconds.push_back(p.seconds + (options_.recompute ? p.forward_seconds : 0));
   // How many micro-batches each stage stashes at once is the schedule's, whatever the split.
   const pipeline::SimulationResult simulated = pipeline::simulate(schedule);
   const pipeline::PlannedPipeline planned = planned_pipeline(schedule);
