@@ -17,6 +17,8 @@
 #include "bench_pipeline/command.h"
 #include "bench_pipeline/options.h"
 #include "core/json.h"
+#include "pipeline/schedule.h"
+#include "pipeline/schedule_csv.h"
 #include "temp_dir.h"
 
 using namespace brigade;
@@ -332,4 +334,32 @@ TEST_CASE("bench pipeline: --replicas times data parallelism, reductions overlap
   REQUIRE(plain.status == 0);
   CHECK(parse_json(read_file(json_path))["schedules"][0]["data_parallel"].kind == Json::Kind::null);
   CHECK_THAT(plain.out, !Contains("data parallelism:"));
+}
+
+TEST_CASE("bench pipeline: --schedule-file times a schedule from a file beside the built-in ones", "[bench][pipeline]") {
+  TempDir dir;
+  const std::filesystem::path csv = dir.path / "my-zbv.csv";
+  pipeline::write_schedule_csv(csv.string(), pipeline::make_schedule(pipeline::ScheduleKind::zb_v, 2, 4));
+  const std::filesystem::path json_path = dir.path / "file.json";
+  const Run r = run({"--quick", "--device", "cpu", "--stages", "2", "--microbatches", "4", "--schedules", "zb-v",
+                     "--schedule-file", csv.string(), "--steps", "1", "--warmup", "0", "--json", json_path.string()});
+  INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.out, Contains("\nmy-zbv.csv "));
+  const Json doc = parse_json(read_file(json_path));
+  const Json& built_in = doc["schedules"][0];
+  const Json& from_file = doc["schedules"][1];
+  CHECK(from_file["name"].string == "my-zbv.csv");
+  CHECK(from_file["chunks"].as_number() == 2);
+  // The same schedule, read back: the same textbook bubble, and the same loss to the bit (a pipeline
+  // computes what one device does, whatever its order).
+  CHECK(from_file["unit_costs"]["bubble"].as_number() == built_in["unit_costs"]["bubble"].as_number());
+  CHECK(from_file["loss"].as_number() == built_in["loss"].as_number());
+
+  // A file for another pipeline shape is refused before anything is measured, naming both.
+  const Run wrong = run({"--quick", "--device", "cpu", "--stages", "3", "--microbatches", "4", "--schedule-file",
+                         csv.string()});
+  CHECK(wrong.status != 0);
+  CHECK_THAT(wrong.err, Contains("has P=2, M=4, but this run has --stages 3 and --microbatches 4"));
+  CHECK_THAT(wrong.out + wrong.err, !Contains("unpipelined ("));
 }

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "pipeline/analysis/simulator.h"
+#include "pipeline/schedule_csv.h"
 #include "pipeline/trace.h"
 
 namespace brigade::bench_pipeline {
@@ -111,26 +112,52 @@ void write_trace_files(ScheduleResult& r, const Schedule& schedule, const Pipeli
   r.files.push_back(base + ".svg");
 }
 
+ScheduleResult time_schedule(const std::string& name, const Schedule& schedule, const BenchOptions& o,
+                             const Workload& work, const BenchResult& so_far, std::ostream& progress);
+
 ScheduleResult run_schedule(const std::string& name, const BenchOptions& o, const Workload& work,
                             const BenchResult& so_far, std::ostream& progress) {
-  ScheduleResult r;
-  r.name = name;
   const ScheduleKind kind = pipeline::parse_schedule_kind(name);
-  r.ranks = o.stages;
-  r.microbatches = o.microbatches;
-  r.chunks = kind == ScheduleKind::interleaved ? o.chunks : pipeline::default_chunks(kind);  // the V's: 2
+  const int chunks = kind == ScheduleKind::interleaved ? o.chunks : pipeline::default_chunks(kind);  // the V's: 2
+  std::string skipped;
   if (kind == ScheduleKind::interleaved && o.microbatches % o.stages != 0) {
     // Megatron's rule (pipeline/schedule.h): micro-batches go round the ranks in groups of P.
-    r.skipped = "interleaved needs M to be a multiple of P (M=" + std::to_string(o.microbatches) +
-                ", P=" + std::to_string(o.stages) + ")";
-    return r;
+    skipped = "interleaved needs M to be a multiple of P (M=" + std::to_string(o.microbatches) +
+              ", P=" + std::to_string(o.stages) + ")";
   }
   if (kind == ScheduleKind::dualpipev && o.microbatches < 2 * o.stages) {
-    r.skipped = "dualpipev needs at least as many micro-batches as stages, M >= 2P (M=" +
-                std::to_string(o.microbatches) + ", P=" + std::to_string(o.stages) + ")";
+    skipped = "dualpipev needs at least as many micro-batches as stages, M >= 2P (M=" +
+              std::to_string(o.microbatches) + ", P=" + std::to_string(o.stages) + ")";
+  }
+  if (!skipped.empty()) {
+    ScheduleResult r;
+    r.name = name;
+    r.ranks = o.stages;
+    r.microbatches = o.microbatches;
+    r.chunks = chunks;
+    r.skipped = skipped;
     return r;
   }
-  const Schedule schedule = pipeline::make_schedule(kind, r.ranks, r.microbatches, r.chunks);
+  return time_schedule(name, pipeline::make_schedule(kind, o.stages, o.microbatches, chunks), o, work, so_far, progress);
+}
+
+// A schedule file (PyTorch's CSV format, pipeline/schedule_csv.h): checked when read, and its P and
+// M must be the run's, which the workload was cut for.
+Schedule read_schedule_file(const BenchOptions& o) {
+  const Schedule schedule = pipeline::schedule_from_file(pipeline::read_schedule_csv(o.schedule_file));
+  BRIGADE_CHECK(schedule.ranks() == o.stages && schedule.microbatches == o.microbatches, "--schedule-file ",
+                o.schedule_file, ": the file's schedule has P=", schedule.ranks(), ", M=", schedule.microbatches,
+                ", but this run has --stages ", o.stages, " and --microbatches ", o.microbatches);
+  return schedule;
+}
+
+ScheduleResult time_schedule(const std::string& name, const Schedule& schedule, const BenchOptions& o,
+                             const Workload& work, const BenchResult& so_far, std::ostream& progress) {
+  ScheduleResult r;
+  r.name = name;
+  r.ranks = schedule.ranks();
+  r.microbatches = schedule.microbatches;
+  r.chunks = schedule.chunks();
   progress << "bench pipeline: " << name << " (" << o.warmup << " warm-up + " << o.steps << " steps)\n" << std::flush;
   Ranks ranks;
   ranks.nccl = o.transport == "nccl";
@@ -176,6 +203,8 @@ BenchResult run_benchmark(const BenchOptions& o, std::ostream& progress) {
     BRIGADE_CHECK(parent.empty() || std::filesystem::is_directory(parent), "--json ", o.json, ": the directory '",
                   parent.string(), "' does not exist");
   }
+  // So is the schedule file, if any.
+  const Schedule from_file = o.schedule_file.empty() ? Schedule{} : read_schedule_file(o);
   BenchResult result;
   result.options = o;
   const Device device = Device::parse(o.device);
@@ -205,6 +234,10 @@ BenchResult run_benchmark(const BenchOptions& o, std::ostream& progress) {
   result.unpipelined_loss = base.loss;
 
   for (const std::string& name : o.schedules) result.schedules.push_back(run_schedule(name, o, work, result, progress));
+  if (!o.schedule_file.empty()) {
+    const std::string name = std::filesystem::path(o.schedule_file).filename().string();  // the row's name
+    result.schedules.push_back(time_schedule(name, from_file, o, work, result, progress));
+  }
   return result;
 }
 

@@ -71,6 +71,11 @@ const std::vector<Flag>& flags() {
          if (o.schedules.empty()) bad("--schedules", "expected at least one schedule");
        },
        [](const BenchOptions&) { return std::string("all"); }},
+      {"--schedule-file", "FILE",
+       "also time the schedule in FILE (PyTorch's CSV format, e.g. from brigade simulate --write-schedule; its P and "
+       "M must be --stages and --microbatches)",
+       [](BenchOptions& o, const std::string& v) { o.schedule_file = v; },
+       [](const BenchOptions& o) { return o.schedule_file.empty() ? std::string("none") : o.schedule_file; }},
       number_flag("--steps", "N", "timed steps per schedule (medians over these)", &BenchOptions::steps, 1, 100000,
                   "10; 3 with --quick"),
       {"--warmup", "K", "untimed steps before them",

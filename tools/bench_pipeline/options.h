@@ -21,6 +21,7 @@ struct BenchOptions {
   int replicas = 1;      // R > 1: also time each schedule data-parallel, reductions overlapped and not
   std::string transport = "local";  // "local" (threads hand tensors over) or "nccl"
   std::vector<std::string> schedules;  // empty: all of them
+  std::string schedule_file;  // also time this schedule (PyTorch's CSV format; its P and M are the run's)
   int steps = 0;          // timed steps per schedule; 0: 10 (3 with --quick)
   int warmup = -1;        // untimed steps first; -1: 2 (1 with --quick)
   int64_t layers = 0;     // transformer blocks; 0: by device
