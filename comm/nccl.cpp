@@ -199,8 +199,16 @@ class NcclCommunicator final : public Communicator {
     for (size_t lane : {kUp, kDown}) follow_caller(lane);
     std::array<std::vector<Tensor>, kLanes> keep;
     enqueue_data(batch, deadline, transfers, late, false, keep);
-    if (headers.arriving > 0) read_headers(transfers, headers, deadline);
-    enqueue_data(batch, deadline, transfers, late, true, keep);
+    try {
+      if (headers.arriving > 0) read_headers(transfers, headers, deadline);
+      enqueue_data(batch, deadline, transfers, late, true, keep);
+    } catch (...) {
+      // The early round is queued and NCCL may still read or write its tensors: hand them to the
+      // watchdog's list (kept until done, leaked on purpose if never) before the error unwinds.
+      for (size_t lane : {kUp, kDown})
+        if (!keep[lane].empty()) follow(batch, deadline, streams_[lane], std::move(keep[lane]));
+      throw;
+    }
     // The caller's stream waits only for what it will read: a lane that only sent is followed by the
     // watchdog (which keeps the tensors alive until NCCL is done with them) while the caller computes
     // on — the next forward need not wait for a neighbour to take the last activation.
