@@ -78,7 +78,9 @@ int run(const PlanOptions& o, std::ostream& out, std::ostream& err) {
       << result.pruned << " skipped (a lower bound on their step is above the top " << o.top << "'s slowest), "
       << result.simulated << " simulated\n\n";
 
-  const auto [scale, unit] = unit_for(result.best.front().peak);
+  int64_t largest_peak = 0;  // the per-rank column's unit suits the largest peak listed
+  for (const Evaluation& e : result.best) largest_peak = std::max(largest_peak, e.peak);
+  const auto [scale, unit] = unit_for(largest_peak);
   std::vector<std::vector<std::string>> rows = {{"#", "schedule", "P x V", "M", "D", "recompute", "step", "bubble",
                                                  "reduce", "peak", std::string("peak per rank (").append(unit) + ")"}};
   for (size_t i = 0; i < result.best.size(); ++i) {
