@@ -184,7 +184,7 @@ pipeline::Partition Trainer::choose_partition(const pipeline::Schedule& schedule
 
 std::vector<pipeline::LayerProfile> Trainer::shared_layer_profile() {
   // Timings differ from rank to rank (and run to run), and every rank must cut the model the same
-  // way: the pipeline's rank 0 profiles one micro-batch and broadcasts its numbers.
+  // way: world rank 0 profiles one micro-batch and its numbers go to every rank.
   comm::Communicator& comm = *groups_->pipeline;
   const int64_t n = int64_t(layers_.size());
   Tensor numbers = zeros({3 * n}, DType::f64, comm.device());  // n seconds, n forward seconds, n stash sizes
@@ -249,7 +249,11 @@ pipeline::Partition Trainer::balanced_partition(const pipeline::Schedule& schedu
   if (fits(options_.memory_budget)) return split_within(options_.memory_budget);
   // Say what would fit: the least budget, by bisection (fits() only grows with the budget).
   int64_t low = options_.memory_budget, high = std::max<int64_t>(2 * overhead, 2 * low);
-  while (!fits(high)) high *= 2;
+  while (!fits(high)) {
+    BRIGADE_CHECK(high < (int64_t(1) << 60), "--memory-budget: no budget up to 1 EiB fits the ", layers_.size(),
+                  " layers into ", schedule.stages(), " stages");
+    high *= 2;
+  }
   while (high - low > std::max<int64_t>(high / 1000, 1)) {
     const int64_t mid = low + (high - low) / 2;
     (fits(mid) ? high : low) = mid;
