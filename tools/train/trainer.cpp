@@ -177,57 +177,44 @@ pipeline::Partition Trainer::choose_partition(const pipeline::Schedule& schedule
   if (partition_method_ == "params") return pipeline::partition_by_parameters(layers_, stages);
   if (partition_method_ == "balanced") return balanced_partition(schedule);
   if (partition_method_ != "time") return pipeline::partition_uniform(int64_t(layers_.size()), stages);
-  std::vector<double> seconds;
-  for (const pipeline::LayerProfile& p : shared_layer_profile()) seconds.push_back(p.seconds);
-  return pipeline::partition_by_cost(seconds, stages, "seconds");
+  return pipeline::partition_by_cost(shared_layer_seconds(false), stages, "seconds");
 }
 
-std::vector<pipeline::LayerProfile> Trainer::shared_layer_profile() {
+std::vector<double> Trainer::shared_layer_seconds(bool recompute) {
   // Timings differ from rank to rank (and run to run), and every rank must cut the model the same
   // way: world rank 0 profiles one micro-batch and its numbers go to every rank.
   comm::Communicator& comm = *groups_->pipeline;
   const int64_t n = int64_t(layers_.size());
-  Tensor numbers = zeros({3 * n}, DType::f64, comm.device());  // n seconds, n forward seconds, n stash sizes
+  Tensor seconds = zeros({n}, DType::f64, comm.device());
   // One rank measures, world rank 0, and only once every rank has built its model: rank threads
-  // share a GPU (or cores) here, and another's work would show in the timings and the allocator's
-  // count (profile_layer_costs).
+  // share a GPU (or cores) here, and another's work would show in the timings.
   comm.barrier();
   if (groups_->replicas) groups_->replicas->barrier();
   if (comm.rank() == 0 && (!groups_->replicas || groups_->replicas->rank() == 0)) {
     const int64_t rows = options_.batch / options_.replicas / options_.microbatches;
     Batch sample = task_->train_batch(0, rows);
-    std::vector<double> flat;
-    const auto profile = pipeline::profile_layer_costs(layers_, sample.inputs.to(model_->config().device));
-    for (const pipeline::LayerProfile& p : profile) flat.push_back(p.seconds);
-    for (const pipeline::LayerProfile& p : profile) flat.push_back(p.forward_seconds);
-    for (const pipeline::LayerProfile& p : profile) flat.push_back(double(p.stash_bytes));
-    numbers = from_vector(flat, {3 * n}, DType::f64, comm.device());
+    std::vector<double> each;
+    // With recomputation each backward runs the layer's forward once more.
+    for (const pipeline::LayerProfile& p :
+         pipeline::profile_layer_costs(layers_, sample.inputs.to(model_->config().device)))
+      each.push_back(p.seconds + (recompute ? p.forward_seconds : 0));
+    seconds = from_vector(each, {n}, DType::f64, comm.device());
   }
-  comm.broadcast(numbers, 0);  // (profile_layers leaves no gradients behind)
+  comm.broadcast(seconds, 0);  // (profiling leaves no gradients behind)
   // Data-parallel replicas must cut alike too (their gradients are averaged parameter by parameter):
   // replica 0's numbers win.
-  if (groups_->replicas) groups_->replicas->broadcast(numbers, 0);
-  const std::vector<double> flat = numbers.to_vector();
-  std::vector<pipeline::LayerProfile> out(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i)
-    out[size_t(i)] = {flat[size_t(i)], flat[size_t(n + i)], int64_t(flat[size_t(2 * n + i)])};
-  return out;
+  if (groups_->replicas) groups_->replicas->broadcast(seconds, 0);
+  return seconds.to_vector();
 }
 
 pipeline::Partition Trainer::balanced_partition(const pipeline::Schedule& schedule) {
-  std::vector<double> seconds;
-  // With recomputation each backward runs the layer's forward once more.
-  for (const pipeline::LayerProfile& p : shared_layer_profile())
-    seconds.push_back(p.seconds + (options_.recompute ? p.forward_seconds : 0));
+  const std::vector<double> seconds = shared_layer_seconds(options_.recompute);
+  if (options_.memory_budget == 0)
+    return pipeline::partition_by_cost(seconds, schedule.stages(), "seconds");  // no limit: time alone decides
   // How many micro-batches each stage stashes at once is the schedule's, whatever the split.
   const pipeline::SimulationResult simulated = pipeline::simulate(schedule);
   const pipeline::PlannedPipeline planned = planned_pipeline(schedule);
   const std::vector<pipeline::LayerMemory> memory = pipeline::layer_memory(planned);
-  if (options_.memory_budget == 0) {  // no limit: time alone decides
-    const int64_t unlimited = std::numeric_limits<int64_t>::max() / 4;
-    return pipeline::partition_within_memory(
-        seconds, memory, pipeline::memory_limit(schedule.layout, simulated.peak_activations, unlimited), "seconds");
-  }
   // The budget is for everything a rank holds, as `brigade plan` counts it (plan_memory.h): what
   // every rank holds whatever the split (all parameters, the batch, message buffers, one backward's
   // workspace) comes off first; the rest is for the layers' training state and stashes.
@@ -246,7 +233,12 @@ pipeline::Partition Trainer::balanced_partition(const pipeline::Schedule& schedu
       return false;
     }
   };
-  if (fits(options_.memory_budget)) return split_within(options_.memory_budget);
+  if (options_.memory_budget > overhead) {
+    try {
+      return split_within(options_.memory_budget);
+    } catch (const Error&) {  // nothing fits: say what would, below
+    }
+  }
   // Say what would fit: the least budget, by bisection (fits() only grows with the budget).
   int64_t low = options_.memory_budget, high = std::max<int64_t>(2 * overhead, 2 * low);
   while (!fits(high)) {

@@ -107,8 +107,9 @@ class Trainer {
   // (pipeline/analysis/plan_memory.h), within options_.memory_budget.
   pipeline::Partition balanced_partition(const pipeline::Schedule& schedule);
   pipeline::PlannedPipeline planned_pipeline(const pipeline::Schedule& schedule) const;
-  // Rank 0 of the pipeline profiles one micro-batch; every rank gets its numbers.
-  std::vector<pipeline::LayerProfile> shared_layer_profile();
+  // Each layer's forward + backward seconds (with `recompute`, one more forward), measured by world
+  // rank 0 on one micro-batch; every rank gets its numbers.
+  std::vector<double> shared_layer_seconds(bool recompute);
   DType compute_dtype() const;                            // what --precision resolved to
   bool owns(const Tensor& parameter) const;  // held by this rank's stages
   // The whole model's and optimizer's state on the pipeline's rank 0 (empty maps elsewhere).
