@@ -226,6 +226,24 @@ void Communicator::barrier() {
   guarded([&] { run_barrier(deadline); });
 }
 
+void Communicator::connect(std::vector<Link> links) {
+  std::string w = what("connect of " + std::to_string(links.size()) + " links");
+  check_usable(w);
+  for (const Link& link : links) {
+    check_peer(link.from, w + ", link " + std::to_string(link.from) + " -> " + std::to_string(link.to));
+    check_peer(link.to, w + ", link " + std::to_string(link.from) + " -> " + std::to_string(link.to));
+  }
+  // The same list on every rank gives the same order here: every rank issues its groups alike.
+  auto key = [](const Link& l) { return std::make_pair(l.from, l.to); };
+  std::sort(links.begin(), links.end(), [&](const Link& a, const Link& b) { return key(a) < key(b); });
+  links.erase(std::unique(links.begin(), links.end(), [&](const Link& a, const Link& b) { return key(a) == key(b); }),
+              links.end());
+  links.erase(std::remove_if(links.begin(), links.end(), [](const Link& l) { return l.from == l.to; }), links.end());
+  if (links.empty()) return;
+  Deadline deadline = Deadline::after(timeout_);
+  guarded([&] { run_connect(links, deadline); });
+}
+
 std::unique_ptr<Communicator> Communicator::split(int color, int key) {
   std::string w = what("split(color " + std::to_string(color) + ", key " + std::to_string(key) + ")");
   check_usable(w);

@@ -71,6 +71,12 @@ struct P2P {
   }
 };
 
+// A directed link between two ranks of a communicator: `from` sends to `to` (Communicator::connect).
+struct Link {
+  int from = 0;
+  int to = 0;
+};
+
 class Communicator {
  public:
   virtual ~Communicator();
@@ -103,6 +109,12 @@ class Communicator {
   void exchange(std::vector<P2P>& ops);
 
   // ---- collectives: every rank of the group calls them, in the same order ----
+  // Connects `links` now — every link any rank will send on, the same list on every rank — on a
+  // transport that would otherwise connect a link at its first use and make the host wait there for
+  // the peer: NCCL (docs/comm.md), where two ranks that each wait, at a link's first use, for a group
+  // the other issues only later would wait for ever. The other transports need nothing. A link from a
+  // rank to itself is left out; so are repeats.
+  void connect(std::vector<Link> links);
   // In place; every rank ends with bitwise the same values. average divides by size() (floating
   // dtypes only).
   void all_reduce(const Tensor& t, ReduceOp op = ReduceOp::sum);
@@ -153,6 +165,11 @@ class Communicator {
   }
   virtual void run_broadcast(const Tensor& t, int root, const Deadline& deadline) = 0;
   virtual void run_barrier(const Deadline& deadline) = 0;
+  // `links`: checked, without self-links or repeats, in the same order on every rank.
+  virtual void run_connect(const std::vector<Link>& links, const Deadline& deadline) {
+    (void)links;
+    (void)deadline;
+  }
   // `members`: the new group's ranks (in this group), in their new order; this rank is among them.
   virtual std::unique_ptr<Communicator> run_split(int color, int key, const std::vector<int>& members,
                                                   const Deadline& deadline) = 0;

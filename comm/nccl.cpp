@@ -263,6 +263,45 @@ class NcclCommunicator final : public Communicator {
     wait_for_stream(w, deadline, streams_[kUp]);
   }
 
+  // NCCL connects a link (a peer and a direction, on one NCCL communicator) the first time a group
+  // uses it, and the host waits in that group until the peer's group sets up the mirror direction
+  // (NCCL's source: src/transport.cc, ncclTransportP2pSetup; the emulator models it). An exchange
+  // issues its sends before its receives that wait for headers, on another lane, so the first
+  // exchange of two ranks that send each other data would already wait in a cycle, and a V with few
+  // micro-batches waits across exchanges. So every link is connected here, lane by lane in a fixed
+  // order: one group per lane holding a one-word message on each of this rank's links the lane
+  // carries (a data lane its own direction, the header lane every link), which every peer mirrors
+  // in its own group; then the host waits for them, as for a barrier.
+  void run_connect(const std::vector<Link>& links, const Deadline& deadline) override {
+    cuda::DeviceGuard guard(device().index);
+    const int me = rank();
+    // One word per end of each link, so no two transfers of a group touch the same memory.
+    Tensor words = zeros({int64_t(2 * links.size())}, DType::i32, device());
+    int32_t* word = static_cast<int32_t*>(words.raw_data());
+    for (size_t lane : {kUp, kDown, kHeaders}) {
+      std::vector<size_t> mine;
+      for (size_t i = 0; i < links.size(); ++i) {
+        const Link& l = links[i];
+        const bool carried = lane == kHeaders || data_lane(l.from, l.to) == lane;
+        if (carried && (l.from == me || l.to == me)) mine.push_back(i);
+      }
+      if (mine.empty()) continue;  // the peers of this lane's links skip it too: none involves us
+      const std::string w = what("connect, " + std::to_string(mine.size()) + " link(s) on " +
+                                 (lane == kUp ? "the upward data" : lane == kDown ? "the downward data" : "the header") +
+                                 " communicator");
+      follow_caller(lane);  // after the words are zeroed
+      enqueue(lane, w, deadline, [&](ncclComm_t comm, cudaStream_t stream) {
+        for (size_t i : mine) {
+          const Link& l = links[i];
+          if (l.from == me) BRIGADE_NCCL_QUEUED(ncclSend(word + 2 * i, 1, ncclInt32, l.to, comm, stream));
+          else BRIGADE_NCCL_QUEUED(ncclRecv(word + 2 * i + 1, 1, ncclInt32, l.from, comm, stream));
+        }
+      });
+      follow(w, deadline, streams_[lane], {words});
+      wait_for_stream(w, deadline, streams_[lane]);
+    }
+  }
+
   std::unique_ptr<Communicator> run_split(int color, int key, const std::vector<int>& members,
                                           const Deadline& deadline) override {
     cuda::DeviceGuard guard(device().index);

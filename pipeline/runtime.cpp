@@ -149,20 +149,23 @@ Pipeline::Pipeline(const PipelineGroups& groups, Schedule schedule, std::vector<
   // sends only after its incoming headers: rank 0 held the ids for rank 1's embedding until a header
   // came that rank 1 sends after reading them. The sends now go out first (comm/nccl.cpp,
   // run_exchange), and the model passes every generated schedule, any M (docs/pipeline.md).
-  if (comm.backend() == "nccl" && layout.ranks > 1) {
-    check_exchanges_headers_first(schedule, options_.variable_shapes);
-    // But real NCCL connects a link the first time a group uses it, and the host waits in that group
-    // until the peer's group uses the mirror direction (and two ranks whose first uses differ in
-    // direction disagree on the setup message): neither the model nor the emulator knows this. Read
-    // from NCCL's source (review, 2026-11-27), a V with M < 2P then waits at its first exchange: the
-    // first rank's header group needs a header its neighbour sends only after two forwards that wait
-    // for it. Until every link is connected up front and that is checked on a GPU, a V runs on NCCL
-    // from M = 2P, as before (docs/pipeline.md, "A V with few micro-batches on NCCL").
-    BRIGADE_CHECK(layout.placement != Placement::v_shape || schedule.microbatches >= 2 * layout.ranks,
-                  "pipeline: schedule '", schedule.name, "' (a V: zb-v, dualpipev) with ", schedule.microbatches,
-                  " micro-batches on ", layout.ranks, " NCCL ranks: on NCCL it needs at least 2P = ", 2 * layout.ranks,
-                  " micro-batches (with fewer, NCCL's first-use link setup can wait in a cycle); use 1f1b or zb-h1 "
-                  "for so few");
+  if (comm.backend() == "nccl" && layout.ranks > 1) check_exchanges_headers_first(schedule, options_.variable_shapes);
+  // Real NCCL connects a link (a peer and a direction) the first time a group uses it, and the host
+  // waits in that group until the peer's group sets up the mirror direction (NCCL's source: see
+  // comm/nccl.cpp, run_connect). Left to first use, a V with M < 2P waits in a cycle at its first
+  // exchanges (zb-v P = 3, M = 1: rank 0's first header group needs a header rank 1 sends only after
+  // two forwards that wait for rank 0), which neither the exchange model nor a schedule can avoid.
+  // So every link the schedule sends on is connected here, before the first step, in matching
+  // groups on every rank; the transports that need nothing do nothing. Every rank computes the same
+  // list from the whole schedule.
+  if (layout.ranks > 1) {
+    std::vector<comm::Link> links;
+    for (int r = 0; r < layout.ranks; ++r)
+      for (const Action& a : schedule.actions[size_t(r)]) {
+        const int peer = is_send(a.kind) ? layout.peer_stage(a, r) : -1;
+        if (peer >= 0) links.push_back({r, layout.rank_of(peer)});  // -1: no such stage (the executor refuses it)
+      }
+    comm.connect(std::move(links));
   }
 
   ExecutorOptions exec;

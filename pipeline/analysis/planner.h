@@ -99,8 +99,8 @@ struct Evaluation {
 
 // Every configuration the spec allows and the schedules can run, P x D = devices: D divides the
 // batch, M divides the replica's batch, P V <= the model's pipeline layers, interleaved's M a
-// multiple of P, the V schedules (zb-v, dualpipev) M >= 2P (dualpipev needs it, and on NCCL the
-// runtime refuses a V below it: pipeline/runtime.cpp). With P = 1 every
+// multiple of P, the V schedules (zb-v, dualpipev) M >= 2P (dualpipev needs it; zb-v fills its V only
+// from there). With P = 1 every
 // schedule runs each micro-batch's F and B on one device: only one is kept, the first the spec lists
 // of 1f1b, zb-h1, naive and gpipe (1f1b keeps one stash; gpipe keeps all M).
 std::vector<Candidate> plan_candidates(const PlanSpec& spec);
