@@ -157,6 +157,19 @@ ncclResult_t wait_for_async_error(ncclComm_t comm, std::chrono::milliseconds lim
   return state;
 }
 
+// Connects both directions between this rank and `peer` with one mirrored group (each sends the
+// other a number, through `scratch`: two floats of the rank's device), so that later calls find their
+// links set up (nccl_connect.cpp). Both call it. (It frees nothing: the emulator's cudaFree waits
+// for every device, including a peer's stream that may already wait for this rank.)
+void connect_both_ways(const Member& m, int peer, float* scratch) {
+  cudaSetDevice(m.device);
+  TRY(ncclGroupStart());
+  TRY(ncclSend(scratch, 1, ncclFloat32, peer, m.comm, m.stream));
+  TRY(ncclRecv(scratch + 1, 1, ncclFloat32, peer, m.comm, m.stream));
+  TRY(ncclGroupEnd());
+  sync(m);
+}
+
 }  // namespace
 
 // ---- ranks as threads --------------------------------------------------------------------------------
@@ -487,6 +500,9 @@ void check_deadlock(bool send_first) {
       cudaSetDevice(m.device);
       buffers[size_t(r)] = to_device(std::vector<float>(8, 1.0f));
       float* b = buffers[size_t(r)];
+      // Both links first: two ranks whose first use of their link is receive-only (or send-only)
+      // would fail NCCL's link setup instead (test "link setup ..." below).
+      connect_both_ways(m, 1 - r, b);
       if (send_first) TRY(ncclSend(b, 8, ncclFloat32, 1 - r, m.comm, m.stream));
       else TRY(ncclRecv(b, 8, ncclFloat32, 1 - r, m.comm, m.stream));
       // Where streams run work on the issuing thread, the first call itself waits until the
@@ -591,6 +607,14 @@ TEST_CASE("emulated nccl: a count or type mismatch names both sides", "[emulated
 TEST_CASE("emulated nccl: abort wakes a blocked receive; a bad pointer is a CUDA fault", "[emulated_nccl]") {
   TimeLimit limit(60);
   auto members = make_members(2);
+  // The link connected first, so that the receive waits on its stream (a receive whose link is not
+  // connected waits in the host instead: test "link setup: abort ..." below).
+  std::vector<float*> scratch(2);
+  REQUIRE(all_ok(on_threads(2, [&](int r) {
+    cudaSetDevice(members[size_t(r)].device);
+    scratch[size_t(r)] = to_device(std::vector<float>(2, 0.0f));
+    connect_both_ways(members[size_t(r)], 1 - r, scratch[size_t(r)]);
+  })));
   float* x = nullptr;
   std::atomic<bool> returned{false};
   std::string error;
@@ -617,6 +641,7 @@ TEST_CASE("emulated nccl: abort wakes a blocked receive; a bad pointer is a CUDA
   CHECK(error.empty());
   CHECK_THAT(ncclGetLastError(nullptr), Contains("it was waiting in ncclRecv from rank 1 (count 8, f32)"));
   cudaFree(x);
+  for (float* p : scratch) cudaFree(p);
   // A host pointer: the work faults, as an illegal address does on a GPU.
   std::vector<float> host(4, 1.0f);
   Member& m = members[1];
@@ -630,6 +655,291 @@ TEST_CASE("emulated nccl: abort wakes a blocked receive; a bad pointer is a CUDA
   ncclCommAbort(m.comm);
   m.comm = nullptr;
   destroy(members);
+}
+
+// ---- first-use link setup (nccl_connect.cpp) ---------------------------------------------------------
+//
+// What the expectations below follow: NCCL's setup (src/transport.cc, ncclTransportP2pSetup) as the
+// emulator's comment restates it — round i = 1..n-1 pairs rank r with recvPeer r-i and sendPeer
+// r+i; with two peers, r posts its receive info to recvPeer and its send info to sendPeer (each only
+// when it sets that link up), then waits for sendPeer's message, then for recvPeer's; with one peer,
+// one message each way carries both, and a bigger message than expected is "Message truncated".
+
+namespace {
+
+// Polls until `comm` is no longer ncclInProgress (or `limit` passes); returns its state.
+ncclResult_t wait_ready(ncclComm_t comm, std::chrono::milliseconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  ncclResult_t state = ncclInProgress;
+  while (state == ncclInProgress && std::chrono::steady_clock::now() < end) {
+    ncclCommGetAsyncError(comm, &state);
+    if (state == ncclInProgress) std::this_thread::sleep_for(1ms);
+  }
+  return state;
+}
+
+// n ranks with non-blocking communicators, initialised from this thread in one group, rank r on
+// device r, each with its own stream.
+std::vector<Member> make_nonblocking_members(int n) {
+  REQUIRE(n <= gpus());
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  std::vector<Member> members(static_cast<size_t>(n));
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  REQUIRE(ncclGroupStart() == ncclSuccess);
+  for (int r = 0; r < n; ++r) {
+    members[size_t(r)].device = r;
+    cudaSetDevice(r);
+    REQUIRE(ncclCommInitRankConfig(&members[size_t(r)].comm, n, id, r, &config) == ncclSuccess);
+  }
+  REQUIRE(ncclGroupEnd() == ncclInProgress);
+  for (Member& m : members) {
+    REQUIRE(wait_ready(m.comm, 20s) == ncclSuccess);
+    cudaSetDevice(m.device);
+    REQUIRE(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking) == cudaSuccess);
+  }
+  cudaSetDevice(0);
+  return members;
+}
+
+}  // namespace
+
+TEST_CASE("emulated nccl: link setup: a send/receive pair connects once, later groups need none",
+          "[emulated_nccl][connect]") {
+  TimeLimit limit(60);
+  auto members = make_nonblocking_members(2);
+  std::vector<float*> out(2), in(2);
+  for (int r = 0; r < 2; ++r) {
+    cudaSetDevice(r);
+    out[size_t(r)] = to_device(std::vector<float>{float(r + 1), 0.5f, -2.0f, float(10 * r)});
+    in[size_t(r)] = to_device(std::vector<float>(4, -1.0f));
+  }
+  // Both ranks from this thread, in one group: each rank sets up in a job of its own (NCCL runs one
+  // per communicator), or rank 0's setup would wait for rank 1's before it could start.
+  auto exchange = [&] {
+    ncclGroupStart();
+    for (int r = 0; r < 2; ++r) {
+      const Member& m = members[size_t(r)];
+      ncclSend(out[size_t(r)], 4, ncclFloat32, 1 - r, m.comm, m.stream);
+      ncclRecv(in[size_t(r)], 4, ncclFloat32, 1 - r, m.comm, m.stream);
+    }
+    return ncclGroupEnd();
+  };
+  auto received = [&](int r) {
+    sync(members[size_t(r)]);
+    cudaSetDevice(r);
+    return to_host(in[size_t(r)], 4);
+  };
+  // First use: the links are set up in the background, so the group is in progress until they are.
+  REQUIRE(exchange() == ncclInProgress);
+  for (const Member& m : members) REQUIRE(wait_ready(m.comm, 20s) == ncclSuccess);
+  CHECK(received(0) == std::vector<float>{2.0f, 0.5f, -2.0f, 10.0f});
+  CHECK(received(1) == std::vector<float>{1.0f, 0.5f, -2.0f, 0.0f});
+  // Connected for good: the same group again, and one direction alone, set nothing up.
+  for (int r = 0; r < 2; ++r) {
+    cudaSetDevice(r);
+    cudaMemset(in[size_t(r)], 0, 4 * sizeof(float));
+  }
+  REQUIRE(exchange() == ncclSuccess);
+  CHECK(received(0) == std::vector<float>{2.0f, 0.5f, -2.0f, 10.0f});
+  CHECK(received(1) == std::vector<float>{1.0f, 0.5f, -2.0f, 0.0f});
+  cudaSetDevice(1);
+  cudaMemset(in[1], 0, 4 * sizeof(float));
+  REQUIRE(ncclGroupStart() == ncclSuccess);
+  REQUIRE(ncclSend(out[0], 4, ncclFloat32, 1, members[0].comm, members[0].stream) == ncclSuccess);
+  REQUIRE(ncclRecv(in[1], 4, ncclFloat32, 0, members[1].comm, members[1].stream) == ncclSuccess);
+  REQUIRE(ncclGroupEnd() == ncclSuccess);
+  CHECK(received(1) == std::vector<float>{1.0f, 0.5f, -2.0f, 0.0f});
+  for (int r = 0; r < 2; ++r) {
+    cudaSetDevice(r);
+    cudaFree(out[size_t(r)]);
+    cudaFree(in[size_t(r)]);
+  }
+  destroy(members);
+}
+
+TEST_CASE("emulated nccl: link setup: three ranks that first only send wait in a cycle until aborted",
+          "[emulated_nccl][connect]") {
+  TimeLimit limit(60);
+  // By hand, n = 3, each rank r's first group only sends to r+1. Round i = 1: recvPeer = r-1,
+  // sendPeer = r+1. Rank r receives from nobody, so it posts no receive info to r-1; it posts its
+  // send info to r+1, then waits for r+1's receive info under tag 1 << 8 — which r+1 never posts, as
+  // its group does not receive from r. Rank 0 waits for 1, 1 for 2, 2 for 0: a cycle in which no
+  // message is ever compared, so no truncation either. Each rank stays ncclInProgress and refuses
+  // further calls until aborted; a peer's abort ends the wait of the rank waiting for it.
+  auto members = make_nonblocking_members(3);
+  std::vector<float*> x(3);
+  for (int r = 0; r < 3; ++r) {
+    const Member& m = members[size_t(r)];
+    cudaSetDevice(m.device);
+    x[size_t(r)] = to_device(std::vector<float>(2, float(r)));
+    REQUIRE(ncclSend(x[size_t(r)], 2, ncclFloat32, (r + 1) % 3, m.comm, m.stream) == ncclInProgress);
+  }
+  std::this_thread::sleep_for(300ms);
+  for (const Member& m : members) {
+    ncclResult_t state = ncclSuccess;
+    REQUIRE(ncclCommGetAsyncError(m.comm, &state) == ncclSuccess);
+    CHECK(state == ncclInProgress);
+  }
+  cudaSetDevice(1);
+  CHECK(ncclRecv(x[1], 2, ncclFloat32, 0, members[1].comm, members[1].stream) == ncclInvalidArgument);
+  CHECK_THAT(ncclGetLastError(nullptr), Contains("Attempt to use communicator before the previous operation returned ncclSuccess"));
+  // Rank 0 goes, and rank 2, which waited for rank 0, learns it. (The abort's own text is not
+  // checked here: rank 2's error races it for the process's last error.)
+  REQUIRE(ncclCommAbort(members[0].comm) == ncclSuccess);
+  members[0].comm = nullptr;
+  CHECK(wait_ready(members[2].comm, 10s) == ncclRemoteError);
+  CHECK_THAT(ncclGetLastError(members[2].comm),
+             Contains("rank 0 called ncclCommAbort while rank 2 of 3"));
+  ncclResult_t state = ncclSuccess;
+  ncclCommGetAsyncError(members[1].comm, &state);
+  CHECK(state == ncclInProgress);  // still waiting for rank 2, which has not aborted
+  REQUIRE(ncclCommAbort(members[1].comm) == ncclSuccess);  // nobody left waits for rank 1
+  members[1].comm = nullptr;
+  CHECK_THAT(ncclGetLastError(nullptr), Contains("it was waiting in the link setup with rank 2 (rank 1 sets up only sending)"));
+  ncclCommAbort(members[2].comm);
+  members[2].comm = nullptr;
+  for (int r = 0; r < 3; ++r) {
+    cudaSetDevice(r);
+    cudaFree(x[size_t(r)]);
+  }
+  destroy(members);
+}
+
+TEST_CASE("emulated nccl: link setup: two ranks that set up different directions fail", "[emulated_nccl][connect]") {
+  TimeLimit limit(60);
+  auto members = make_members(2);
+  std::vector<ncclResult_t> ended(2, ncclSuccess);
+  std::vector<std::vector<float>> landed(2);
+  SECTION("different sizes: Message truncated") {
+    // By hand, n = 2: one round (i = 1) whose sendPeer and recvPeer are both the other rank, so one
+    // message each way. Rank 0 sets up sending and receiving: it sends the info of 2 channels and
+    // expects 2. Rank 1 sets up only sending: it sends 1 and expects 1. Rank 1 gets 2 > 1: NCCL's
+    // bootstrap fails with "Message truncated" (ncclInternalError). Rank 0 gets 1 < 2, which NCCL
+    // reads on past (undefined): an error here too. No kernel runs: rank 0's buffer keeps its values.
+    REQUIRE(all_ok(on_threads(2, [&](int r) {
+      const Member& m = members[size_t(r)];
+      cudaSetDevice(m.device);
+      float* out = to_device(std::vector<float>(4, 5.0f));
+      float* in = to_device(std::vector<float>(4, -1.0f));
+      TRY(ncclGroupStart());
+      TRY(ncclSend(out, 4, ncclFloat32, 1 - r, m.comm, m.stream));
+      if (r == 0) TRY(ncclRecv(in, 4, ncclFloat32, 1, m.comm, m.stream));
+      ended[size_t(r)] = ncclGroupEnd();  // blocking: waits for the setup
+      sync(m);
+      landed[size_t(r)] = to_host(in, 4);
+      cudaFree(out);
+      cudaFree(in);
+    })));
+    CHECK(ended == std::vector<ncclResult_t>{ncclInternalError, ncclInternalError});
+    CHECK(landed[0] == std::vector<float>(4, -1.0f));
+    const std::string one = ncclGetLastError(members[1].comm), zero = ncclGetLastError(members[0].comm);
+    CHECK_THAT(one, Contains("link setup between rank 1 and rank 0"));
+    CHECK_THAT(one, Contains("Message truncated : received the connection info of 2 channel(s) instead of 1"));
+    CHECK_THAT(one, Contains("rank 1's group sets up only sending with rank 0, rank 0's group sets up sending and "
+                             "receiving with rank 1"));
+    CHECK_THAT(zero, Contains("received the connection info of 1 channel(s) where 2 were expected"));
+  }
+  SECTION("the same size, mirrored wrongly: both only receive") {
+    // By hand, n = 2: each sends the info of its one receive channel and expects one: the sizes
+    // match, but each takes the other's receive info for send info — undefined in NCCL, an error here.
+    REQUIRE(all_ok(on_threads(2, [&](int r) {
+      const Member& m = members[size_t(r)];
+      cudaSetDevice(m.device);
+      float* in = to_device(std::vector<float>(4, -1.0f));
+      ended[size_t(r)] = ncclRecv(in, 4, ncclFloat32, 1 - r, m.comm, m.stream);
+      sync(m);
+      cudaFree(in);
+    })));
+    CHECK(ended == std::vector<ncclResult_t>{ncclInternalError, ncclInternalError});
+    for (const Member& m : members)
+      CHECK_THAT(ncclGetLastError(m.comm), Contains("has the right size but describes the wrong direction"));
+  }
+  for (Member& m : members) {
+    ncclCommAbort(m.comm);
+    m.comm = nullptr;
+  }
+  destroy(members);
+}
+
+TEST_CASE("emulated nccl: link setup: a non-blocking communicator is in progress and refuses calls meanwhile",
+          "[emulated_nccl][connect]") {
+  TimeLimit limit(60);
+  auto members = make_nonblocking_members(2);
+  cudaSetDevice(0);
+  float* x = to_device(std::vector<float>{1.0f, 2.0f, 3.0f, 4.0f});
+  cudaSetDevice(1);
+  float* y = to_device(std::vector<float>(4, -1.0f));
+  // Rank 0's send sets up its link in the background and waits there for rank 1's side.
+  cudaSetDevice(0);
+  REQUIRE(ncclSend(x, 4, ncclFloat32, 1, members[0].comm, members[0].stream) == ncclInProgress);
+  std::this_thread::sleep_for(100ms);
+  ncclResult_t state = ncclSuccess;
+  REQUIRE(ncclCommGetAsyncError(members[0].comm, &state) == ncclSuccess);
+  CHECK(state == ncclInProgress);
+  CHECK(ncclSend(x, 4, ncclFloat32, 1, members[0].comm, members[0].stream) == ncclInvalidArgument);
+  CHECK_THAT(ncclGetLastError(nullptr), Contains("Attempt to use communicator before the previous operation returned ncclSuccess"));
+  // Rank 1's receive sets up the mirror direction: both settle, and the data arrives.
+  cudaSetDevice(1);
+  REQUIRE(ncclRecv(y, 4, ncclFloat32, 0, members[1].comm, members[1].stream) == ncclInProgress);
+  for (const Member& m : members) REQUIRE(wait_ready(m.comm, 20s) == ncclSuccess);
+  sync(members[1]);
+  cudaSetDevice(1);
+  CHECK(to_host(y, 4) == std::vector<float>{1.0f, 2.0f, 3.0f, 4.0f});
+  cudaFree(y);
+  cudaSetDevice(0);
+  cudaFree(x);
+  destroy(members);
+}
+
+TEST_CASE("emulated nccl: link setup: abort ends a setup that waits for a peer that never comes",
+          "[emulated_nccl][connect]") {
+  TimeLimit limit(60);
+  SECTION("non-blocking: the waiting rank aborts") {
+    auto members = make_nonblocking_members(2);
+    cudaSetDevice(0);
+    float* x = to_device(std::vector<float>(4, 0.0f));
+    REQUIRE(ncclRecv(x, 4, ncclFloat32, 1, members[0].comm, members[0].stream) == ncclInProgress);
+    std::this_thread::sleep_for(200ms);
+    CHECK(wait_ready(members[0].comm, 1ms) == ncclInProgress);
+    const auto start = std::chrono::steady_clock::now();
+    REQUIRE(ncclCommAbort(members[0].comm) == ncclSuccess);
+    members[0].comm = nullptr;
+    CHECK(std::chrono::steady_clock::now() - start < 5s);
+    CHECK_THAT(ncclGetLastError(nullptr),
+               Contains("it was waiting in the link setup with rank 1 (rank 0 sets up only receiving)"));
+    sync(members[0]);  // the receive's task ended without running
+    cudaFree(x);
+    destroy(members);
+  }
+  SECTION("blocking: the peer aborts, and the waiting call returns its error") {
+    auto members = make_members(2);
+    ncclResult_t returned = ncclSuccess;
+    std::atomic<bool> done{false};
+    std::thread waiting([&] {
+      const Member& m = members[1];
+      cudaSetDevice(m.device);
+      float* x = to_device(std::vector<float>(4, 0.0f));
+      returned = ncclRecv(x, 4, ncclFloat32, 0, m.comm, m.stream);  // rank 0 never sends
+      done = true;
+      cudaStreamSynchronize(m.stream);
+      cudaFree(x);
+    });
+    std::this_thread::sleep_for(300ms);
+    CHECK(!done);  // the host waits in the setup, as NCCL's blocking ncclGroupEnd does
+    REQUIRE(ncclCommAbort(members[0].comm) == ncclSuccess);
+    members[0].comm = nullptr;
+    waiting.join();
+    CHECK(returned == ncclRemoteError);
+    CHECK_THAT(ncclGetLastError(members[1].comm),
+               Contains("rank 0 called ncclCommAbort while rank 1 of 2"));
+    CHECK_THAT(ncclGetLastError(members[1].comm),
+               Contains("waited in the link setup with rank 0 (rank 1 sets up only receiving)"));
+    ncclCommAbort(members[1].comm);
+    members[1].comm = nullptr;
+    destroy(members);
+  }
 }
 
 // ---- ranks as processes ------------------------------------------------------------------------------
@@ -745,6 +1055,7 @@ TEST_CASE("emulated nccl: across processes a blocked receive waits until aborted
     TRY(ncclCommInitRank(&m.comm, 2, id, r));
     cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking);
     float* x = to_device(std::vector<float>(8, 0.0f));
+    connect_both_ways(m, 1 - r, x);  // else the two receive-only first uses would fail the link setup
     // Both ranks receive first: a deadlock, but one this process cannot see whole.
     std::thread waiting([&] {
       ncclRecv(x, 8, ncclFloat32, 1 - r, m.comm, m.stream);
@@ -808,6 +1119,11 @@ std::vector<double> values(const Tensor& t) { return t.to(Device::cpu()).to_vect
 std::string converse(Communicator& c) {
   const int n = c.size(), r = c.rank();
   const Device d = c.device();
+  // The ring's links first: NCCL connects a link at its first use, and two ranks whose exchange sends
+  // each other data would wait there for each other (comm/nccl.cpp, run_connect).
+  std::vector<brigade::comm::Link> ring;
+  for (int from = 0; from < n; ++from) ring.push_back({from, (from + 1) % n});
+  c.connect(ring);
   std::vector<P2P> ops = {P2P::send(brigade::full({4, 3}, r, DType::f32, d), (r + 1) % n), P2P::recv((r + n - 1) % n)};
   c.exchange(ops);
   Tensor sum = brigade::full({100}, r + 1, DType::f32, d);
@@ -876,7 +1192,9 @@ TEST_CASE("emulated nccl: brigade's watchdog aborts a send nobody receives", "[e
   const std::string store_dir = dir;
   const std::vector<int> codes = in_processes(2, [&](int r, const ncclUniqueId&) {
     std::shared_ptr<brigade::comm::Store> store = brigade::comm::make_file_store(store_dir);
-    auto c = brigade::comm::nccl_communicator(store, r, 2, Device::cuda(r), 500ms, 20s);
+    auto c = brigade::comm::nccl_communicator(store, r, 2, Device::cuda(r), 20s);
+    c->connect({{0, 1}});  // so that the send is queued at once (a first use would wait for rank 1's receive)
+    c->set_timeout(500ms);
     if (r == 1) {
       std::this_thread::sleep_for(3s);  // never receives
       return 0;

@@ -333,8 +333,8 @@ TEST_CASE("gpu comm: a V with 1 to 2P micro-batches runs on NCCL as on local thr
   // incoming headers (docs/pipeline.md, "A V with few micro-batches on NCCL"): stage 0 is empty (5
   // layers on 2P stages), the embedding on rank 1 reads the ids it received on the host, and rank 0
   // held them until a header came that rank 1 sends later. The sends now go first; and real NCCL's
-  // first-use link setup would still wait in a cycle below 2P, so Pipeline connects every link up
-  // front.
+  // first-use link setup, which the emulator models, would still wait in a cycle below 2P, so
+  // Pipeline connects every link up front (the next test shows that this is what makes it run).
   // Every M from 1 to 2P, fixed and varying shapes; dualpipev needs M >= 2P, so it runs at 2P.
   const int most = most_nccl_ranks();
   if (most < 2) {
@@ -354,6 +354,57 @@ TEST_CASE("gpu comm: a V with 1 to 2P micro-batches runs on NCCL as on local thr
       }
     }
   }
+}
+
+TEST_CASE("gpu comm: without its links connected first, a V with one micro-batch waits on NCCL",
+          "[gpu][comm][nccl][pipeline]") {
+  // zb-v, P = 3, M = 1, run by the executor directly — no Pipeline, so nothing connects the links
+  // first. At first use NCCL sets a link up inside the group and the host waits there for the peer's
+  // group on the mirror direction (NCCL's source, src/transport.cc; the emulated NCCL models it):
+  // rank 0's first header group needs rank 1's, which rank 1 issues only after two forwards that
+  // wait for rank 0. It must end with a timeout (the communicators are aborted), not hang. Through
+  // Pipeline, which connects every link first, the same step runs as on local threads. On a GPU this
+  // should behave the same, since it is NCCL's own setup that waits — to be confirmed there (the
+  // model comes from one reading of NCCL's source; were links connected at init, this would run).
+  const int gpus = cuda_device_count();
+  if (most_nccl_ranks() < 3) {
+    WARN("fewer than 3 NCCL ranks on this machine: skipping");
+    return;
+  }
+  const int P = 3, M = 1;
+  const pipeline::Schedule schedule = pipeline::make_schedule(pipeline::ScheduleKind::zb_v, P, M, 2);
+  const pipeline::Partition partition = pipeline::partition_uniform(5, 2 * P);
+  std::vector<Device> devices;
+  for (int r = 0; r < P; ++r) devices.push_back(Device::cuda(r % gpus));
+  auto nccl = comm::nccl_group(devices, std::chrono::seconds(2));
+  const auto start = std::chrono::steady_clock::now();
+  auto errors = test::run_ranks(nccl, [&](comm::Communicator& c) {
+    Stream stream = Stream::create(c.device());
+    StreamGuard on(stream);
+    nn::GPTConfig config;
+    config.vocab_size = 11;
+    config.block_size = 8;
+    config.n_layer = 3;
+    config.n_head = 2;
+    config.n_embd = 8;
+    config.seed = 5;
+    config.device = c.device();
+    nn::GPT model(config);
+    pipeline::GptStages mine = pipeline::gpt_stages(model, partition, schedule.layout, c.rank());
+    Generator gen(100);
+    Tensor ids = ops::to_dtype(uniform({2, 6}, 0, 10.999, DType::f64, Device::cpu(), &gen), DType::i64).to(c.device());
+    pipeline::Executor executor(c, schedule, mine.chunks, mine.loss);
+    executor.run({ids}, {ids}, 1.0 / M);
+  });
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(60));
+  bool timed_out = false;
+  for (size_t r = 0; r < errors.size(); ++r) {
+    INFO("rank " << r << ": " << errors[r]);
+    CHECK(!errors[r].empty());  // no rank finishes its step
+    timed_out = timed_out || errors[r].find("timed out") != std::string::npos;
+  }
+  CHECK(timed_out);
+  check_nccl_like_local({pipeline::ScheduleKind::zb_v, P, M, 2}, false);
 }
 
 TEST_CASE("gpu comm: skip connections on NCCL ranks equal local threads bit for bit", "[gpu][comm][nccl][pipeline]") {

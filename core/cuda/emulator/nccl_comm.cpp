@@ -128,6 +128,8 @@ std::shared_ptr<Rank> make_rank(const std::shared_ptr<World>& world, int rank, i
   r->jobs = 1;  // its init
   r->sends_issued.assign(size_t(world->nranks), 0);
   r->recvs_issued.assign(size_t(world->nranks), 0);
+  r->send_connected.assign(size_t(world->nranks), 0);
+  r->recv_connected.assign(size_t(world->nranks), 0);
   world->members[size_t(rank)] = r.get();
   return r;
 }
@@ -300,6 +302,7 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
     std::string waits;
     for (const Waiter* w : world.waiters)
       if (w->rank == rank.rank) waits += (waits.empty() ? "" : "; ") + w->waits;
+    if (!rank.connecting.empty()) waits += (waits.empty() ? "" : "; ") + rank.connecting;
     if (!waits.empty()) set_last_error("ncclCommAbort on " + rank.name() + ": it was waiting in " + waits);
     rank.aborted = true;
     world.peer_aborted[size_t(rank.rank)] = 1;

@@ -59,7 +59,7 @@ const char* ncclGetErrorString(ncclResult_t result) {
     case ncclSuccess: return "no error";
     case ncclUnhandledCudaError: return "unhandled cuda error (a CUDA call failed; run with the emulator's messages)";
     case ncclSystemError: return "unhandled system error (a system call or the rendezvous failed)";
-    case ncclInternalError: return "internal error (a bug in the emulated NCCL)";
+    case ncclInternalError: return "internal error (NCCL found it inside, e.g. links set up in mismatched directions)";
     case ncclInvalidArgument: return "invalid argument";
     case ncclInvalidUsage: return "invalid usage (the program breaks NCCL's rules)";
     case ncclRemoteError: return "remote process exited or there was a network error";

@@ -8,8 +8,17 @@
 // whole group, which then issues nothing). Outside a group it is issued at once; inside, at the
 // outer ncclGroupEnd. Issuing numbers each call in issue order (which is what matches the n-th send
 // to the n-th receive) and queues one task per rank and stream on that stream: the host never
-// waits for peers here, the stream does. Inits deferred by a group start at the outer ncclGroupEnd;
-// it waits for the blocking ones and returns ncclInProgress for non-blocking ones.
+// waits for peers here, the stream does — except for a link's first use (nccl_connect.cpp, from
+// NCCL's source): issuing starts the setup of every link the calls use that is not connected yet,
+// one job per rank, and waits for it on blocking communicators (non-blocking ones answer
+// ncclInProgress). Inits deferred by a group start at the outer ncclGroupEnd; it waits for the
+// blocking ones and returns ncclInProgress for non-blocking ones.
+//
+// A group's tasks are queued at ncclGroupEnd as before, but their steps start only once the rank's
+// setup is done (a Gate). NCCL instead launches the kernels when the setup is over, so on a GPU
+// CUDA work the host queues on that stream while a non-blocking setup runs would go before them;
+// here it goes after. A program that waits for ncclSuccess before touching the stream, as the User
+// Guide asks of non-blocking communicators, sees no difference.
 //
 // Not modelled: ncclGroupSimulateEnd, and the ordering NCCL adds between different streams of one
 // group (each stream's task here runs on its own stream only).
@@ -45,8 +54,8 @@ void add_accesses(const CallArgs& args, std::vector<brigade::emu::Access>& acces
   if (args.recv != nullptr) accesses.push_back({args.recv, true});
 }
 
-// Queues one task: the calls of one rank on one stream.
-void enqueue_task(const std::vector<const Pending*>& calls) {
+// Queues one task: the calls of one rank on one stream, which start once `gate` opens.
+void enqueue_task(const std::vector<const Pending*>& calls, const std::shared_ptr<Gate>& gate) {
   const std::shared_ptr<Rank>& rank = calls.front()->rank;
   auto steps = std::make_shared<Steps>();
   std::string what;
@@ -66,12 +75,44 @@ void enqueue_task(const std::vector<const Pending*>& calls) {
   const int previous = brigade::emu::current_device();
   if (previous != rank->device) cudaSetDevice(rank->device);
   brigade::emu::enqueue(calls.front()->stream, what, std::move(accesses),
-                        [rank, steps] { return run_task(rank, *steps); });
+                        [rank, steps, gate] { return run_task(rank, *steps, gate); });
   if (previous != rank->device) cudaSetDevice(previous);
 }
 
-// One task per (rank, stream), in the order of their first calls.
-void issue(const std::vector<Pending>& calls) {
+// Starts the setup of the links the calls use that are not connected yet, one job per rank (every
+// job before any task is queued: a stream that runs work on the issuing thread waits for its gate
+// there). Returns the gates by rank, and the ranks that set up in `connecting`.
+std::map<const Rank*, std::shared_ptr<Gate>> connect_links(const std::vector<Pending>& calls,
+                                                         std::vector<std::shared_ptr<Rank>>* connecting) {
+  std::map<const Rank*, std::shared_ptr<Gate>> gates;
+  std::vector<std::shared_ptr<Rank>> ranks;
+  for (const Pending& call : calls)
+    if (std::find(ranks.begin(), ranks.end(), call.rank) == ranks.end()) ranks.push_back(call.rank);
+  for (const std::shared_ptr<Rank>& rank : ranks) {
+    std::vector<char> send(size_t(rank->nranks), 0), recv(size_t(rank->nranks), 0);
+    bool any = false;
+    {
+      std::lock_guard<std::mutex> lock(rank->world->mutex);
+      for (const Pending& call : calls) {
+        if (call.rank != rank || !is_p2p(call.args.kind) || call.args.peer == rank->rank) continue;
+        const size_t peer = size_t(call.args.peer);
+        if (call.args.kind == Kind::send && !rank->send_connected[peer]) send[peer] = 1, any = true;
+        if (call.args.kind == Kind::recv && !rank->recv_connected[peer]) recv[peer] = 1, any = true;
+      }
+      if (any) ++rank->jobs;
+    }
+    if (!any) continue;
+    gates[rank.get()] = start_connect(rank, std::move(send), std::move(recv));
+    connecting->push_back(rank);
+  }
+  return gates;
+}
+
+// One task per (rank, stream), in the order of their first calls. Returns the ranks that set up
+// links first.
+std::vector<std::shared_ptr<Rank>> issue(const std::vector<Pending>& calls) {
+  std::vector<std::shared_ptr<Rank>> connecting;
+  const std::map<const Rank*, std::shared_ptr<Gate>> gates = connect_links(calls, &connecting);
   std::vector<std::vector<const Pending*>> tasks;
   for (const Pending& call : calls) {
     auto same = [&](const std::vector<const Pending*>& task) {
@@ -81,7 +122,29 @@ void issue(const std::vector<Pending>& calls) {
     if (it == tasks.end()) tasks.push_back({&call});
     else it->push_back(&call);
   }
-  for (const auto& task : tasks) enqueue_task(task);
+  for (const auto& task : tasks) {
+    auto gate = gates.find(task.front()->rank.get());
+    enqueue_task(task, gate == gates.end() ? nullptr : gate->second);
+  }
+  return connecting;
+}
+
+// What a group (or a lone call) returns once it has started jobs on `ranks` (inits, link setups):
+// for a blocking rank it waits for them and returns its error; a non-blocking one makes it
+// ncclInProgress.
+ncclResult_t settle(const std::vector<std::shared_ptr<Rank>>& ranks) {
+  ncclResult_t result = ncclSuccess;
+  bool in_progress = false;
+  for (const std::shared_ptr<Rank>& rank : ranks) {
+    if (!rank->blocking) {
+      in_progress = true;
+      continue;
+    }
+    const ncclResult_t e = wait_for_jobs(*rank);
+    if (result == ncclSuccess) result = e;
+  }
+  if (result != ncclSuccess) return result;
+  return in_progress ? ncclInProgress : ncclSuccess;
 }
 
 // "" when the call may be issued on this rank and stream, else why not (and `code`).
@@ -125,9 +188,11 @@ ncclResult_t submit(ncclComm_t comm, cudaStream_t stream, const CallArgs& args) 
     if (group.depth > 0 && group.failed == ncclSuccess) group.failed = code;
     return fail(code, describe(args) + (rank ? " on " + rank->name() : "") + ": " + problem);
   }
-  if (group.depth > 0) group.calls.push_back({rank, stream, args});
-  else issue({{rank, stream, args}});
-  return ncclSuccess;
+  if (group.depth > 0) {
+    group.calls.push_back({rank, stream, args});
+    return ncclSuccess;
+  }
+  return settle(issue({{rank, stream, args}}));  // a lone call is a group of its own
 }
 
 }  // namespace brigade::emu::nccl
@@ -154,17 +219,7 @@ ncclResult_t ncclGroupEnd() {
     return mine.failed;
   }
   for (const std::shared_ptr<Rank>& rank : mine.inits) launch_job(rank, [rank] { initialise(rank); });
-  issue(mine.calls);
-  ncclResult_t result = ncclSuccess;
-  bool in_progress = false;
-  for (const std::shared_ptr<Rank>& rank : mine.inits) {
-    if (!rank->blocking) {
-      in_progress = true;
-      continue;
-    }
-    const ncclResult_t e = wait_for_jobs(*rank);
-    if (result == ncclSuccess) result = e;
-  }
-  if (result != ncclSuccess) return result;
-  return in_progress ? ncclInProgress : ncclSuccess;
+  std::vector<std::shared_ptr<Rank>> started = issue(mine.calls);  // the ranks setting up links
+  started.insert(started.end(), mine.inits.begin(), mine.inits.end());
+  return settle(started);
 }

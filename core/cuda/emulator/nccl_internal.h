@@ -45,7 +45,7 @@ std::string op_name(ncclRedOp_t op);           // "sum", "avg"
 void reduce(void* out, const std::vector<const char*>& parts, size_t count, ncclDataType_t dtype, ncclRedOp_t op);
 
 // ---- messages ----
-enum class Kind : int32_t { send, recv, ack, all_reduce, broadcast, reduce, all_gather, reduce_scatter, split };
+enum class Kind : int32_t { send, recv, ack, all_reduce, broadcast, reduce, all_gather, reduce_scatter, split, connect };
 std::string kind_name(Kind kind);  // "ncclSend", "ncclAllReduce"
 
 // What travels in front of a message's bytes: the sender's call, so the receiver can check it
@@ -54,8 +54,8 @@ struct Envelope {
   Kind kind = Kind::send;
   int32_t dtype = 0;
   uint64_t count = 0;
-  int32_t op = 0;       // collectives: the reduction; split: the color
-  int32_t root = 0;     // broadcast and reduce: the root; split: the key
+  int32_t op = 0;       // collectives: the reduction; split: the color; connect: send channels
+  int32_t root = 0;     // broadcast and reduce: the root; split: the key; connect: receive channels
   int32_t refused = 0;  // an ack: the receiver refused the message (its count or type differ)
 };
 
@@ -85,6 +85,12 @@ struct Rank {
   // Issue order, for matching: our n-th send to a peer meets that peer's n-th receive from us.
   std::vector<uint64_t> sends_issued, recvs_issued;
   uint64_t collectives_issued = 0, splits_issued = 0;
+  // Point-to-point links set up so far (nccl_connect.cpp), per peer: sending to it, receiving from it.
+  std::vector<char> send_connected, recv_connected;
+  // Setup messages sent to and taken from each (peer, tag), numbered so that repeated setups meet
+  // in order, as they would on NCCL's bootstrap sockets.
+  std::map<std::pair<int, int>, uint64_t> boot_sent, boot_taken;
+  std::string connecting;  // what a setup under way waits for ("" when none), for ncclCommAbort's text
   std::vector<std::thread> threads;  // background jobs, joined at destroy and abort
 
   ~Rank();
@@ -168,6 +174,20 @@ void launch_job(const std::shared_ptr<Rank>& rank, std::function<void()> job);
 // Blocks until rank.jobs is 0 (or the rank is aborted); returns its asynchronous error.
 ncclResult_t wait_for_jobs(Rank& rank);
 
+// ---- first-use link setup (nccl_connect.cpp) ----
+// Whether a group's tasks may start: its rank's link setup is over (done), or there was none.
+// Guarded by world->mutex.
+struct Gate {
+  bool done = false;
+  bool ok = false;  // connected; else the setup failed (the rank's error says why) or was aborted
+};
+// Starts the setup of the links `send` and `recv` (per peer: 1 when the group uses it and it is not
+// connected yet) as a job of `rank`, which the caller has counted in rank->jobs; returns the gate
+// its tasks wait for.
+std::shared_ptr<Gate> start_connect(const std::shared_ptr<Rank>& rank, std::vector<char> send, std::vector<char> recv);
+// Until `gate` opens or the rank is aborted (no lock held). True when the tasks may run.
+bool wait_for_gate(Rank& rank, const std::shared_ptr<Gate>& gate);
+
 // ---- tasks (nccl_task.cpp) ----
 struct StepResult {
   bool moved = false;  // done, or closer to it
@@ -189,7 +209,8 @@ class Step {
 
 using Steps = std::vector<std::unique_ptr<Step>>;
 // The work of one task on its stream: "" (NCCL errors go to the communicator) or a CUDA fault.
-std::string run_task(const std::shared_ptr<Rank>& rank, Steps& steps);
+// Its steps start once `gate` (null: none) opens; if the link setup failed they never do.
+std::string run_task(const std::shared_ptr<Rank>& rank, Steps& steps, const std::shared_ptr<Gate>& gate);
 
 // ---- issuing (nccl_group.cpp) ----
 // One call of ncclSend, ncclAllReduce, ...

@@ -95,9 +95,17 @@ bool all_done(const Steps& steps) {
 
 }  // namespace
 
-std::string run_task(const std::shared_ptr<Rank>& rank, Steps& steps) {
+std::string run_task(const std::shared_ptr<Rank>& rank, Steps& steps, const std::shared_ptr<Gate>& gate) {
   World& world = *rank->world;
+  // Not counted as running while it waits for its link setup: that wait is the setup job's, which
+  // ends by itself (done, failed, timed out or aborted), and no step has started.
+  const bool connected = wait_for_gate(*rank, gate);
   std::unique_lock<std::mutex> lock(world.mutex);
+  if (!connected) {
+    --rank->outstanding;
+    world.bump();
+    return "";  // NCCL launches no kernel for a group whose setup failed: nothing ran
+  }
   ++rank->running;
   auto finish = [&](std::string fault) {
     if (!lock.owns_lock()) lock.lock();

@@ -141,6 +141,7 @@ std::string kind_name(Kind kind) {
     case Kind::all_gather: return "ncclAllGather";
     case Kind::reduce_scatter: return "ncclReduceScatter";
     case Kind::split: return "ncclCommSplit";
+    case Kind::connect: return "a link setup message";
   }
   return "?";
 }
