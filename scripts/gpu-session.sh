@@ -255,6 +255,9 @@ stage_bench() {
     dp="exit $? ($(nccl_line))"
   fi
   note "bench: kernels exit $kernels, pipeline exit $pipeline, data-parallel over NCCL $dp"
+  # The tuned GEMM's pick per shape (its first sight of the hand-written GEMMs' speed on this GPU),
+  # and every candidate it refused because its output disagreed with cuBLAS's.
+  while IFS= read -r line; do note "bench: $line"; done < <(grep -e 'tuned picked' -e 'matmul (tuned): not using' "$OUT/bench.log" | sed -e 's/^ *//' -e '/tuned picked/s/ for cuda:.*//')
 }
 
 # ---- short leases: binaries built here, run there --------------------------------------------------
