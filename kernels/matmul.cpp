@@ -6,8 +6,8 @@
 // operand is ever copied, transposed views included.
 //
 // On a GPU there are four GEMMs (MatmulBackend, kernels/cuda/gemm.h) and a tuner choosing among them;
-// which runs is the one extra argument this op passes to its CUDA kernel. The CPU has one GEMM, in f32/f64: 16-bit operands are
-// widened for it, while the GPU GEMMs read them directly.
+// which runs is the one extra argument this op passes to its CUDA kernel. The CPU has one GEMM, in
+// f32/f64: 16-bit operands are widened for it, while the GPU GEMMs read them directly.
 //
 // linear is here too: the same GEMM on [rows, in] @ [in, out] (W^T read through its strides) with a
 // linear layer's bias and activation fused into its epilogue.

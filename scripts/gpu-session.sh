@@ -310,7 +310,7 @@ stage_quick() {
   local cap=${QUICK_TIMEOUT:-200} sanitizer pids=() names=() suite i rc failed=()
   sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   export BRIGADE_REQUIRE_GPU=1
-  for suite in core ops comm train graphs hopper_instructions; do
+  for suite in core ops comm train graphs gemm_tuner hopper_instructions; do
     [[ -x $build_dir/tests/test_gpu_$suite ]] || continue
     timeout "$cap" "$build_dir/tests/test_gpu_$suite" --abortx 10 >"$OUT/gpu-$suite.log" 2>&1 &
     pids+=($!) names+=("gpu_$suite")

@@ -18,17 +18,17 @@
 #pragma once
 
 #include <string>
-#include <vector>
 
 #include "kernels/cuda/gemm_call.h"
 
 namespace brigade::cuda {
 
-// cuBLAS's output of a call, on the host, and each element's bound. Build it right after cuBLAS ran
-// the call (it reads call.out and call.pre as they are); it runs one more cuBLAS GEMM, for S.
+// cuBLAS's output of a call, on the host, and each element's bound: contiguous CPU tensors in f32
+// (f64 for f64 products), which holds every bf16, f16 and f32 value exactly. Build it right after
+// cuBLAS ran the call (it reads call.out and call.pre as they are); it runs one more cuBLAS GEMM, for S.
 struct GemmReference {
-  std::vector<double> out, pre;  // pre: empty when the call keeps none
-  std::vector<double> bound;     // per element of out (and of pre)
+  Tensor out, pre;  // pre: undefined when the call keeps none
+  Tensor bound;     // per element of out (and of pre)
 };
 GemmReference gemm_reference(const GemmCall& call);
 

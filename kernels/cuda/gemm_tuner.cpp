@@ -120,7 +120,7 @@ ops::MatmulTuning tune(const GemmCall& call, const std::vector<GemmCandidate>& c
     const std::string name = ops::matmul_backend_name(c.backend);
     std::string problem;
     try {
-      c.run(call);  // also the warm-up of its timing
+      c.run(call);  // the run that is checked; the timer warms up and times runs of its own
       wait_bounded(call, name);
       problem = gemm_disagreement(ref, call);
       if (problem.empty()) times.emplace_back(c.backend, timer(c.backend, [&] { c.run(call); }));
@@ -191,7 +191,8 @@ void gemm_tuned(const GemmCall& call) {
   BRIGADE_CHECK(!candidates.empty() && candidates.front().backend == MatmulBackend::cublas,
                 "matmul (tuned): the candidate list must start with cublas, the reference");
   // Nothing to choose, or nothing to measure (an empty product is a memset on every backend).
-  if (candidates.size() == 1 || call.out.numel() == 0 || call.a.size(-1) == 0) return run_gemm(call, MatmulBackend::cublas);
+  if (candidates.size() == 1 || call.out.numel() == 0 || call.a.size(-1) == 0)
+    return run_gemm(call, MatmulBackend::cublas);
 
   const std::string key = problem_key(call);
   std::optional<MatmulBackend> chosen;
@@ -199,7 +200,8 @@ void gemm_tuned(const GemmCall& call) {
     std::lock_guard<std::mutex> lock(cache().mutex);
     if (auto it = cache().by_key.find(key); it != cache().by_key.end()) chosen = it->second.chosen;
   }
-  if (!chosen && is_capturing(stream_for(call.out))) chosen = MatmulBackend::cublas;  // no timing in a graph; not cached
+  // A graph capture can neither time nor copy to the host: cuBLAS, and nothing cached.
+  if (!chosen && is_capturing(stream_for(call.out))) chosen = MatmulBackend::cublas;
   if (!chosen) {
     ops::MatmulTuning t = tune(call, candidates, key);
     std::lock_guard<std::mutex> lock(cache().mutex);

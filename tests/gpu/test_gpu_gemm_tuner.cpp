@@ -2,8 +2,11 @@
 // measures each problem key once, refuses a candidate whose output disagrees with cuBLAS's, and
 // measures nothing inside a CUDA graph capture. Timing on the emulator means nothing, so the cases
 // that depend on who wins inject a timer; the shapes are tiny, the emulator is slow.
-// Run by tests/gpu_main.cpp, which skips without a GPU.
+// Run by tests/gpu_main.cpp, which skips without a GPU (and in a build without CUDA, where this file
+// is empty: the tuner's hooks live in the CUDA code).
 #include <catch2/catch.hpp>
+
+#if BRIGADE_HAVE_CUDA
 
 #include <algorithm>
 #include <iostream>
@@ -43,7 +46,8 @@ struct TunerScope {
   }
 };
 
-// A timer under which `winner` is fastest and the rest follow in the order given; it runs nothing.
+// A timer under which the backends listed are the fastest, in that order (the others tie behind
+// them); it runs nothing.
 cuda::GemmTimer ranking(std::vector<MatmulBackend> order) {
   return [order](MatmulBackend backend, const std::function<void()>&) {
     for (size_t i = 0; i < order.size(); ++i)
@@ -71,8 +75,8 @@ struct Product {
   Tensor a, b;
 };
 
-// Tile-unaligned sizes (the tensor-core tiles are 128 x 128 x 32, Hopper's 128 x 128 x 64), a
-// transposed A with a linear layer's Wᵀ as B, and a batch with B broadcast.
+// Sizes that are no multiple of any backend's tiles, a transposed A with a linear layer's Wᵀ as B,
+// and a batch with B broadcast.
 std::vector<Product> products(DType t) {
   return {{"[37, 72] @ [72, 45]", random({37, 72}, t, 1), random({72, 45}, t, 2)},
           {"[72, 37]ᵀ @ [45, 72]ᵀ", random({72, 37}, t, 3).transpose(0, 1), random({45, 72}, t, 4).transpose(0, 1)},
@@ -90,8 +94,8 @@ Linear linear_inputs(DType t) { return {random({2, 33, 72}, t, 7), random({45, 7
 void nudge(const Tensor& t) { ops::scale_(make_view(t, {(t.numel() + 1) / 2}, {2}, t.offset()), 1.0 + 1.0 / 128); }
 
 // The default candidates and one that rounds differently from cuBLAS, as "tiled": for f32 the tiled
-// GEMM itself (it uses fused multiply-adds, cuBLAS rounds each product); for 16-bit dtypes, whose
-// products are exact, cuBLAS nudged.
+// GEMM itself (its f32 bits differ from cuBLAS's, on the emulator too: it uses fused multiply-adds,
+// the emulated cuBLAS rounds each product); for 16-bit dtypes, whose products are exact, cuBLAS nudged.
 std::vector<cuda::GemmCandidate> with_different_rounding(const cuda::GemmCall& call) {
   std::vector<cuda::GemmCandidate> list = cuda::default_gemm_candidates(call);
   list.push_back({MatmulBackend::tiled, [](const cuda::GemmCall& c) {
@@ -286,3 +290,5 @@ TEST_CASE("tuned with the real timer picks a candidate that agrees, and reports 
   for (const auto& [backend, ms] : t.ms) CHECK(ms > 0);
   CHECK(bits(y.y) == bits(ops::linear(x, w, Tensor(), Activation::gelu, false, t.chosen).y));
 }
+
+#endif  // BRIGADE_HAVE_CUDA
