@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -28,34 +29,54 @@ using ops::MatmulBackend;
 constexpr double kWaitSeconds = 600;
 constexpr int kTimedRuns = 5;
 
-// The backends whose layout needs the key records: what each reads without a copy.
+// The backends whose layout the key records: what each reads without a copy.
 constexpr MatmulBackend kLayoutBackends[] = {MatmulBackend::cublas, MatmulBackend::tensor_core,
                                              MatmulBackend::hopper};
 
-// An operand's layout class: which of its two matrix strides is 1, which batch dims broadcast, and
-// which backends read it in place (alignment included) — what changes a backend's cost or its path.
-std::string layout_class(const Tensor& x, bool is_b) {
-  std::ostringstream s;
-  const int64_t k_dim = is_b ? -2 : -1;
-  const int64_t other = is_b ? -1 : -2;
-  s << (x.stride(k_dim) == 1 ? "k-contiguous" : x.stride(other) == 1 ? (is_b ? "n-contiguous" : "m-contiguous")
-                                                                      : "strided");
-  std::string broadcast;
-  for (int64_t d = 0; d < x.dim() - 2; ++d) broadcast += x.stride(d) == 0 && x.size(d) > 1 ? 'b' : '.';
-  if (broadcast.find('b') != std::string::npos) s << ", batch " << broadcast;
-  std::string direct;
-  for (MatmulBackend be : kLayoutBackends)
-    if (reads_in_place(x, is_b, be)) direct += std::string(direct.empty() ? "" : "/") + ops::matmul_backend_name(be);
-  s << ", read in place by " << (direct.empty() ? "none" : direct);
-  return s.str();
+// An operand's layout class: which of its two matrix strides is 1 (0: the one along k, 1: the
+// other, 2: neither), which backends read it in place (alignment included; a bit each from bit 2),
+// and which batch dims broadcast (a bit each from bit 8) — what changes a backend's cost or path.
+int64_t layout_class(const Tensor& x, bool is_b) {
+  const int64_t along_k = x.stride(is_b ? -2 : -1), other = x.stride(is_b ? -1 : -2);
+  int64_t code = along_k == 1 ? 0 : other == 1 ? 1 : 2;
+  for (size_t i = 0; i < std::size(kLayoutBackends); ++i)
+    if (reads_in_place(x, is_b, kLayoutBackends[i])) code |= int64_t(1) << (2 + i);
+  for (int64_t d = 0; d < x.dim() - 2; ++d)
+    if (x.stride(d) == 0 && x.size(d) > 1) code |= int64_t(1) << (8 + d);
+  return code;
 }
 
-// The key, readable: everything that decides which candidates can run and what they cost.
-std::string problem_key(const GemmCall& c) {
+// The key: everything that decides which candidates can run and what they cost. Compact, since
+// every tuned call looks it up: device, dtypes, k, each operand's layout class, the epilogue, and
+// out's shape (m, n and the batch dims).
+using Key = std::vector<int64_t>;
+Key problem_key(const GemmCall& c) {
+  Key key = {c.out.device().index,   int64_t(c.a.dtype()),      int64_t(c.out.dtype()),   c.a.size(-1),
+             layout_class(c.a, false), layout_class(c.b, true), int64_t(c.bias.defined()), int64_t(c.act),
+             int64_t(c.pre.defined())};
+  key.insert(key.end(), c.out.shape().begin(), c.out.shape().end());
+  return key;
+}
+
+std::string layout_text(const Tensor& x, bool is_b) {
+  const int64_t code = layout_class(x, is_b);
+  std::string s = code % 4 == 0 ? "k-contiguous" : code % 4 == 1 ? (is_b ? "n-contiguous" : "m-contiguous") : "strided";
+  std::string broadcast;
+  for (int64_t d = 0; d < x.dim() - 2; ++d) broadcast += code >> (8 + d) & 1 ? 'b' : '.';
+  if (broadcast.find('b') != std::string::npos) s += ", batch " + broadcast;
+  std::string direct;
+  for (size_t i = 0; i < std::size(kLayoutBackends); ++i)
+    if (code >> (2 + i) & 1)
+      direct += std::string(direct.empty() ? "" : "/") + ops::matmul_backend_name(kLayoutBackends[i]);
+  return s + ", read in place by " + (direct.empty() ? "none" : direct);
+}
+
+// The key, readable: for warnings and ops::matmul_tunings().
+std::string describe(const GemmCall& c) {
   std::ostringstream s;
   s << c.out.device().str() << " " << dtype_name(c.a.dtype()) << "->" << dtype_name(c.out.dtype()) << " "
     << shape_str(c.out.shape()) << " = " << shape_str(c.a.shape()) << " @ " << shape_str(c.b.shape()) << "; a "
-    << layout_class(c.a, false) << "; b " << layout_class(c.b, true);
+    << layout_text(c.a, false) << "; b " << layout_text(c.b, true);
   if (c.has_epilogue()) {
     s << "; epilogue";
     if (c.bias.defined()) s << " bias";
@@ -67,8 +88,8 @@ std::string problem_key(const GemmCall& c) {
 
 struct Cache {
   std::mutex mutex;
-  std::map<std::string, ops::MatmulTuning> by_key;
-  std::vector<std::string> order;  // keys, oldest first
+  std::map<Key, ops::MatmulTuning> by_key;
+  std::vector<Key> order;  // keys, oldest first
   GemmTunerTestHooks hooks;
 };
 Cache& cache() {
@@ -76,11 +97,6 @@ Cache& cache() {
   return *c;
 }
 std::atomic<int64_t> g_tunings{0};
-
-GemmTunerTestHooks hooks() {
-  std::lock_guard<std::mutex> lock(cache().mutex);
-  return cache().hooks;
-}
 
 // Waits for everything queued so far on out's stream, at most kWaitSeconds; throws naming `what`.
 void wait_bounded(const GemmCall& call, const std::string& what) {
@@ -95,18 +111,17 @@ void wait_bounded(const GemmCall& call, const std::string& what) {
   }
 }
 
-void warn(MatmulBackend backend, const std::string& key, const std::string& why) {
-  std::cerr << "brigade: matmul (tuned): not using " << ops::matmul_backend_name(backend) << " for " << key << ": "
+void warn(MatmulBackend backend, const std::string& problem, const std::string& why) {
+  std::cerr << "brigade: matmul (tuned): not using " << ops::matmul_backend_name(backend) << " for " << problem << ": "
             << why << "\n";
 }
 
 // Measures every candidate for `call` and returns the fastest that agreed with cuBLAS; call.out holds
 // some candidate's output afterwards (the caller runs the winner last).
-ops::MatmulTuning tune(const GemmCall& call, const std::vector<GemmCandidate>& candidates, const std::string& key) {
-  const GemmTunerTestHooks h = hooks();
-  const GemmTimer timer = h.timer ? h.timer : GemmTimer(time_with_events);
+ops::MatmulTuning tune(const GemmCall& call, const std::vector<GemmCandidate>& candidates, const GemmTimer& timer) {
+  const std::string problem = describe(call);
   ops::MatmulTuning t;
-  t.problem = key;
+  t.problem = problem;
   std::vector<std::pair<MatmulBackend, double>> times;
 
   const GemmCandidate& reference = candidates.front();  // cuBLAS (checked by the caller)
@@ -118,17 +133,17 @@ ops::MatmulTuning tune(const GemmCall& call, const std::vector<GemmCandidate>& c
   for (size_t i = 1; i < candidates.size(); ++i) {
     const GemmCandidate& c = candidates[i];
     const std::string name = ops::matmul_backend_name(c.backend);
-    std::string problem;
+    std::string why;
     try {
       c.run(call);  // the run that is checked; the timer warms up and times runs of its own
       wait_bounded(call, name);
-      problem = gemm_disagreement(ref, call);
-      if (problem.empty()) times.emplace_back(c.backend, timer(c.backend, [&] { c.run(call); }));
+      why = gemm_disagreement(ref, call);
+      if (why.empty()) times.emplace_back(c.backend, timer(c.backend, [&] { c.run(call); }));
     } catch (const Error& e) {
-      problem = std::string("it failed: ") + e.what();
+      why = std::string("it failed: ") + e.what();
     }
-    if (!problem.empty()) {
-      warn(c.backend, key, problem);
+    if (!why.empty()) {
+      warn(c.backend, problem, why);
       t.excluded.push_back(c.backend);
     }
   }
@@ -138,12 +153,6 @@ ops::MatmulTuning tune(const GemmCall& call, const std::vector<GemmCandidate>& c
              })->first;
   g_tunings.fetch_add(1);
   return t;
-}
-
-void run_backend(const GemmCall& call, const std::vector<GemmCandidate>& candidates, MatmulBackend backend) {
-  for (const GemmCandidate& c : candidates)
-    if (c.backend == backend) return c.run(call);
-  run_gemm(call, backend);  // a choice cached from another candidate list (a test's hooks changed)
 }
 
 }  // namespace
@@ -186,31 +195,40 @@ double time_with_events(MatmulBackend backend, const std::function<void()>& run_
 }
 
 void gemm_tuned(const GemmCall& call) {
-  const GemmTunerTestHooks h = hooks();
-  const std::vector<GemmCandidate> candidates = h.candidates ? h.candidates(call) : default_gemm_candidates(call);
-  BRIGADE_CHECK(!candidates.empty() && candidates.front().backend == MatmulBackend::cublas,
-                "matmul (tuned): the candidate list must start with cublas, the reference");
-  // Nothing to choose, or nothing to measure (an empty product is a memset on every backend).
-  if (candidates.size() == 1 || call.out.numel() == 0 || call.a.size(-1) == 0)
-    return run_gemm(call, MatmulBackend::cublas);
-
-  const std::string key = problem_key(call);
+  // Nothing to measure: an empty product is a memset on every backend.
+  if (call.out.numel() == 0 || call.a.size(-1) == 0) return run_gemm(call, MatmulBackend::cublas);
+  const Key key = problem_key(call);
+  GemmTunerTestHooks hooks;
   std::optional<MatmulBackend> chosen;
   {
     std::lock_guard<std::mutex> lock(cache().mutex);
+    hooks = cache().hooks;
     if (auto it = cache().by_key.find(key); it != cache().by_key.end()) chosen = it->second.chosen;
   }
-  // A graph capture can neither time nor copy to the host: cuBLAS, and nothing cached.
-  if (!chosen && is_capturing(stream_for(call.out))) chosen = MatmulBackend::cublas;
+  auto candidates = [&] {
+    std::vector<GemmCandidate> list = hooks.candidates ? hooks.candidates(call) : default_gemm_candidates(call);
+    BRIGADE_CHECK(!list.empty() && list.front().backend == MatmulBackend::cublas,
+                  "matmul (tuned): the candidate list must start with cublas, the reference");
+    return list;
+  };
+  // The usual path: the choice is cached (a test's candidates run as they are; a cached choice they
+  // no longer list runs as itself).
+  if (chosen && !hooks.candidates) return run_gemm(call, *chosen);
+  const std::vector<GemmCandidate> list = candidates();
   if (!chosen) {
-    ops::MatmulTuning t = tune(call, candidates, key);
+    if (list.size() == 1) return list.front().run(call);  // nothing to choose (f32, f64)
+    if (is_capturing(stream_for(call.out))) return list.front().run(call);  // no timing in a graph; not cached
+    ops::MatmulTuning t = tune(call, list, hooks.timer ? hooks.timer : GemmTimer(time_with_events));
     std::lock_guard<std::mutex> lock(cache().mutex);
     // Another thread may have tuned the same key meanwhile: the first result stays, for every caller.
     auto [it, inserted] = cache().by_key.emplace(key, std::move(t));
     if (inserted) cache().order.push_back(key);
     chosen = it->second.chosen;
   }
-  run_backend(call, candidates, *chosen);  // last: out (and pre) hold the winner's own bits
+  // Last: out (and pre) hold the winner's own bits.
+  for (const GemmCandidate& c : list)
+    if (c.backend == *chosen) return c.run(call);
+  run_gemm(call, *chosen);
 }
 
 void set_gemm_tuner_test_hooks(GemmTunerTestHooks hooks) {
@@ -226,7 +244,7 @@ std::vector<MatmulTuning> matmul_tunings() {
   cuda::Cache& c = cuda::cache();
   std::lock_guard<std::mutex> lock(c.mutex);
   std::vector<MatmulTuning> list;
-  for (const std::string& key : c.order) list.push_back(c.by_key.at(key));
+  for (const cuda::Key& key : c.order) list.push_back(c.by_key.at(key));
   return list;
 }
 
