@@ -133,8 +133,8 @@ struct LinearOutput {
 LinearOutput linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation act, bool keep_pre);
 LinearOutput linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation act, bool keep_pre,
                     MatmulBackend backend);  // this call only
-// What the tuned backend measured for one problem, oldest first: for benchmarks and tests. Empty in
-// a build without CUDA.
+// What the tuned backend measured for one problem, for benchmarks and tests: matmul_tunings() lists
+// every problem it has measured since the last clear, oldest first (none in a build without CUDA).
 struct MatmulTuning {
   std::string problem;  // the key, readable: device, dtypes, shapes, each operand's layout, the epilogue
   MatmulBackend chosen = MatmulBackend::cublas;
