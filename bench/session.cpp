@@ -126,6 +126,8 @@ void Session::record_failure(const Label& label, const std::string& error) {
   add(std::move(m));
 }
 
+void Session::note(const std::string& line) { progress_ << "  " << line << std::endl; }
+
 bool Session::time_into(Measurement& m, const std::function<void()>& run) {
   try {
     m.time_ms = time_on(device_, run, timing_);

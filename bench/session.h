@@ -61,6 +61,8 @@ class Session {
                     double baseline_rate);
   // A row for something that failed outside a measurement (setting up a group's inputs, say).
   void record_failure(const Label& label, const std::string& error);
+  // A line of progress that is no row (which GEMM the tuned backend picked, say).
+  void note(const std::string& line);
 
  private:
   void add(Measurement m);

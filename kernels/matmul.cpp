@@ -5,9 +5,9 @@
 // The kernel gets views with the broadcast batch shape (stride 0 where a dim was broadcast), so no
 // operand is ever copied, transposed views included.
 //
-// On a GPU there are three GEMMs (MatmulBackend, kernels/cuda/gemm.h); which one runs is the one extra
-// argument this op passes to its CUDA kernel. The CPU has one GEMM, in f32/f64: 16-bit operands are
-// widened for it, while the GPU GEMMs read them directly.
+// On a GPU there are four GEMMs (MatmulBackend, kernels/cuda/gemm.h) and a tuner choosing among them;
+// which runs is the one extra argument this op passes to its CUDA kernel. The CPU has one GEMM, in
+// f32/f64: 16-bit operands are widened for it, while the GPU GEMMs read them directly.
 //
 // linear is here too: the same GEMM on [rows, in] @ [in, out] (W^T read through its strides) with a
 // linear layer's bias and activation fused into its epilogue.
@@ -72,7 +72,7 @@ bool backend_takes(MatmulBackend backend, DType t) {
     case MatmulBackend::tiled: return t == DType::f32 || is_half(t);
     case MatmulBackend::tensor_core:
     case MatmulBackend::hopper: return is_half(t);
-    default: return true;  // cuBLAS: f32, f64, bf16, f16
+    default: return true;  // cuBLAS: f32, f64, bf16, f16; tuned: cuBLAS at least
   }
 }
 
@@ -112,6 +112,7 @@ const char* matmul_backend_name(MatmulBackend backend) {
     case MatmulBackend::tiled: return "tiled";
     case MatmulBackend::tensor_core: return "tensor_core";
     case MatmulBackend::hopper: return "hopper";
+    case MatmulBackend::tuned: return "tuned";
   }
   return "?";
 }
@@ -126,6 +127,13 @@ bool matmul_backend_available(MatmulBackend backend, Device device) {
   return false;
 #endif
 }
+
+#if !BRIGADE_HAVE_CUDA
+// Without CUDA nothing is ever tuned (kernels/cuda/gemm_tuner.cpp has the real ones).
+std::vector<MatmulTuning> matmul_tunings() { return {}; }
+int64_t matmul_tuning_count() { return 0; }
+void clear_matmul_tunings() {}
+#endif
 
 void set_matmul_backend(MatmulBackend backend) { g_backend.store(backend); }
 MatmulBackend matmul_backend() { return g_backend.load(); }

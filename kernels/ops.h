@@ -16,6 +16,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -96,15 +97,24 @@ void check_attention_inputs(const char* op, const Tensor& q, const Tensor& k, co
 Tensor matmul(const Tensor& a, const Tensor& b);
 
 // Which GEMM a matmul of GPU tensors runs. The CPU has one GEMM and ignores the choice.
-//   automatic    cuBLAS: the fastest we have for every shape and dtype;
+//   automatic    cuBLAS: reproducible bits, and the fastest we know of without measuring;
 //   cublas       cublasGemmStridedBatchedEx: f32, f64, bf16, f16;
 //   tiled        the hand-written shared-memory GEMM (kernels/cuda/gemm_tiled.cu): f32, bf16, f16
 //                inputs, computed in f32;
 //   tensor_core  the hand-written mma.sync GEMM (kernels/cuda/gemm_tensor_core.cu): bf16, f16;
 //   hopper       the hand-written TMA + wgmma GEMM for sm_90 (kernels/cuda/gemm_hopper.cu): bf16, f16;
-//                operands not contiguous along k are copied first (a linear layer's x @ Wᵀ needs none).
+//                operands not contiguous along k are copied first (a linear layer's x @ Wᵀ needs none);
+//   tuned        measured per problem on this GPU (kernels/cuda/gemm_tuner.h), like cuDNN's benchmark
+//                mode: the first call of each shape, dtype, layout and epilogue runs cuBLAS, tensor_core
+//                and hopper (16-bit only; hopper on sm_90), drops any whose output disagrees with
+//                cuBLAS's beyond rounding (a warning on stderr), and keeps the fastest for later calls.
+//                Every dtype (f32 and f64 simply run cuBLAS).
+// automatic stays cuBLAS, and tuned is opt-in, because bits matter: the backends round differently,
+// so under tuned the bits depend on which kernel won the timing — a choice timing noise can flip
+// between runs or machines (the pipeline's tests compare a pipelined run to a one-device run bit
+// for bit). Opt in when speed matters more than bitwise reproducibility across runs.
 // Asking a backend for a dtype it has no kernel for is an error that names both.
-enum class MatmulBackend { automatic, cublas, tiled, tensor_core, hopper };
+enum class MatmulBackend { automatic, cublas, tiled, tensor_core, hopper, tuned };
 const char* matmul_backend_name(MatmulBackend backend);  // "automatic", "cublas", ...
 void set_matmul_backend(MatmulBackend backend);           // process-wide; the default is automatic
 MatmulBackend matmul_backend();
@@ -123,6 +133,17 @@ struct LinearOutput {
 LinearOutput linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation act, bool keep_pre);
 LinearOutput linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation act, bool keep_pre,
                     MatmulBackend backend);  // this call only
+// What the tuned backend measured for one problem, for benchmarks and tests: matmul_tunings() lists
+// every problem it has measured since the last clear, oldest first (none in a build without CUDA).
+struct MatmulTuning {
+  std::string problem;  // the key, readable: device, dtypes, shapes, each operand's layout, the epilogue
+  MatmulBackend chosen = MatmulBackend::cublas;
+  std::vector<std::pair<MatmulBackend, double>> ms;  // median milliseconds of each candidate that agreed
+  std::vector<MatmulBackend> excluded;                // the candidates that disagreed with cuBLAS or failed
+};
+std::vector<MatmulTuning> matmul_tunings();
+int64_t matmul_tuning_count();  // tunings run so far (clear_matmul_tunings does not reset it)
+void clear_matmul_tunings();    // forgets every choice: each problem is measured again on its next call
 // Whether f32 matmuls and convolutions on a GPU may use TF32 tensor cores (inputs rounded to a 10-bit
 // mantissa: several times faster, ~1e-3 relative error). Off by default, so f32 means f32.
 void set_allow_tf32(bool allow);

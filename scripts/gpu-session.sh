@@ -255,6 +255,9 @@ stage_bench() {
     dp="exit $? ($(nccl_line))"
   fi
   note "bench: kernels exit $kernels, pipeline exit $pipeline, data-parallel over NCCL $dp"
+  # The tuned GEMM's pick per shape (its first sight of the hand-written GEMMs' speed on this GPU),
+  # and every candidate it refused because its output disagreed with cuBLAS's.
+  while IFS= read -r line; do note "bench: $line"; done < <(grep -e 'tuned picked' -e 'matmul (tuned): not using' "$OUT/bench.log" | sed -e 's/^ *//' -e '/tuned picked/s/ for cuda:.*//')
 }
 
 # ---- short leases: binaries built here, run there --------------------------------------------------
@@ -307,7 +310,7 @@ stage_quick() {
   local cap=${QUICK_TIMEOUT:-200} sanitizer pids=() names=() suite i rc failed=()
   sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   export BRIGADE_REQUIRE_GPU=1
-  for suite in core ops comm train graphs hopper_instructions; do
+  for suite in core ops comm train graphs gemm_tuner hopper_instructions; do
     [[ -x $build_dir/tests/test_gpu_$suite ]] || continue
     timeout "$cap" "$build_dir/tests/test_gpu_$suite" --abortx 10 >"$OUT/gpu-$suite.log" 2>&1 &
     pids+=($!) names+=("gpu_$suite")

@@ -225,6 +225,42 @@ TEST_CASE("train options: bad command lines are refused with the flag and the re
   REQUIRE(parse_train_args({}).options.chunks_or_default() == 1);
 }
 
+TEST_CASE("train options: --matmul names a GEMM backend; a bad name lists the choices", "[train]") {
+  REQUIRE(parse_train_args({}).options.matmul == "automatic");
+  REQUIRE(parse_train_args({"--matmul", "tuned"}).options.matmul == "tuned");
+  REQUIRE(parse_train_args({"--matmul=tensor-core"}).options.matmul == "tensor-core");
+  const std::pair<const char*, ops::MatmulBackend> names[] = {
+      {"automatic", ops::MatmulBackend::automatic}, {"cublas", ops::MatmulBackend::cublas},
+      {"tuned", ops::MatmulBackend::tuned},         {"tensor-core", ops::MatmulBackend::tensor_core},
+      {"hopper", ops::MatmulBackend::hopper},       {"tiled", ops::MatmulBackend::tiled}};
+  for (const auto& [name, backend] : names) REQUIRE(matmul_backend_of(name) == backend);
+  REQUIRE(error_of({"--matmul", "tensor_core"}) ==
+          "--matmul: expected automatic, cublas, tuned, tensor-core, hopper, tiled, got 'tensor_core'");
+  REQUIRE(error_of({"--matmul"}) == "--matmul: missing value (GEMM)");
+  REQUIRE(error_of({"--matmul", "hopper", "--precision", "f32"}) ==
+          "--matmul: hopper has kernels for bf16 and f16 only, and --precision f32 computes in f32; use automatic, "
+          "cublas, tuned or tiled, or --precision bf16");
+  REQUIRE(parse_train_args({"--matmul", "tensor-core", "--precision", "bf16"}).options.matmul == "tensor-core");
+}
+
+TEST_CASE("training: the CPU ignores --matmul, as --help says", "[train]") {
+  TrainOptions o = tiny_options();
+  o.steps = 3;
+  o.stages = 0;
+  o.eval_examples = 10;
+  o.trace = o.svg = "none";
+  std::ostringstream out_default, out_hopper;
+  const TrainSummary plain = run_training(o, out_default);
+  o.matmul = "hopper";
+  const TrainSummary hopper = run_training(o, out_hopper);
+  ops::set_matmul_backend(ops::MatmulBackend::automatic);  // process-wide: leave it as the other tests expect
+  REQUIRE(hopper.last_loss == plain.last_loss);
+  std::ostringstream out, err;
+  REQUIRE(train_command({"--help"}, out, err) == 0);
+  REQUIRE(out.str().find("--matmul GEMM") != std::string::npos);
+  REQUIRE(out.str().find("ignored on the CPU") != std::string::npos);
+}
+
 TEST_CASE("train command: exit status 2 and the usage on a bad command line, 0 on --help", "[train]") {
   std::ostringstream out, err;
   REQUIRE(train_command({"--layers", "two"}, out, err) == 2);

@@ -12,12 +12,16 @@
 //   3. Each problem goes to its GEMM on the current stream.
 // linear_epilogue is the same path for one 2-D product, with a linear layer's bias and activation
 // (kernels/cuda/epilogue.cuh): inside the tensor-core GEMM, or as one pass after the others.
+// The tuned backend hands the call to kernels/cuda/gemm_tuner.cpp, which runs it through run_gemm
+// on each candidate.
 #include <algorithm>
 #include <vector>
 
 #include "core/cuda/check.h"
 #include "core/cuda/current.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/gemm_call.h"
+#include "kernels/cuda/gemm_tuner.h"
 #include "kernels/cuda/kernels.h"
 
 namespace brigade::cuda {
@@ -71,28 +75,24 @@ bool tensor_core_reads(const Tensor& x) {
   return tensor_core_can_read(operand(x), x.size(-2), x.size(-1));
 }
 
-// x itself when `backend` can read it, else a copy it can.
-Tensor readable(const Tensor& x, ops::MatmulBackend backend) {
-  switch (backend) {
-    case ops::MatmulBackend::cublas:
-      return cublas_can_read(x.size(-2), x.size(-1), x.stride(-2), x.stride(-1)) ? x : packed_copy(x, 1);
-    case ops::MatmulBackend::tensor_core:
-      return tensor_core_reads(x) ? x : packed_copy(x, 8);  // 8 x 16 bits = 16 bytes
-    default:
-      return x;
-  }
-}
-
 // For the Hopper GEMM: A [.., m, k] contiguous along k (its rows), B [.., k, n] contiguous along k
-// (its columns: B is a transposed view, as a linear layer's Wᵀ is), rows 16-byte aligned. Otherwise
-// a copy that is: A row-major, or B as the transpose of a row-major Bᵀ.
-Tensor hopper_readable(const Tensor& x, bool is_b) {
-  if (is_b) return hopper_readable(x.transpose(-2, -1), false).transpose(-2, -1);
+// (its columns: B is a transposed view, as a linear layer's Wᵀ is), rows 16-byte aligned.
+bool hopper_reads(const Tensor& x, bool is_b) {
+  if (is_b) return hopper_reads(x.transpose(-2, -1), false);
   for (int64_t d = 0; d < x.dim() - 2; ++d)
-    if (x.size(d) > 1 && x.stride(d) % 8 != 0) return packed_copy(x, 8);
+    if (x.size(d) > 1 && x.stride(d) % 8 != 0) return false;
   const bool along_k = x.stride(-1) == 1 || x.size(-1) == 1;
   const bool aligned = reinterpret_cast<uintptr_t>(x.raw_data()) % 16 == 0 && (x.size(-2) == 1 || x.stride(-2) % 8 == 0);
-  return along_k && aligned ? x : packed_copy(x, 8);
+  return along_k && aligned;
+}
+
+// x itself when `backend` can read it, else a copy it can: for the Hopper GEMM A row-major, or B as
+// the transpose of a row-major Bᵀ; for the tensor-core GEMM rows padded to 8 x 16 bits = 16 bytes.
+Tensor readable(const Tensor& x, bool is_b, ops::MatmulBackend backend) {
+  if (reads_in_place(x, is_b, backend)) return x;
+  if (backend == ops::MatmulBackend::hopper)
+    return is_b ? packed_copy(x.transpose(-2, -1), 8).transpose(-2, -1) : packed_copy(x, 8);
+  return packed_copy(x, backend == ops::MatmulBackend::tensor_core ? 8 : 1);
 }
 
 // Runs one problem. The tensor-core GEMM applies an epilogue itself; after the others it is a pass
@@ -111,9 +111,38 @@ const char* at_bytes(const void* p, int64_t elements, size_t element_size) {
   return static_cast<const char*>(p) + elements * int64_t(element_size);
 }
 
-// out = a @ b with `epilogue` applied (none for a plain matmul; linear_epilogue's 2-D products only).
-void gemm(const Tensor& out, const Tensor& a, const Tensor& b, ops::MatmulBackend backend,
-          const GemmEpilogue& epilogue) {
+GemmEpilogue epilogue_of(const GemmCall& call) {
+  GemmEpilogue epilogue;
+  epilogue.bias = call.bias.defined() ? call.bias.raw_data() : nullptr;
+  epilogue.pre = call.pre.defined() ? call.pre.raw_data() : nullptr;
+  epilogue.activation = call.act;
+  return epilogue;
+}
+
+// The op layer's entry: the tuner picks (and runs) a backend itself; the others run directly.
+void gemm(const GemmCall& call, ops::MatmulBackend backend) {
+  if (backend == ops::MatmulBackend::tuned) return gemm_tuned(call);
+  run_gemm(call, backend);
+}
+
+}  // namespace
+
+bool reads_in_place(const Tensor& x, bool is_b, ops::MatmulBackend backend) {
+  switch (backend) {
+    case ops::MatmulBackend::automatic:
+    case ops::MatmulBackend::cublas: return cublas_can_read(x.size(-2), x.size(-1), x.stride(-2), x.stride(-1));
+    case ops::MatmulBackend::tensor_core: return tensor_core_reads(x);
+    case ops::MatmulBackend::hopper: return hopper_reads(x, is_b);
+    default: return true;  // the tiled GEMM reads any strides
+  }
+}
+
+// out = a @ b with the call's epilogue applied (none for a plain matmul; linear_epilogue's 2-D
+// products only).
+void run_gemm(const GemmCall& call, ops::MatmulBackend backend) {
+  const Tensor &out = call.out, &a = call.a, &b = call.b;
+  const GemmEpilogue epilogue = epilogue_of(call);
+  BRIGADE_CHECK(backend != ops::MatmulBackend::tuned, "matmul: run_gemm needs a concrete backend, not tuned");
   if (out.numel() == 0) return;
   BRIGADE_CHECK(!epilogue.active() || out.dim() == 2, "matmul: an epilogue needs one 2-D product, got out shape ",
                 shape_str(out.shape()));
@@ -130,9 +159,7 @@ void gemm(const Tensor& out, const Tensor& a, const Tensor& b, ops::MatmulBacken
     return;
   }
   if (backend == ops::MatmulBackend::automatic) backend = ops::MatmulBackend::cublas;
-  const bool hopper = backend == ops::MatmulBackend::hopper;
-  const Tensor A = hopper ? hopper_readable(a, false) : readable(a, backend);
-  const Tensor B = hopper ? hopper_readable(b, true) : readable(b, backend);
+  const Tensor A = readable(a, false, backend), B = readable(b, true, backend);
   base.in = A.dtype();
   base.a = operand(A), base.b = operand(B);
 
@@ -177,12 +204,10 @@ void gemm(const Tensor& out, const Tensor& a, const Tensor& b, ops::MatmulBacken
   }
 }
 
-}  // namespace
-
 void matmul(const Tensor& out, const Tensor& a, const Tensor& b) { matmul(out, a, b, ops::matmul_backend()); }
 
 void matmul(const Tensor& out, const Tensor& a, const Tensor& b, ops::MatmulBackend backend) {
-  gemm(out, a, b, backend, GemmEpilogue{});
+  gemm(GemmCall{out, a, b, Tensor(), Tensor(), Activation::none}, backend);
 }
 
 void linear_epilogue(const Tensor& out, const Tensor& pre, const Tensor& a, const Tensor& b, const Tensor& bias,
@@ -192,11 +217,7 @@ void linear_epilogue(const Tensor& out, const Tensor& pre, const Tensor& a, cons
 
 void linear_epilogue(const Tensor& out, const Tensor& pre, const Tensor& a, const Tensor& b, const Tensor& bias,
                      Activation act, ops::MatmulBackend backend) {
-  GemmEpilogue epilogue;
-  epilogue.bias = bias.defined() ? bias.raw_data() : nullptr;
-  epilogue.pre = pre.defined() ? pre.raw_data() : nullptr;
-  epilogue.activation = act;
-  gemm(out, a, b, backend, epilogue);
+  gemm(GemmCall{out, a, b, bias, pre, act}, backend);
 }
 
 }  // namespace brigade::cuda

@@ -1,5 +1,5 @@
-// Cross-backend cases: matmul on each of the three GPU GEMMs, linear, conv2d on each conv backend,
-// max and average pooling.
+// Cross-backend cases: matmul on each of the GPU GEMMs and on the tuned choice among them, linear,
+// conv2d on each conv backend, max and average pooling.
 #pragma once
 
 #if BRIGADE_HAVE_CUDA
@@ -66,14 +66,18 @@ inline std::vector<OpCase> matmul_cases(std::mt19937_64& rng) {
       {MatmulBackend::tiled, "tiled", {DType::f32, DType::bf16, DType::f16}},
       {MatmulBackend::tensor_core, "tensor_core", {DType::bf16, DType::f16}},
       {MatmulBackend::hopper, "hopper", {DType::bf16, DType::f16}},
+      // Measures every candidate on each new problem (test_gpu_gemm_tuner.cpp checks the choosing):
+      // here, that whatever it picks agrees with the CPU, forward and backward.
+      {MatmulBackend::tuned, "tuned", {DType::bf16, DType::f32}},
   };
   std::vector<OpCase> cases;
   for (const Backend& be : backends) {
     if (!ops::matmul_backend_available(be.backend, Device::cuda(0))) continue;  // hopper: sm_90 only
     for (DType t : be.dtypes) {
       for (size_t i = 0; i < gemms.size(); ++i) {
-        // f16 and f64 are the rarer dtypes: a third of the shapes covers them.
-        if ((t == DType::f16 || t == DType::f64) && i % 3 != 0) continue;
+        // f16 and f64 are the rarer dtypes, and tuned runs every GEMM several times: a third of the
+        // shapes covers them.
+        if ((t == DType::f16 || t == DType::f64 || be.backend == MatmulBackend::tuned) && i % 3 != 0) continue;
         const Gemm& g = gemms[i];
         OpCase c = make_case(
             "matmul", {floats(g.a, t, g.la), floats(g.b, t, g.lb)},
@@ -86,7 +90,9 @@ inline std::vector<OpCase> matmul_cases(std::mt19937_64& rng) {
   }
   // Sizes where tiles and pipelines are full and partial at once (the CPU reference is still quick).
   for (const Backend& be : backends) {
-    if (be.backend == MatmulBackend::automatic || !ops::matmul_backend_available(be.backend, Device::cuda(0))) continue;
+    if (be.backend == MatmulBackend::automatic || be.backend == MatmulBackend::tuned ||
+        !ops::matmul_backend_available(be.backend, Device::cuda(0)))
+      continue;
     const DType t = be.backend == MatmulBackend::tiled ? DType::f32 : DType::bf16;
     OpCase c = make_case(
         "matmul", {floats({513, 1031}, t), floats({1031, 257}, t, transposed)},
@@ -128,7 +134,8 @@ inline std::vector<OpCase> linear_cases() {
                          {ops::MatmulBackend::hopper, "hopper", DType::bf16},
                          {ops::MatmulBackend::cublas, "cublas", DType::f32},
                          {ops::MatmulBackend::cublas, "cublas", DType::bf16},
-                         {ops::MatmulBackend::tiled, "tiled", DType::f32}};
+                         {ops::MatmulBackend::tiled, "tiled", DType::f32},
+                         {ops::MatmulBackend::tuned, "tuned", DType::bf16}};
   for (const Fused& f : fused) {
     if (!ops::matmul_backend_available(f.backend, Device::cuda(0))) continue;
     for (const auto& [x, w, bias] : {std::tuple<Shape, Shape, bool>{{2, 70, 96}, {259, 96}, true},

@@ -1,8 +1,9 @@
 // GEMMs: brigade's matmuls at square sizes and at the GPT-2-small MLP shape a training step runs
 // (m tokens x 768 -> 3072), small sizes showing launch, packing and tail effects, large ones the
 // inner loop.
-//  - a GPU: the four matmul backends (hopper on sm_90 only) against cuBLAS called directly, at the
-//    same shape and dtype;
+//  - a GPU: the four matmul backends (hopper on sm_90 only) and the tuned one against cuBLAS called
+//    directly, at the same shape and dtype; after each tuned row, a line saying which GEMM the tuner
+//    picked for it and what it measured for each candidate;
 //  - the CPU: its one GEMM (kernels/cpu/matmul.cpp) against the FMA peak (bench/fma_peak.cpp);
 // and, on both, the MLP's up-projection as a layer, with the bias and GELU fused into the GEMM's
 // epilogue against the same three ops run apart.
@@ -34,9 +35,25 @@ const std::vector<Backend>& backends_for(Device device) {
       {MatmulBackend::tiled, "matmul tiled", {DType::bf16, DType::f32}},
       {MatmulBackend::tensor_core, "matmul tensor_core", {DType::bf16}},
       {MatmulBackend::hopper, "matmul hopper", {DType::bf16}},
+      {MatmulBackend::tuned, "matmul tuned", {DType::bf16, DType::f32}},
   };
   static const std::vector<Backend> cpu = {{MatmulBackend::automatic, "matmul", {DType::f32, DType::bf16}}};
   return device.is_cpu() ? cpu : gpu;
+}
+
+// After a tuned row: what the tuner measured for the problems the row ran (one per GEMM it calls),
+// then forgets them, so that the next row's lines are its own.
+void note_tuned_choices(Session& s, const Backend& be, const std::string& row) {
+  if (be.backend != MatmulBackend::tuned) return;
+  for (const ops::MatmulTuning& t : ops::matmul_tunings()) {
+    std::string line = row + ": tuned picked " + ops::matmul_backend_name(t.chosen) + " (";
+    for (const auto& [candidate, ms] : t.ms)
+      line += std::string(ops::matmul_backend_name(candidate)) + " " + format_number(ms) + " ms, ";
+    for (MatmulBackend candidate : t.excluded) line += std::string(ops::matmul_backend_name(candidate)) + " excluded, ";
+    line.resize(line.size() - 2);
+    s.note(line + ") for " + t.problem);
+  }
+  ops::clear_matmul_tunings();
 }
 
 // What a GEMM of this shape and dtype is compared with, and its rate in the session's flop unit.
@@ -63,6 +80,7 @@ void gemm_shape(Session& s, const Sizes& sizes, int64_t m, int64_t n, int64_t k)
       const Tensor& rhs = be.backend == MatmulBackend::hopper ? b_along_k : b;
       s.throughput({"gemm", be.name, shape, dtype_name(t)}, flops, [&] { ops::matmul(a, rhs, be.backend); }, baseline,
                    baseline_rate);
+      note_tuned_choices(s, be, std::string(be.name) + " " + shape + " " + dtype_name(t));
     }
   }
 }
@@ -89,8 +107,10 @@ void linear_gelu(Session& s, const Sizes& sizes, int64_t m, int64_t n, int64_t k
             ops::unary(ops::UnaryOp::gelu, pre);
           },
           baseline, baseline_rate);
+      note_tuned_choices(s, be, name + " apart " + shape + " " + dtype_name(t));
       s.throughput({"gemm", name + " fused", shape, dtype_name(t)}, flops,
                    [&] { ops::linear(x, w, b, Activation::gelu, true, be.backend); }, baseline, baseline_rate);
+      note_tuned_choices(s, be, name + " fused " + shape + " " + dtype_name(t));
     }
   }
 }

@@ -36,6 +36,18 @@ std::string show(double v) {
 
 using Flag = cli::Flag<TrainOptions>;
 
+// --matmul's spellings, in the order --help lists them.
+const std::pair<const char*, ops::MatmulBackend> kMatmulChoices[] = {
+    {"automatic", ops::MatmulBackend::automatic},     {"cublas", ops::MatmulBackend::cublas},
+    {"tuned", ops::MatmulBackend::tuned},             {"tensor-core", ops::MatmulBackend::tensor_core},
+    {"hopper", ops::MatmulBackend::hopper},           {"tiled", ops::MatmulBackend::tiled}};
+
+std::string matmul_choices() {
+  std::string list;
+  for (const auto& [name, backend] : kMatmulChoices) list += std::string(list.empty() ? "" : ", ") + name;
+  return list;
+}
+
 Flag int_flag(std::string name, std::string help, int64_t TrainOptions::*field, int64_t min) {
   return {name, "N", std::move(help),
           [name, field, min](TrainOptions& o, const std::string& v) { o.*field = parse_int(name, v, min); },
@@ -71,6 +83,14 @@ const std::vector<Flag>& flags() {
          o.precision = v;
        },
        [](const TrainOptions& o) { return o.precision; }},
+      {"--matmul", "GEMM",
+       matmul_choices() + ": the GEMM behind GPU matmuls (tuned: measured once per shape on this GPU, bits "
+                          "may differ between runs; ignored on the CPU)",
+       [](TrainOptions& o, const std::string& v) {
+         matmul_backend_of(v);  // refuses a bad name here, with the choices
+         o.matmul = v;
+       },
+       [](const TrainOptions& o) { return o.matmul; }},
       int_flag("--steps", "optimizer steps in the whole run (the schedule's length)", &TrainOptions::steps, 1),
       {"--seed", "S", "seed of the weights and of the data stream",
        [](TrainOptions& o, const std::string& v) { o.seed = uint64_t(parse_int("--seed", v, 0)); },
@@ -172,6 +192,10 @@ void take_schedule_file(const std::vector<std::string>& args, TrainOptions& o) {
 
 // Checks that involve more than one flag.
 void check_combination(const TrainOptions& o) {
+  const ops::MatmulBackend matmul = matmul_backend_of(o.matmul);
+  if (o.precision == "f32" && (matmul == ops::MatmulBackend::tensor_core || matmul == ops::MatmulBackend::hopper))
+    bad("--matmul", o.matmul + " has kernels for bf16 and f16 only, and --precision f32 computes in f32; use "
+                    "automatic, cublas, tuned or tiled, or --precision bf16");
   if (o.embd % o.heads != 0) {
     throw UsageError("--heads: " + std::to_string(o.heads) + " heads do not divide --embd " + std::to_string(o.embd));
   }
@@ -203,6 +227,12 @@ void check_combination(const TrainOptions& o) {
 }
 
 }  // namespace
+
+ops::MatmulBackend matmul_backend_of(const std::string& name) {
+  for (const auto& [spelling, backend] : kMatmulChoices)
+    if (name == spelling) return backend;
+  bad("--matmul", "expected " + matmul_choices() + ", got '" + name + "'");
+}
 
 int64_t TrainOptions::chunks_or_default() const {
   return chunks > 0 ? chunks : pipeline::default_chunks(pipeline::parse_schedule_kind(schedule));

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/ops.h"
 #include "tools/cli/flags.h"
 
 namespace brigade::train {
@@ -19,6 +20,9 @@ struct TrainOptions {
   // auto: bf16 on a GPU (tensor cores, half the bytes), f32 on the CPU (whose kernels widen bf16 to
   // f32 anyway, so bf16 there only adds conversions).
   std::string precision = "auto";
+  // The GEMM behind every matmul on a GPU (kernels/ops.h's MatmulBackend; the CPU has one GEMM and
+  // ignores it): automatic (cuBLAS), cublas, tuned, tensor-core, hopper or tiled.
+  std::string matmul = "automatic";
   int64_t steps = 1000;
   uint64_t seed = 1;
   int threads = 0;  // 0: brigade's default (hardware threads or BRIGADE_NUM_THREADS)
@@ -87,6 +91,10 @@ struct ModelPreset {
   int64_t layers, heads, embd, context;
 };
 const std::vector<ModelPreset>& model_presets();
+
+// The backend a --matmul value names ("tensor-core" is ops' tensor_core); throws UsageError listing
+// the choices for anything else.
+ops::MatmulBackend matmul_backend_of(const std::string& name);
 
 // A bad command line (tools/cli/flags.h): the message names the flag; the command prints it
 // and the usage, and exits with status 2.

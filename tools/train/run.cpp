@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <optional>
 #include <ostream>
@@ -23,6 +24,7 @@
 #include "core/host_memory.h"
 #include "core/parallel.h"
 #include "core/stream.h"
+#include "kernels/ops.h"
 #include "pipeline/analysis/simulator.h"
 #include "pipeline/trace.h"
 #include "memory_report.h"
@@ -76,7 +78,8 @@ void print_header(Trainer& trainer, std::ostream& out) {
   out << "run: " << o.steps << " steps of " << o.batch << " sequences, seed " << o.seed << ", " << o.device
       << " (" << config.device.str() << "), "
       << (config.compute_dtype == DType::bf16 ? "bf16 compute with f32 master weights" : "f32") << ", "
-      << num_threads() << " threads\n";
+      << (config.device.is_cuda() && o.matmul != "automatic" ? "matmul " + o.matmul + ", " : "") << num_threads()
+      << " threads\n";
 }
 
 // "validation loss 5.1234 at step 200 (8.3011 at step 0)": every rank calls it (the leader gathers
@@ -94,6 +97,35 @@ double report_validation(Trainer& trainer, std::ostream& out, double first) {
   out << "\n";
   out.flush();
   return loss;
+}
+
+// --matmul tuned: which GEMM won how many of the problems this process measured (every rank's), and
+// how many candidates were refused (stderr names them and why). Nothing on the
+// CPU, or where every matmul was f32 (nothing to choose).
+void report_tuned_gemms(const TrainOptions& o, std::ostream& out) {
+  if (o.matmul != "tuned") return;
+  const std::vector<ops::MatmulTuning> tunings = ops::matmul_tunings();
+  if (tunings.empty()) return;
+  std::map<std::string, int> wins;
+  size_t refused = 0;
+  for (const ops::MatmulTuning& t : tunings) {
+    ++wins[ops::matmul_backend_name(t.chosen)];
+    refused += t.excluded.size();
+  }
+  out << "matmul tuned: " << tunings.size() << " problems measured, won by";
+  for (const auto& [name, count] : wins) out << " " << name << " " << count;
+  if (refused > 0) out << "; " << refused << " candidate(s) refused: wrong output or a failure (stderr says which)";
+  out << "\n";
+}
+
+// --matmul for every matmul of the run: process-wide, set before any rank thread starts. A GPU must
+// be able to run the backend; the CPU has one GEMM and ignores the choice.
+void use_matmul_flag(const TrainOptions& o) {
+  const ops::MatmulBackend backend = matmul_backend_of(o.matmul);
+  const Device device = resolve_device(o.device);
+  BRIGADE_CHECK(!device.is_cuda() || ops::matmul_backend_available(backend, device), "--matmul ", o.matmul,
+                ": ", device.str(), " cannot run it (hopper needs an sm_90 GPU and a build for gpu_arch 90)");
+  ops::set_matmul_backend(backend);
 }
 
 }  // namespace
@@ -270,6 +302,7 @@ TrainSummary train_rank(const TrainOptions& options, const pipeline::PipelineGro
     const std::string text = trainer.sample(64, options.seed);
     if (trainer.is_leader()) out << "sample (64 tokens, temperature 0.8, top-k 40):\n" << text << "\n";
   }
+  report_tuned_gemms(options, out);
   out << "time: " << format_duration(seconds_since(run_start)) << " in all";
   if (steps_run > 0) {
     std::snprintf(line, sizeof line, ", %lld steps in %s (%.0f tok/s)", (long long)steps_run,
@@ -334,6 +367,7 @@ TrainSummary run_training(const TrainOptions& options_in, std::ostream& out) {
   TrainOptions options = options_in;
   check_save_path(options.save);
   if (options.threads > 0) set_num_threads(options.threads);
+  use_matmul_flag(options);
   if (options.stages == 0) return train_rank(options, nullptr, out);
 
   const int P = int(options.stages);
