@@ -144,6 +144,9 @@ bool is_cuda_fault(const Error& e) {
   return cudaPeekAtLastError() != cudaSuccess || std::string(e.what()).rfind("CUDA error:", 0) == 0;
 }
 
+// The caching allocator's message when the device has no room (core/cuda/caching_allocator.cpp).
+bool is_out_of_memory(const Error& e) { return std::string(e.what()).find("out of memory") != std::string::npos; }
+
 // Measures every candidate for `call` and returns the fastest that passed gemm_agreement.h's exact
 // check on synthetic operands. Timing runs on the real operands: the check does not need them, but
 // the timing should see the user's own buffers (and needs no second set of outputs); call.out holds
@@ -171,7 +174,7 @@ ops::MatmulTuning tune(const GemmCall& call, const GemmCall& check, const std::v
     try {
       c.run(check);  // the run that is checked; the timer warms up and times runs of its own
     } catch (const Error& e) {
-      if (is_cuda_fault(e)) throw;
+      if (is_cuda_fault(e) || is_out_of_memory(e)) throw;  // out of memory: gemm_tuned runs cuBLAS, uncached
       why = std::string("it failed: ") + e.what();
     }
     if (why.empty()) {
@@ -191,8 +194,6 @@ ops::MatmulTuning tune(const GemmCall& call, const GemmCall& check, const std::v
   g_tunings.fetch_add(1);
   return t;
 }
-
-bool is_out_of_memory(const Error& e) { return std::string(e.what()).find("out of memory") != std::string::npos; }
 
 }  // namespace
 
@@ -271,20 +272,21 @@ void gemm_tuned(const GemmCall& call) {
         const size_t max_keys = hooks.max_keys >= 0 ? size_t(hooks.max_keys) : kMaxTunedKeys;
         if (cache().by_key.size() >= max_keys) return run_gemm(call, MatmulBackend::cublas);
       }
-      GemmCall check;
+      const GemmTimer timer = hooks.timer ? hooks.timer : GemmTimer([device](MatmulBackend b, const std::function<void()>& f) {
+        return time_with_events(device, b, f);
+      });
+      // The synthetic operands and outputs, the reference's f32 product and a candidate's operand
+      // copies all need memory the user's program did not plan for: without it, cuBLAS runs the
+      // call and nothing is cached, so a later call may tune the key when memory is free.
+      ops::MatmulTuning t;
       try {
-        check = synthetic_call(call);
+        t = tune(call, synthetic_call(call), list, timer);
       } catch (const Error& e) {
         if (!is_out_of_memory(e)) throw;
         std::cerr << "brigade: matmul (tuned): no memory to tune " << describe(call)
                   << "; running cuBLAS (not cached): " << e.what() << "\n";
         return run_gemm(call, MatmulBackend::cublas);
       }
-      const GemmTimer timer = hooks.timer ? hooks.timer : GemmTimer([device](MatmulBackend b, const std::function<void()>& f) {
-        return time_with_events(device, b, f);
-      });
-      ops::MatmulTuning t = tune(call, check, list, timer);
-      check = GemmCall();  // the synthetic buffers go back to the allocator before the winner runs
       std::lock_guard<std::mutex> lock(cache().mutex);
       // clear_matmul_tunings() may run meanwhile, and another device's key is another key: the
       // result is inserted unless the key is there already, and if it is, a backend this thread

@@ -331,6 +331,20 @@ TEST_CASE("tuned passes on a candidate that faults the GPU instead of excluding 
   CHECK(ops::matmul_tunings().empty());
 }
 
+TEST_CASE("tuned runs cuBLAS, uncached, when tuning runs out of memory", "[tuner]") {
+  cuda::GemmTunerTestHooks hooks = with_wrong_fastest([](const cuda::GemmCall&) {
+    fail("out of memory on cuda:0: tried to allocate 1.0 GiB");  // the caching allocator's words
+  });
+  TunerScope scope(hooks);
+  const Tensor a = random({9, 16}, DType::bf16, 71), b = random({16, 7}, DType::bf16, 72);
+  CaptureCerr err;
+  CHECK(bits(ops::matmul(a, b, MatmulBackend::tuned)) == bits(ops::matmul(a, b, MatmulBackend::cublas)));
+  CHECK(ops::matmul_tunings().empty());
+  const std::string text = err.text.str();
+  CHECK_THAT(text, Contains("no memory to tune"));
+  CHECK(std::count(text.begin(), text.end(), '\n') == 1);
+}
+
 TEST_CASE("tuned keys hold every stride of a and b", "[tuner]") {
   cuda::GemmTunerTestHooks hooks;
   hooks.timer = ranking({MatmulBackend::tensor_core});
