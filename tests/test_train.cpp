@@ -234,8 +234,9 @@ TEST_CASE("train options: --matmul names a GEMM backend; a bad name lists the ch
       {"tuned", ops::MatmulBackend::tuned},         {"tensor-core", ops::MatmulBackend::tensor_core},
       {"hopper", ops::MatmulBackend::hopper},       {"tiled", ops::MatmulBackend::tiled}};
   for (const auto& [name, backend] : names) REQUIRE(matmul_backend_of(name) == backend);
-  REQUIRE(error_of({"--matmul", "tensor_core"}) ==
-          "--matmul: expected automatic, cublas, tuned, tensor-core, hopper, tiled, got 'tensor_core'");
+  REQUIRE(matmul_backend_of("tensor_core") == ops::MatmulBackend::tensor_core);  // ops' own spelling
+  REQUIRE(error_of({"--matmul", "tensorcore"}) ==
+          "--matmul: expected automatic, cublas, tuned, tensor-core, hopper, tiled, got 'tensorcore'");
   REQUIRE(error_of({"--matmul"}) == "--matmul: missing value (GEMM)");
   REQUIRE(error_of({"--matmul", "hopper", "--precision", "f32"}) ==
           "--matmul: hopper has kernels for bf16 and f16 only, and --precision f32 computes in f32; use automatic, "
@@ -253,7 +254,7 @@ TEST_CASE("training: the CPU ignores --matmul, as --help says", "[train]") {
   const TrainSummary plain = run_training(o, out_default);
   o.matmul = "hopper";
   const TrainSummary hopper = run_training(o, out_hopper);
-  ops::set_matmul_backend(ops::MatmulBackend::automatic);  // process-wide: leave it as the other tests expect
+  REQUIRE(ops::matmul_backend() == ops::MatmulBackend::automatic);  // the run restored the process-wide choice
   REQUIRE(hopper.last_loss == plain.last_loss);
   std::ostringstream out, err;
   REQUIRE(train_command({"--help"}, out, err) == 0);

@@ -1,20 +1,35 @@
-// The tuner's correctness guard: whether a candidate GEMM's output agrees with cuBLAS's for the same
-// call, within what rounding allows. It is what stands between a user and a kernel that has never
-// run on their hardware (the Hopper GEMM was written against documents and an emulator).
+// The tuner's correctness guard: whether a candidate GEMM computes the same product as cuBLAS, checked
+// exactly. It is what stands between a user and a kernel that has never run on their hardware (the
+// Hopper GEMM was written against documents and an emulator).
 //
-// The bound, per output element (i, j), with S = Σ_p |a_ip| |b_pj| (computed by cuBLAS in f32 from
-// |a| and |b|) and P = |cuBLAS's pre-activation| (its out for a plain matmul or no activation, its
-// pre when kept; S + |bias_j| for GELU without a kept pre):
-//     |c_ij − ref_ij| ≤ 4 k u_acc S_ij + 8 u_out (P_ij + |bias_j|) + 2 x the smallest normal of out's dtype
-// where u_acc is the accumulator's unit roundoff (2⁻²⁴ for f32 accumulation, 2⁻⁵³ for f64) and u_out
-// the output dtype's (bf16 2⁻⁸, f16 2⁻¹¹, f32 2⁻²⁴). Why two correct GEMMs stay within it: each sums
-// the same k products in some order, within k u_acc S of the exact sum (the classic worst case; 4
-// rather than 2 leaves room for tensor cores, which align and truncate rather than round); rounding
-// that sum to out's dtype, adding the bias and rounding again moves each by at most
-// 2 u_out (P + |bias|); GELU's slope is below 1.13 and its rounding adds u_out |pre| — under
-// 6.6 u_out (P + |bias|) between the two. The last term covers products that underflow. A wrong
-// tile or a misread stride moves elements by about |c| itself: for bf16, 3% of an element's size is
-// already past the bound. NaN agrees only with NaN, an infinity only with itself.
+// The check never looks at the user's data (zeros or one-hot inputs would make every kernel agree).
+// It runs each candidate on synthetic operands of the call's exact geometry — the same shapes,
+// strides, storage offset modulo 128 elements (so the same alignment, hence the same path through
+// run_gemm and the same copies) and broadcast batch dims — filled with small integers in [−2, 2] from
+// a fixed hash (in [−1, 1] for k > 2¹⁸), with a bias, if any, of small integers too. Every product is
+// then an integer of magnitude at most 4, every partial sum an integer of magnitude at most 4k ≤ 2²⁰:
+// exact in f32 whatever the summation order, and exact even in an accumulator that keeps fewer bits
+// than f32 (as tensor cores may). So the product is one number, and any correct GEMM must deliver it:
+//   - the product plus bias (the kept pre-activation, or the output when there is no activation) is
+//     compared exactly: it must equal round(exact sum + bias) in out's dtype, the sum taken from
+//     cuBLAS with an f32 output (exact, see above), the bias added in f32 (exact), one rounding. This
+//     is the fused epilogues' arithmetic; cuBLAS's own 16-bit path rounds the product before adding
+//     the bias, which is why cuBLAS is the reference here, not a candidate checked against it;
+//   - with GELU, the output is compared with cuBLAS's within
+//         8 u_out |ref| + 4 u_out |pre| + 2 x the smallest normal of out's dtype
+//     (u_out: the output dtype's unit roundoff, bf16 2⁻⁸, f16 2⁻¹¹, f32 2⁻²⁴). Why a correct GELU stays
+//     within it: cuBLAS applies GELU to its rounded pre (at most one rounding, u_out |pre|, away from the
+//     exact one; GELU's slope is below 1.13), the fused GEMMs to the f32 value; GELU's own f32
+//     arithmetic (erf or tanh, contracted or not) loses a few f32 ulps, and its cancellation for
+//     negative inputs about u_f32 |pre| ≤ u_out |pre|; each result is rounded once more (u_out |ref|
+//     each). The sum is below 1.13 u_out |pre| + 2 u_out |ref| + a few u_f32 (|pre| + |ref|); the
+//     bound doubles that. Underflowing results are covered by the last term.
+//     When the call has GELU but keeps no pre, the synthetic run keeps one anyway, so that the product
+//     is still checked exactly.
+// The synthetic outputs are filled with NaN (all bits set: NaN in f32, bf16 and f16) before each run,
+// and the reference holds only finite values: an element a kernel does not write always disagrees.
+// Equality is by value: +0 equals −0 (the sign of an exact zero sum says nothing about the product),
+// and a NaN equals nothing.
 #pragma once
 
 #include <string>
@@ -23,17 +38,29 @@
 
 namespace brigade::cuda {
 
-// cuBLAS's output of a call, on the host, and each element's bound: contiguous CPU tensors in f32
-// (f64 for f64 products), which holds every bf16, f16 and f32 value exactly. Build it right after
-// cuBLAS ran the call (it reads call.out and call.pre as they are); it runs one more cuBLAS GEMM, for S.
-struct GemmReference {
-  Tensor out, pre;  // pre: undefined when the call keeps none
-  Tensor bound;     // per element of out (and of pre)
-};
-GemmReference gemm_reference(const GemmCall& call);
+// Beyond this k the synthetic sums (≤ k in magnitude with entries in [−1, 1]) would no longer be
+// exact in every accumulator; the tuner leaves such calls to cuBLAS.
+constexpr int64_t kMaxCheckedK = int64_t(1) << 20;
 
-// Empty when call.out (and call.pre) agree with `ref` everywhere, else one line naming the worst
-// element: its position, both values, the difference and the bound.
-std::string gemm_disagreement(const GemmReference& ref, const GemmCall& call);
+// A call with `call`'s geometry on synthetic operands (see above): new a, b, bias (when `call` has
+// one) and NaN-ready out and pre (pre whenever `call` keeps one or applies an activation).
+// Allocates on call.out's device; throws what the allocator throws when memory runs out.
+GemmCall synthetic_call(const GemmCall& call);
+
+// Fills out (and pre) with NaN on out's current stream: before each checked run.
+void fill_nan(const GemmCall& call);
+
+// What a synthetic call must produce, on the host, in f32 (f64 for f64 products): the exact product
+// plus bias, rounded once to out's dtype, and (with an activation) cuBLAS's output. Build it after
+// cuBLAS ran the synthetic call (it reads its out); it runs one more cuBLAS GEMM, with an f32 output.
+struct GemmReference {
+  Tensor product;  // round(a @ b + bias), compared with the call's pre (out when there is no activation)
+  Tensor out;      // cuBLAS's out; undefined when there is no activation
+};
+GemmReference gemm_reference(const GemmCall& synthetic);
+
+// Empty when the synthetic call's pre (or out) equals ref.product everywhere and its out (with an
+// activation) is within the GELU bound of ref.out; else one line naming the worst element.
+std::string gemm_disagreement(const GemmReference& ref, const GemmCall& synthetic);
 
 }  // namespace brigade::cuda

@@ -23,6 +23,7 @@
 #include "kernels/cuda/gemm_call.h"
 #include "kernels/cuda/gemm_tuner.h"
 #include "kernels/cuda/kernels.h"
+#include "kernels/cuda/tensor_map.h"
 
 namespace brigade::cuda {
 namespace {
@@ -76,14 +77,16 @@ bool tensor_core_reads(const Tensor& x) {
 }
 
 // For the Hopper GEMM: A [.., m, k] contiguous along k (its rows), B [.., k, n] contiguous along k
-// (its columns: B is a transposed view, as a linear layer's Wᵀ is), rows 16-byte aligned.
+// (its columns: B is a transposed view, as a linear layer's Wᵀ is), each matrix one that a TMA
+// tensor map describes (tensor_map_can_describe: 16-byte aligned start and rows, rows no shorter
+// than k), every batch entry 16-byte aligned too. Anything less is copied — never refused by
+// gemm_hopper at launch, so a tuned choice of hopper runs on every view of its key.
 bool hopper_reads(const Tensor& x, bool is_b) {
   if (is_b) return hopper_reads(x.transpose(-2, -1), false);
   for (int64_t d = 0; d < x.dim() - 2; ++d)
     if (x.size(d) > 1 && x.stride(d) % 8 != 0) return false;
   const bool along_k = x.stride(-1) == 1 || x.size(-1) == 1;
-  const bool aligned = reinterpret_cast<uintptr_t>(x.raw_data()) % 16 == 0 && (x.size(-2) == 1 || x.stride(-2) % 8 == 0);
-  return along_k && aligned;
+  return along_k && tensor_map_can_describe(x.raw_data(), x.dtype(), x.size(-2), x.size(-1), x.stride(-2));
 }
 
 // x itself when `backend` can read it, else a copy it can: for the Hopper GEMM A row-major, or B as

@@ -5,16 +5,27 @@
 #if BRIGADE_HAVE_CUDA
 
 #include "cases_elementwise.h"
+#include "kernels/cuda/gemm_tuner.h"
 
 namespace gpu_test {
 
 // Holds a process-wide backend choice for as long as the returned handle lives, then restores the
 // previous one. The backward pass runs while the handle lives, so its GEMMs use the backend too.
+// The backend for one case; for tuned, every size is tuned (these shapes are all below the tuner's
+// default threshold, under which it would simply run cuBLAS).
 inline std::function<std::shared_ptr<void>()> with_matmul_backend(ops::MatmulBackend backend) {
   return [backend] {
     const ops::MatmulBackend previous = ops::matmul_backend();
     ops::set_matmul_backend(backend);
-    return std::shared_ptr<void>(nullptr, [previous](void*) { ops::set_matmul_backend(previous); });
+    if (backend == ops::MatmulBackend::tuned) {
+      cuda::GemmTunerTestHooks hooks;
+      hooks.min_flops = 0;
+      cuda::set_gemm_tuner_test_hooks(hooks);
+    }
+    return std::shared_ptr<void>(nullptr, [previous, backend](void*) {
+      ops::set_matmul_backend(previous);
+      if (backend == ops::MatmulBackend::tuned) cuda::set_gemm_tuner_test_hooks({});
+    });
   };
 }
 

@@ -9,12 +9,15 @@
 #if BRIGADE_HAVE_CUDA
 
 #include <algorithm>
+#include <cmath>
+#include <thread>
 #include <iostream>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "core/cuda_graph.h"
+#include "core/factory.h"
 #include "core/rng.h"
 #include "kernels/cuda/gemm_tuner.h"
 #include "kernels/ops.h"
@@ -34,9 +37,12 @@ Tensor random(const Shape& shape, DType dtype, uint64_t seed) {
 
 std::vector<double> bits(const Tensor& t) { return t.to(Device::cpu()).to_vector(); }
 
-// A fresh cache and the given hooks for one test; the defaults again afterwards.
+// A fresh cache and the given hooks for one test, with every size tuned (the emulator runs only
+// small shapes, all below the default threshold) unless the hooks say otherwise; the defaults again
+// afterwards.
 struct TunerScope {
   explicit TunerScope(cuda::GemmTunerTestHooks hooks = {}) {
+    if (hooks.min_flops < 0) hooks.min_flops = 0;
     ops::clear_matmul_tunings();
     cuda::set_gemm_tuner_test_hooks(std::move(hooks));
   }
@@ -88,10 +94,17 @@ struct Linear {
 };
 Linear linear_inputs(DType t) { return {random({2, 33, 72}, t, 7), random({45, 72}, t, 8), random({45}, t, 9)}; }
 
-// Every other element one bf16 ulp (2⁻⁷ of it) bigger: what a GEMM that sums in another order might
-// return, well within the agreement bound. (On the emulator cuBLAS, tiled, tensor_core and hopper all
-// sum 16-bit products in order, in f32, to the same bf16 bits.)
-void nudge(const Tensor& t) { ops::scale_(make_view(t, {(t.numel() + 1) / 2}, {2}, t.offset()), 1.0 + 1.0 / 128); }
+// Every other element that is not an integer one bf16 ulp (2⁻⁷ of it) bigger: what a GEMM that sums
+// in another order might return on real data. Integers stay: on the tuner's synthetic operands, whose
+// products are integers, such a GEMM agrees exactly with cuBLAS, as a correct one must. (On the
+// emulator cuBLAS, tiled, tensor_core and hopper all sum 16-bit products in order, in f32, to the
+// same bf16 bits.)
+void nudge(const Tensor& t) {
+  std::vector<double> v = t.to(Device::cpu()).to_vector();
+  for (size_t i = 0; i < v.size(); i += 2)
+    if (v[i] != std::nearbyint(v[i])) v[i] *= 1.0 + 1.0 / 128;
+  ops::copy_(t, from_vector(v, t.shape(), t.dtype(), t.device()));
+}
 
 // The default candidates and one that rounds differently from cuBLAS, as "tiled": for f32 the tiled
 // GEMM itself (its f32 bits differ from cuBLAS's, on the emulator too: it uses fused multiply-adds,
@@ -147,8 +160,6 @@ TEST_CASE("tuned returns the bits of the backend it chose, for matmul and linear
   }
 }
 
-// The test above sees a wrong output only where the candidates differ: the extra one must differ from
-// cuBLAS on every input it uses.
 // The test above sees a wrong output only where the candidates differ: the extra one must differ from
 // cuBLAS on every input it uses.
 TEST_CASE("the tuner tests' extra candidate rounds differently from cuBLAS", "[tuner]") {
@@ -231,6 +242,165 @@ TEST_CASE("tuned refuses a fast candidate whose output disagrees with cuBLAS, on
   // The key is settled: no second warning, no second tuning.
   ops::matmul(a, b, MatmulBackend::tuned);
   CHECK(err.text.str() == warning);
+}
+
+// A candidate that is "tiled" and the fastest, running `wrong`; the default candidates besides.
+cuda::GemmTunerTestHooks with_wrong_fastest(std::function<void(const cuda::GemmCall&)> wrong) {
+  cuda::GemmTunerTestHooks hooks;
+  hooks.candidates = [wrong](const cuda::GemmCall& call) {
+    std::vector<cuda::GemmCandidate> list = cuda::default_gemm_candidates(call);
+    list.push_back({MatmulBackend::tiled, wrong});
+    return list;
+  };
+  hooks.timer = ranking({MatmulBackend::tiled, MatmulBackend::tensor_core});
+  return hooks;
+}
+
+// Tunes a @ b (or the linear layer) under `hooks` and returns what was excluded.
+std::vector<MatmulBackend> excluded_for(const Tensor& a, const Tensor& b, const cuda::GemmTunerTestHooks& hooks) {
+  TunerScope scope(hooks);
+  CaptureCerr err;
+  ops::matmul(a, b, MatmulBackend::tuned);
+  REQUIRE(ops::matmul_tunings().size() == 1);
+  return ops::matmul_tunings().front().excluded;
+}
+
+TEST_CASE("tuned refuses a candidate that leaves part of the output unwritten", "[tuner]") {
+  // The candidates share the check's output buffer: without the NaN fill before each run, the rows
+  // this one skips would still hold the previous candidate's correct values.
+  const auto first_half_rows = [](const cuda::GemmCall& c) {
+    const int64_t half = c.out.size(0) / 2;
+    cuda::run_gemm({c.out.narrow(0, 0, half), c.a.narrow(0, 0, half), c.b, Tensor(), Tensor(), Activation::none},
+                   MatmulBackend::cublas);
+  };
+  const Tensor a = random({32, 48}, DType::bf16, 50), b = random({48, 24}, DType::bf16, 51);
+  CHECK(excluded_for(a, b, with_wrong_fastest(first_half_rows)) == std::vector<MatmulBackend>{MatmulBackend::tiled});
+}
+
+TEST_CASE("tuned refuses a candidate that drops the last tenth of k", "[tuner]") {
+  const auto short_k = [](const cuda::GemmCall& c) {
+    const int64_t k = c.a.size(-1) * 9 / 10;
+    cuda::run_gemm({c.out, c.a.narrow(1, 0, k), c.b.narrow(0, 0, k), Tensor(), Tensor(), Activation::none},
+                   MatmulBackend::cublas);
+  };
+  // Zero operands: every GEMM agrees on them, so only a check on other data can see the difference.
+  const Tensor a = random({16, 512}, DType::bf16, 52), b = random({512, 16}, DType::bf16, 53);
+  ops::scale_(a, 0.0);
+  CHECK(excluded_for(a, b, with_wrong_fastest(short_k)) == std::vector<MatmulBackend>{MatmulBackend::tiled});
+}
+
+TEST_CASE("tuned refuses a candidate one ulp off in one element", "[tuner]") {
+  const auto one_ulp = [](const cuda::GemmCall& c) {
+    cuda::run_gemm(c, MatmulBackend::cublas);
+    const Tensor last = make_view(c.out, {1}, {1}, c.out.offset() + c.out.numel() - 1);
+    const double v = last.to(Device::cpu()).to_vector()[0];
+    const double ulp = v == 0 ? std::ldexp(1.0, -133) : std::ldexp(1.0, std::ilogb(v) - 7);  // bf16: 8 bits
+    ops::copy_(last, from_vector({v + ulp}, {1}, c.out.dtype(), c.out.device()));
+  };
+  const Tensor a = random({16, 64}, DType::bf16, 54), b = random({64, 16}, DType::bf16, 55);
+  CHECK(excluded_for(a, b, with_wrong_fastest(one_ulp)) == std::vector<MatmulBackend>{MatmulBackend::tiled});
+}
+
+TEST_CASE("cuBLAS, tensor_core and hopper pass the exact check, with and without an epilogue", "[tuner]") {
+  cuda::GemmTunerTestHooks hooks;
+  hooks.timer = ranking({MatmulBackend::tensor_core});
+  TunerScope scope(hooks);
+  // k = 512: sums up to a few hundred, past bf16's exact integers (256), so the one rounding matters.
+  const Tensor x = random({24, 512}, DType::bf16, 56), w = random({40, 512}, DType::bf16, 57);
+  const Tensor bias = random({40}, DType::bf16, 58);
+  ops::matmul(x, w.transpose(0, 1), MatmulBackend::tuned);
+  ops::linear(x, w, bias, Activation::none, false, MatmulBackend::tuned);
+  ops::linear(x, w, bias, Activation::gelu, false, MatmulBackend::tuned);
+  ops::linear(x, w, bias, Activation::gelu, true, MatmulBackend::tuned);
+  ops::matmul(x.to(DType::f16), w.to(DType::f16).transpose(0, 1), MatmulBackend::tuned);
+  REQUIRE(ops::matmul_tunings().size() == 5);
+  for (const ops::MatmulTuning& t : ops::matmul_tunings()) {
+    INFO(t.problem);
+    CHECK(t.excluded.empty());
+    CHECK(t.ms.size() == half_candidates().size());
+  }
+}
+
+TEST_CASE("tuned passes on a candidate that faults the GPU instead of excluding it", "[tuner]") {
+  cuda::GemmTunerTestHooks hooks = with_wrong_fastest([](const cuda::GemmCall&) {
+    fail("CUDA error: kernel launch returned cudaErrorIllegalAddress (an illegal memory access)");
+  });
+  TunerScope scope(hooks);
+  const Tensor a = random({9, 16}, DType::bf16, 59), b = random({16, 7}, DType::bf16, 60);
+  CHECK_THROWS_WITH(ops::matmul(a, b, MatmulBackend::tuned), Contains("cudaErrorIllegalAddress"));
+  CHECK(ops::matmul_tunings().empty());
+}
+
+TEST_CASE("tuned runs cuBLAS, uncached, when tuning runs out of memory", "[tuner]") {
+  cuda::GemmTunerTestHooks hooks = with_wrong_fastest([](const cuda::GemmCall&) {
+    fail("out of memory on cuda:0: tried to allocate 1.0 GiB");  // the caching allocator's words
+  });
+  TunerScope scope(hooks);
+  const Tensor a = random({9, 16}, DType::bf16, 71), b = random({16, 7}, DType::bf16, 72);
+  CaptureCerr err;
+  CHECK(bits(ops::matmul(a, b, MatmulBackend::tuned)) == bits(ops::matmul(a, b, MatmulBackend::cublas)));
+  CHECK(ops::matmul_tunings().empty());
+  const std::string text = err.text.str();
+  CHECK_THAT(text, Contains("no memory to tune"));
+  CHECK(std::count(text.begin(), text.end(), '\n') == 1);
+}
+
+TEST_CASE("tuned keys hold every stride of a and b", "[tuner]") {
+  cuda::GemmTunerTestHooks hooks;
+  hooks.timer = ranking({MatmulBackend::tensor_core});
+  TunerScope scope(hooks);
+  const int64_t before = ops::matmul_tuning_count();
+  const Tensor b = random({24, 16}, DType::bf16, 61);
+  // The same shape, layout class and alignment; rows 24 or 32 apart.
+  ops::matmul(random({20, 24}, DType::bf16, 62), b, MatmulBackend::tuned);
+  ops::matmul(random({20, 32}, DType::bf16, 63).narrow(1, 0, 24), b, MatmulBackend::tuned);
+  CHECK(ops::matmul_tuning_count() == before + 2);
+}
+
+TEST_CASE("hopper reads in place only what a tensor map describes", "[tuner]") {
+  // Rows 8 elements apart but 16 long (overlapping): aligned, contiguous along k, yet no tensor map.
+  const Tensor storage = random({200}, DType::bf16, 64);
+  const Tensor overlapping = make_view(storage, {8, 16}, {8, 1}, 0);
+  CHECK(!cuda::reads_in_place(overlapping, false, MatmulBackend::hopper));
+  CHECK(cuda::reads_in_place(make_view(storage, {8, 16}, {16, 1}, 0), false, MatmulBackend::hopper));
+  const Tensor b = random({16, 8}, DType::bf16, 65);
+  CHECK(bits(ops::matmul(overlapping, b, MatmulBackend::hopper)) ==
+        bits(ops::matmul(overlapping, b, MatmulBackend::cublas)));
+}
+
+TEST_CASE("tuning is serialised per device: two threads on one key tune it once", "[tuner]") {
+  cuda::GemmTunerTestHooks hooks;
+  hooks.timer = ranking({MatmulBackend::tensor_core});
+  TunerScope scope(hooks);
+  const int64_t before = ops::matmul_tuning_count();
+  const Tensor a = random({20, 24}, DType::bf16, 66), b = random({24, 12}, DType::bf16, 67);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i) threads.emplace_back([&] { ops::matmul(a, b, MatmulBackend::tuned); });
+  for (std::thread& t : threads) t.join();
+  CHECK(ops::matmul_tuning_count() == before + 1);
+}
+
+TEST_CASE("tuned leaves small problems and keys past the cap to cuBLAS, uncached", "[tuner]") {
+  const Tensor a = random({20, 24}, DType::bf16, 68), b = random({24, 12}, DType::bf16, 69);
+  const std::vector<double> cublas = bits(ops::matmul(a, b, MatmulBackend::cublas));
+  {
+    cuda::GemmTunerTestHooks hooks;
+    hooks.timer = ranking({MatmulBackend::tensor_core});
+    hooks.min_flops = 2.0 * 20 * 12 * 24 + 1;  // one flop more than this product
+    TunerScope scope(hooks);
+    CHECK(bits(ops::matmul(a, b, MatmulBackend::tuned)) == cublas);
+    CHECK(ops::matmul_tunings().empty());
+  }
+  {
+    cuda::GemmTunerTestHooks hooks;
+    hooks.timer = ranking({MatmulBackend::tensor_core});
+    hooks.max_keys = 1;
+    TunerScope scope(hooks);
+    ops::matmul(random({21, 24}, DType::bf16, 70), b, MatmulBackend::tuned);
+    CHECK(ops::matmul_tunings().size() == 1);
+    CHECK(bits(ops::matmul(a, b, MatmulBackend::tuned)) == cublas);
+    CHECK(ops::matmul_tunings().size() == 1);
+  }
 }
 
 TEST_CASE("tuned refuses a candidate that throws and keeps going", "[tuner]") {

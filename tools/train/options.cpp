@@ -9,6 +9,7 @@
 #include "core/format.h"
 #include "pipeline/schedule.h"
 #include "pipeline/schedule_csv.h"
+#include "trainer.h"
 
 namespace brigade::train {
 
@@ -196,6 +197,18 @@ void check_combination(const TrainOptions& o) {
   if (o.precision == "f32" && (matmul == ops::MatmulBackend::tensor_core || matmul == ops::MatmulBackend::hopper))
     bad("--matmul", o.matmul + " has kernels for bf16 and f16 only, and --precision f32 computes in f32; use "
                     "automatic, cublas, tuned or tiled, or --precision bf16");
+  // A GPU that cannot run the backend is a usage error too, found before anything runs. A --device
+  // that names no usable GPU is reported by the run itself, with its own message.
+  if (matmul == ops::MatmulBackend::hopper) {
+    Device device = Device::cpu();
+    try {
+      device = resolve_device(o.device);
+    } catch (const Error&) {
+    }
+    if (device.is_cuda() && !ops::matmul_backend_available(matmul, device))
+      bad("--matmul", o.matmul + ": " + device.str() + " cannot run it (hopper needs an sm_90 GPU and a build for "
+                                                       "gpu_arch 90)");
+  }
   if (o.embd % o.heads != 0) {
     throw UsageError("--heads: " + std::to_string(o.heads) + " heads do not divide --embd " + std::to_string(o.embd));
   }
@@ -231,6 +244,7 @@ void check_combination(const TrainOptions& o) {
 ops::MatmulBackend matmul_backend_of(const std::string& name) {
   for (const auto& [spelling, backend] : kMatmulChoices)
     if (name == spelling) return backend;
+  if (name == "tensor_core") return ops::MatmulBackend::tensor_core;  // the spelling ops and the docs use
   bad("--matmul", "expected " + matmul_choices() + ", got '" + name + "'");
 }
 

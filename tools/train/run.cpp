@@ -99,7 +99,8 @@ double report_validation(Trainer& trainer, std::ostream& out, double first) {
   return loss;
 }
 
-// --matmul tuned: which GEMM won how many of the problems this process measured (every rank's), and
+// --matmul tuned: which GEMM won how many of the problems this process measured (the ranks it runs as
+// threads; a multi-process launch reports each process's own), and
 // how many candidates were refused (stderr names them and why). Nothing on the
 // CPU, or where every matmul was f32 (nothing to choose).
 void report_tuned_gemms(const TrainOptions& o, std::ostream& out) {
@@ -118,15 +119,22 @@ void report_tuned_gemms(const TrainOptions& o, std::ostream& out) {
   out << "\n";
 }
 
-// --matmul for every matmul of the run: process-wide, set before any rank thread starts. A GPU must
-// be able to run the backend; the CPU has one GEMM and ignores the choice.
-void use_matmul_flag(const TrainOptions& o) {
-  const ops::MatmulBackend backend = matmul_backend_of(o.matmul);
-  const Device device = resolve_device(o.device);
-  BRIGADE_CHECK(!device.is_cuda() || ops::matmul_backend_available(backend, device), "--matmul ", o.matmul,
-                ": ", device.str(), " cannot run it (hopper needs an sm_90 GPU and a build for gpu_arch 90)");
-  ops::set_matmul_backend(backend);
-}
+// --matmul for every matmul of the run: process-wide, set before any rank thread starts, and the
+// previous backend restored when the run ends (a test or a program that calls run_training keeps its
+// own choice afterwards). check_combination has refused a backend the GPU cannot run; the CPU has one
+// GEMM and ignores the choice.
+class MatmulFlag {
+ public:
+  explicit MatmulFlag(const TrainOptions& o) : previous_(ops::matmul_backend()) {
+    ops::set_matmul_backend(matmul_backend_of(o.matmul));
+  }
+  ~MatmulFlag() { ops::set_matmul_backend(previous_); }
+  MatmulFlag(const MatmulFlag&) = delete;
+  MatmulFlag& operator=(const MatmulFlag&) = delete;
+
+ private:
+  ops::MatmulBackend previous_;
+};
 
 }  // namespace
 
@@ -367,7 +375,7 @@ TrainSummary run_training(const TrainOptions& options_in, std::ostream& out) {
   TrainOptions options = options_in;
   check_save_path(options.save);
   if (options.threads > 0) set_num_threads(options.threads);
-  use_matmul_flag(options);
+  const MatmulFlag matmul(options);
   if (options.stages == 0) return train_rank(options, nullptr, out);
 
   const int P = int(options.stages);
