@@ -23,18 +23,25 @@
 //    links are then connected for good.
 // So a link connects only once the peer's group sets up the mirror direction; until then the host
 // waits — and two ranks that each wait for a group the other issues only later wait for ever.
+// Two groups that first use a link in different directions (both only sending, say) meet only
+// where a round's two ends are one peer (n = 2, or distance n/2): there NCCL fails ("Message
+// truncated") when their channel counts differ and goes on with the wrong connection info when
+// they are equal (undefined). With n >= 3 at another distance each waits, under its own tag, for
+// a message the other never sends: a wait in a cycle.
 //
 // Modelled: one channel per link direction (NCCL uses several per peer, as many on both sides, so
 // only the ratio matters: sizes here count channels, not bytes); messages through the World's
 // mailboxes, numbered per (from, to, tag) on both ends, so that a later setup's message meets a
-// later take, as on NCCL's sockets. NCCL accepts a message smaller than expected (it reads on into
-// its buffer as connection info) and one of the right size that describes the wrong direction
-// (n = 2, both ranks only sending or only receiving); what follows is undefined, and both are
-// reported as errors here. A take also ends when the peer aborts (ncclRemoteError), when this rank
-// is aborted (no error: the communicator is gone), or after bootstrap_timeout_seconds()
-// (ncclSystemError) where NCCL would wait for ever.
-// Not modelled: collectives' own first-use connection (rings and trees: every rank takes part, in
-// the same order, so it adds no wait of its own), and NCCL_RUNTIME_CONNECT=0 (which the source read
+// later take, as on NCCL's sockets. NCCL accepts a message smaller than expected (it reads
+// min(received, expected) bytes and takes the zeroed rest of its buffer as connection info) and one
+// of the right size that describes the wrong direction (one peer at both ends, both ranks only
+// sending or only receiving); what follows is undefined, and both are reported as errors here. A
+// take also ends when the peer aborts (ncclRemoteError), when this rank is aborted (no error: the
+// communicator is gone), or after bootstrap_timeout_seconds() (ncclSystemError) where NCCL would
+// wait for ever.
+// Not modelled: collectives' own first-use connection, a host rendezvous with the ring and tree
+// neighbours at the first collective, which forms no cycle when every rank calls its collectives in
+// the same order (unverified), and NCCL_RUNTIME_CONNECT=0 (which the source read
 // suggests moves collectives' connection to init; point-to-point links connect at first use either
 // way — unconfirmed on a GPU).
 #include "core/cuda/emulator/nccl_internal.h"
@@ -197,7 +204,7 @@ class Setup {
                 " channel(s) instead of " + std::to_string(expected);
     else if (received < expected)
       problem = "received the connection info of " + std::to_string(received) + " channel(s) where " +
-                std::to_string(expected) + " were expected (NCCL reads on into its buffer: undefined)";
+                std::to_string(expected) + " were expected (NCCL reads what came and takes the zeroed rest as connection info: undefined)";
     else if (theirs.send != mine.recv || theirs.recv != mine.send)
       problem = "the connection info has the right size but describes the wrong direction (undefined in NCCL)";
     if (problem.empty()) return true;
