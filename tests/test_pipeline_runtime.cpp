@@ -608,14 +608,16 @@ TEST_CASE("runtime: bad configurations are clear errors", "[pipeline][runtime]")
     // As a hand-written or CSV schedule may: refused with the executor's words before anything
     // (the list of links to connect included) reads the missing rank's actions.
     auto comms = comm::local_group(2);
-    nn::GPT model(tiny_gpt());
     Schedule schedule = make_schedule(ScheduleKind::one_f_one_b, 2, 2);
     schedule.actions.pop_back();
-    GptStages mine = gpt_stages(model, partition_uniform(5, 2), schedule.layout, 0);
-    PipelineGroups groups;
-    groups.pipeline = comms[0].get();
-    REQUIRE_THROWS_WITH(Pipeline(groups, schedule, mine.chunks, mine.loss),
-                        Contains("lists 1 ranks' actions for P=2"));
+    auto errors = test::run_ranks(comms, [&](comm::Communicator& c) {
+      nn::GPT model(tiny_gpt());
+      GptStages mine = gpt_stages(model, partition_uniform(5, 2), schedule.layout, c.rank());
+      PipelineGroups groups;
+      groups.pipeline = &c;
+      Pipeline pipe(groups, schedule, mine.chunks, mine.loss, with_ties(mine.ties));
+    });
+    for (const std::string& e : errors) REQUIRE_THAT(e, Contains("lists 1 ranks' actions for P=2"));
   }
   SECTION("the wrong number of micro-batches") {
     auto comms = comm::local_group(1);
