@@ -275,9 +275,6 @@ class NcclCommunicator final : public Communicator {
   void run_connect(const std::vector<Link>& links, const Deadline& deadline) override {
     cuda::DeviceGuard guard(device().index);
     const int me = rank();
-    // One word per end of each link, so no two transfers of a group touch the same memory.
-    Tensor words = zeros({int64_t(2 * links.size())}, DType::i32, device());
-    int32_t* word = static_cast<int32_t*>(words.raw_data());
     for (size_t lane : {kUp, kDown, kHeaders}) {
       std::vector<size_t> mine;
       for (size_t i = 0; i < links.size(); ++i) {
@@ -289,14 +286,29 @@ class NcclCommunicator final : public Communicator {
       const std::string w = what("connect, " + std::to_string(mine.size()) + " link(s) on " +
                                  (lane == kUp ? "the upward data" : lane == kDown ? "the downward data" : "the header") +
                                  " communicator");
-      follow_caller(lane);  // after the words are zeroed
-      enqueue(lane, w, deadline, [&](ncclComm_t comm, cudaStream_t stream) {
-        for (size_t i : mine) {
-          const Link& l = links[i];
-          if (l.from == me) BRIGADE_NCCL_QUEUED(ncclSend(word + 2 * i, 1, ncclInt32, l.to, comm, stream));
-          else BRIGADE_NCCL_QUEUED(ncclRecv(word + 2 * i + 1, 1, ncclInt32, l.from, comm, stream));
-        }
-      });
+      // One word per end of each link, so no two transfers of a group touch the same memory. Made
+      // and zeroed on the lane's own stream, which orders the group after them without the lane
+      // waiting for the caller's stream: the header lane never does (post_headers).
+      Tensor words;
+      {
+        StreamGuard on_lane(streams_[lane]);
+        words = zeros({int64_t(2 * links.size())}, DType::i32, device());
+      }
+      int32_t* word = static_cast<int32_t*>(words.raw_data());
+      try {
+        enqueue(lane, w, deadline, [&](ncclComm_t comm, cudaStream_t stream) {
+          for (size_t i : mine) {
+            const Link& l = links[i];
+            if (l.from == me) BRIGADE_NCCL_QUEUED(ncclSend(word + 2 * i, 1, ncclInt32, l.to, comm, stream));
+            else BRIGADE_NCCL_QUEUED(ncclRecv(word + 2 * i + 1, 1, ncclInt32, l.from, comm, stream));
+          }
+        });
+      } catch (...) {
+        // The group may be queued (the deadline passed while NCCL set the links up) and its job may
+        // still write the words: the watchdog keeps them until it is done, as in run_exchange.
+        follow(w, deadline, streams_[lane], {words});
+        throw;
+      }
       follow(w, deadline, streams_[lane], {words});
       wait_for_stream(w, deadline, streams_[lane]);
     }
@@ -442,6 +454,10 @@ class NcclCommunicator final : public Communicator {
   // Runs the NCCL calls of one group on a lane: calls(comm, stream). Non-blocking: ncclGroupEnd may
   // answer "in progress", and the communicator is polled until the work is queued on the stream (not
   // finished: that is the watchdog's business).
+  // The poll holds mutex_, so the watchdog and abort_transport wait for it. It stays: the lock keeps
+  // an abort from freeing the handle mid-call. It is bounded by the deadline (outcome polls no
+  // longer), but a group that sets links up at first use may poll that long (NCCL waits in it for
+  // the peers' mirror setups), and so may an abort wait. To verify on a GPU (docs/comm.md).
   template <class Fn>
   void enqueue(size_t lane, const std::string& w, const Deadline& deadline, Fn&& calls) {
     ncclResult_t result;

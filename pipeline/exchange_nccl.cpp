@@ -10,8 +10,8 @@
 // (comm::Shapes::preset). And a host may read what it received (an index check, a loss's item()),
 // so the model has every host wait for its received data before going on — the worst case.
 // The model takes every link as connected: real NCCL connects a link at its first use and the host
-// waits there for the peer's group, which no schedule could order around, so Pipeline connects
-// every link the schedule sends on before the first step (Communicator::connect) and the model
+// waits there for the peer's group, which no schedule could order around, so the Executor
+// connects every link the schedule sends on before the first step (Communicator::connect) and the model
 // need not know first use.
 #include <algorithm>
 #include <array>

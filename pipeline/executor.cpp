@@ -129,6 +129,19 @@ Tensor as_leaf(const Tensor& t) {
   return leaf;
 }
 
+// Every link the schedule sends on, (sender, receiver), the same list on every rank: computed from
+// the whole schedule, which the caller has checked to list P ranks' actions.
+std::vector<comm::Link> links_of(const Schedule& schedule) {
+  const Layout& layout = schedule.layout;
+  std::vector<comm::Link> links;
+  for (int r = 0; r < int(schedule.actions.size()); ++r)
+    for (const Action& a : schedule.actions[size_t(r)]) {
+      const int peer = is_send(a.kind) ? layout.peer_stage(a, r) : -1;
+      if (peer >= 0) links.push_back({r, layout.rank_of(peer)});  // -1: no such stage (run() refuses it)
+    }
+  return links;
+}
+
 }  // namespace
 
 Executor::Executor(comm::Communicator& comm, Schedule schedule, std::vector<Chunk> chunks, LossFn loss,
@@ -159,6 +172,14 @@ Executor::Executor(comm::Communicator& comm, Schedule schedule, std::vector<Chun
   for (size_t i = 0; i < actions.size(); ++i)
     if (actions[i].kind == ActionKind::backward || actions[i].kind == ActionKind::backward_weight)
       last_weight_action_[size_t(actions[i].chunk)] = i;
+  // Real NCCL connects a link (a peer and a direction) the first time a group uses it, and the host
+  // waits in that group until the peer's group sets up the mirror direction (NCCL's source: see
+  // comm/nccl.cpp, run_connect). Left to first use, a V with M < 2P waits in a cycle at its first
+  // exchanges (zb-v P = 3, M = 1: rank 0's first header group needs a header rank 1 sends only after
+  // two forwards that wait for rank 0), which neither the exchange model nor a schedule can avoid.
+  // So every link is connected here, after the checks above (the list reads every rank's actions),
+  // in matching groups on every rank; the transports that need nothing do nothing.
+  if (options_.connect_links && P > 1) comm_.connect(links_of(schedule_));
 }
 
 Executor::~Executor() = default;

@@ -40,12 +40,18 @@ struct ExecutorOptions {
   bool recompute = false;        // keep only each stage's input; redo its forward before the backward
   bool variable_shapes = false;  // messages may change shape from one micro-batch to the next
   std::vector<Skip> skips;       // every skip connection of the model (the same list on every rank)
+  // Connect every link the schedule sends on before the first step (Communicator::connect), in the
+  // constructor: a collective, so every rank must construct its executor. Off only to show what
+  // happens on NCCL without it (tests/gpu/test_gpu_comm.cpp): links set up at first use can wait in
+  // a cycle.
+  bool connect_links = true;
 };
 
 class Executor {
  public:
   // `comm` connects the schedule's P ranks (comm.rank() is this rank); `chunks` are this rank's V
-  // chunks. Checks the schedule against the communicator and the chunks against the skips.
+  // chunks. Checks the schedule against the communicator and the chunks against the skips, then
+  // connects the schedule's links (ExecutorOptions::connect_links).
   Executor(comm::Communicator& comm, Schedule schedule, std::vector<Chunk> chunks, LossFn loss,
            ExecutorOptions options = {});
   ~Executor();

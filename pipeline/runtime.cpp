@@ -150,24 +150,8 @@ Pipeline::Pipeline(const PipelineGroups& groups, Schedule schedule, std::vector<
   // came that rank 1 sends after reading them. The sends now go out first (comm/nccl.cpp,
   // run_exchange), and the model passes every generated schedule, any M (docs/pipeline.md).
   if (comm.backend() == "nccl" && layout.ranks > 1) check_exchanges_headers_first(schedule, options_.variable_shapes);
-  // Real NCCL connects a link (a peer and a direction) the first time a group uses it, and the host
-  // waits in that group until the peer's group sets up the mirror direction (NCCL's source: see
-  // comm/nccl.cpp, run_connect). Left to first use, a V with M < 2P waits in a cycle at its first
-  // exchanges (zb-v P = 3, M = 1: rank 0's first header group needs a header rank 1 sends only after
-  // two forwards that wait for rank 0), which neither the exchange model nor a schedule can avoid.
-  // So every link the schedule sends on is connected here, before the first step, in matching
-  // groups on every rank; the transports that need nothing do nothing. Every rank computes the same
-  // list from the whole schedule.
-  if (layout.ranks > 1) {
-    std::vector<comm::Link> links;
-    for (int r = 0; r < layout.ranks; ++r)
-      for (const Action& a : schedule.actions[size_t(r)]) {
-        const int peer = is_send(a.kind) ? layout.peer_stage(a, r) : -1;
-        if (peer >= 0) links.push_back({r, layout.rank_of(peer)});  // -1: no such stage (the executor refuses it)
-      }
-    comm.connect(std::move(links));
-  }
-
+  // The executor connects every link the schedule sends on before the first step (NCCL would
+  // otherwise set each up at its first use and may wait there in a cycle: pipeline/executor.cpp).
   ExecutorOptions exec;
   exec.recompute = options_.recompute;
   exec.variable_shapes = options_.variable_shapes;

@@ -604,6 +604,21 @@ TEST_CASE("runtime: bad configurations are clear errors", "[pipeline][runtime]")
     groups.pipeline = comms[0].get();
     REQUIRE_THROWS_WITH(Pipeline(groups, schedule, mine.chunks, mine.loss), Contains("3 ranks") && Contains("2"));
   }
+  SECTION("a schedule that lists fewer ranks' actions than it has ranks") {
+    // As a hand-written or CSV schedule may: refused with the executor's words before anything
+    // (the list of links to connect included) reads the missing rank's actions.
+    auto comms = comm::local_group(2);
+    Schedule schedule = make_schedule(ScheduleKind::one_f_one_b, 2, 2);
+    schedule.actions.pop_back();
+    auto errors = test::run_ranks(comms, [&](comm::Communicator& c) {
+      nn::GPT model(tiny_gpt());
+      GptStages mine = gpt_stages(model, partition_uniform(5, 2), schedule.layout, c.rank());
+      PipelineGroups groups;
+      groups.pipeline = &c;
+      Pipeline pipe(groups, schedule, mine.chunks, mine.loss, with_ties(mine.ties));
+    });
+    for (const std::string& e : errors) REQUIRE_THAT(e, Contains("lists 1 ranks' actions for P=2"));
+  }
   SECTION("the wrong number of micro-batches") {
     auto comms = comm::local_group(1);
     nn::GPT model(tiny_gpt());

@@ -334,7 +334,7 @@ TEST_CASE("gpu comm: a V with 1 to 2P micro-batches runs on NCCL as on local thr
   // layers on 2P stages), the embedding on rank 1 reads the ids it received on the host, and rank 0
   // held them until a header came that rank 1 sends later. The sends now go first; and real NCCL's
   // first-use link setup, which the emulator models, would still wait in a cycle below 2P, so
-  // Pipeline connects every link up front (the next test shows that this is what makes it run).
+  // the executor connects every link up front (the next test shows that this is what makes it run).
   // Every M from 1 to 2P, fixed and varying shapes; dualpipev needs M >= 2P, so it runs at 2P.
   const int most = most_nccl_ranks();
   if (most < 2) {
@@ -358,14 +358,16 @@ TEST_CASE("gpu comm: a V with 1 to 2P micro-batches runs on NCCL as on local thr
 
 TEST_CASE("gpu comm: without its links connected first, a V with one micro-batch waits on NCCL",
           "[gpu][comm][nccl][pipeline]") {
-  // zb-v, P = 3, M = 1, run by the executor directly — no Pipeline, so nothing connects the links
-  // first. At first use NCCL sets a link up inside the group and the host waits there for the peer's
-  // group on the mirror direction (NCCL's source, src/transport.cc; the emulated NCCL models it):
-  // rank 0's first header group needs rank 1's, which rank 1 issues only after two forwards that
-  // wait for rank 0. It must end with a timeout (the communicators are aborted), not hang. Through
-  // Pipeline, which connects every link first, the same step runs as on local threads. On a GPU this
-  // should behave the same, since it is NCCL's own setup that waits — to be confirmed there (the
-  // model comes from one reading of NCCL's source; were links connected at init, this would run).
+  // zb-v, P = 3, M = 1, run by an executor told not to connect the links first
+  // (ExecutorOptions::connect_links = false). At first use NCCL sets a link up inside the group and
+  // the host waits there for the peer's group on the mirror direction (NCCL's source,
+  // src/transport.cc; the emulated NCCL models it): rank 0's first header group needs rank 1's,
+  // which rank 1 issues only after two forwards that wait for rank 0. It must end with an error
+  // (the communicators are aborted), not hang. Through Pipeline, whose executor connects every link
+  // first, the same step runs as on local threads. On a GPU this should behave the same, since it is
+  // NCCL's own setup that waits — but only the model predicts it (one reading of NCCL's source;
+  // were links connected at init, this would run), so the failure is required only on the
+  // emulator, and a GPU run reports what it saw.
   const int gpus = cuda_device_count();
   if (most_nccl_ranks() < 3) {
     WARN("fewer than 3 NCCL ranks on this machine: skipping");
@@ -393,17 +395,33 @@ TEST_CASE("gpu comm: without its links connected first, a V with one micro-batch
     pipeline::GptStages mine = pipeline::gpt_stages(model, partition, schedule.layout, c.rank());
     Generator gen(100);
     Tensor ids = ops::to_dtype(uniform({2, 6}, 0, 10.999, DType::f64, Device::cpu(), &gen), DType::i64).to(c.device());
-    pipeline::Executor executor(c, schedule, mine.chunks, mine.loss);
+    pipeline::ExecutorOptions options;
+    options.connect_links = false;
+    pipeline::Executor executor(c, schedule, mine.chunks, mine.loss, options);
     executor.run({ids}, {ids}, 1.0 / M);
   });
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(60));
-  bool timed_out = false;
-  for (size_t r = 0; r < errors.size(); ++r) {
-    INFO("rank " << r << ": " << errors[r]);
-    CHECK(!errors[r].empty());  // no rank finishes its step
-    timed_out = timed_out || errors[r].find("timed out") != std::string::npos;
+  bool timed_out = false, deadlock = false;
+  size_t failed = 0;
+  for (const std::string& e : errors) {
+    failed += e.empty() ? 0 : 1;
+    timed_out = timed_out || e.find("timed out") != std::string::npos;
+    deadlock = deadlock || (e.find("deadlock") != std::string::npos && e.find("link setup") != std::string::npos);
   }
-  CHECK(timed_out);
+#ifdef BRIGADE_CUDA_EMULATOR
+  // Every rank waits in a setup for a rank in a setup, all in this process: the emulated NCCL names
+  // the deadlock at once, and the watchdog aborts on it (a GPU would wait until the deadline).
+  for (size_t r = 0; r < errors.size(); ++r) UNSCOPED_INFO("rank " << r << ": " << errors[r]);
+  CHECK(failed == errors.size());  // no rank finishes its step
+  CHECK(deadlock);
+#else
+  // Real NCCL: the model's prediction, checked rather than required.
+  WARN("without connect, zb-v P=3 M=1 on NCCL: " << failed << " of " << P << " ranks failed"
+                                                 << (timed_out ? ", with a timeout" : "")
+                                                 << (failed == 0 ? " — it ran: the first-use model is wrong here" : ""));
+  for (size_t r = 0; r < errors.size(); ++r)
+    if (!errors[r].empty()) WARN("rank " << r << ": " << errors[r]);
+#endif
   check_nccl_like_local({pipeline::ScheduleKind::zb_v, P, M, 2}, false);
 }
 

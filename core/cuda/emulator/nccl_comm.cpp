@@ -302,7 +302,7 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
     std::string waits;
     for (const Waiter* w : world.waiters)
       if (w->rank == rank.rank) waits += (waits.empty() ? "" : "; ") + w->waits;
-    if (!rank.connecting.empty()) waits += (waits.empty() ? "" : "; ") + rank.connecting;
+    if (!rank.connecting.empty() && waits.find(rank.connecting) == std::string::npos) waits += (waits.empty() ? "" : "; ") + rank.connecting;
     if (!waits.empty()) set_last_error("ncclCommAbort on " + rank.name() + ": it was waiting in " + waits);
     rank.aborted = true;
     world.peer_aborted[size_t(rank.rank)] = 1;

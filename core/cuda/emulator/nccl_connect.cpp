@@ -23,18 +23,25 @@
 //    links are then connected for good.
 // So a link connects only once the peer's group sets up the mirror direction; until then the host
 // waits — and two ranks that each wait for a group the other issues only later wait for ever.
+// Two groups that first use a link in different directions (both only sending, say) meet only
+// where a round's two ends are one peer (n = 2, or distance n/2): there NCCL fails ("Message
+// truncated") when their channel counts differ and goes on with the wrong connection info when
+// they are equal (undefined). With n >= 3 at another distance each waits, under its own tag, for
+// a message the other never sends: a wait in a cycle.
 //
 // Modelled: one channel per link direction (NCCL uses several per peer, as many on both sides, so
 // only the ratio matters: sizes here count channels, not bytes); messages through the World's
 // mailboxes, numbered per (from, to, tag) on both ends, so that a later setup's message meets a
-// later take, as on NCCL's sockets. NCCL accepts a message smaller than expected (it reads on into
-// its buffer as connection info) and one of the right size that describes the wrong direction
-// (n = 2, both ranks only sending or only receiving); what follows is undefined, and both are
-// reported as errors here. A take also ends when the peer aborts (ncclRemoteError), when this rank
-// is aborted (no error: the communicator is gone), or after bootstrap_timeout_seconds()
-// (ncclSystemError) where NCCL would wait for ever.
-// Not modelled: collectives' own first-use connection (rings and trees: every rank takes part, in
-// the same order, so it adds no wait of its own), and NCCL_RUNTIME_CONNECT=0 (which the source read
+// later take, as on NCCL's sockets. NCCL accepts a message smaller than expected (it reads
+// min(received, expected) bytes and takes the zeroed rest of its buffer as connection info) and one
+// of the right size that describes the wrong direction (one peer at both ends, both ranks only
+// sending or only receiving); what follows is undefined, and both are reported as errors here. A
+// take also ends when the peer aborts (ncclRemoteError), when this rank is aborted (no error: the
+// communicator is gone), or after bootstrap_timeout_seconds() (ncclSystemError) where NCCL would
+// wait for ever.
+// Not modelled: collectives' own first-use connection, a host rendezvous with the ring and tree
+// neighbours at the first collective, which forms no cycle when every rank calls its collectives in
+// the same order (unverified), and NCCL_RUNTIME_CONNECT=0 (which the source read
 // suggests moves collectives' connection to init; point-to-point links connect at first use either
 // way — unconfirmed on a GPU).
 #include "core/cuda/emulator/nccl_internal.h"
@@ -140,26 +147,50 @@ class Setup {
   }
 
   // Takes the next message from `from` under `tag`, waiting for it; false (an error recorded unless
-  // this rank was aborted) when it cannot come.
+  // this rank was aborted) when it cannot come. While it waits the setup counts as a running task
+  // of the rank and, when a pass finds nothing and the world has not changed, as a Waiter: a rank
+  // waiting in a setup for a rank that itself waits is part of a deadlock, which check_deadlock
+  // then names at once, as for the tasks' waits, instead of after bootstrap_timeout_seconds().
   bool take(int from, int tag, Envelope* got) {
     World& world = *rank_->world;
-    const std::string what = waits(from);
+    const std::string what = waits(from) + ", tag " + std::to_string(tag);
+    Waiter waiter{rank_->rank, 0, what, from};
     uint64_t seq;
     {
       std::lock_guard<std::mutex> lock(world.mutex);
       seq = rank_->boot_taken[{from, tag}]++;
       rank_->connecting = what;
+      ++rank_->running;
     }
     const std::string k = key(from, rank_->rank, tag, seq);
+    const double limit = bootstrap_timeout_seconds();
+    const auto start = std::chrono::steady_clock::now();
     Message message;
     bool arrived = false, gone = false;
-    poll_until(*rank_, bootstrap_timeout_seconds(), [&] {
+    for (;;) {
+      uint64_t seen;
+      {
+        std::lock_guard<std::mutex> lock(world.mutex);
+        if (rank_->aborted) break;
+        seen = world.generation;
+      }
       arrived = fetch(world, from, rank_->rank, k, &message);
       if (!arrived) gone = peer_aborted(from);
-      return arrived || gone;
-    });
+      if (arrived || gone) break;
+      std::unique_lock<std::mutex> lock(world.mutex);
+      if (limit >= 0 && std::chrono::steady_clock::now() - start >= std::chrono::duration<double>(limit)) break;
+      if (world.generation != seen || rank_->aborted) continue;
+      waiter.generation = seen;
+      world.waiters.push_back(&waiter);
+      check_deadlock(world);
+      // Ranks of this process notify every change; files of other processes need a short nap.
+      world.changed.wait_for(lock, std::chrono::milliseconds(world.all_local ? 100 : 2));
+      world.waiters.erase(std::find(world.waiters.begin(), world.waiters.end(), &waiter));
+    }
     std::lock_guard<std::mutex> lock(world.mutex);
     rank_->connecting.clear();
+    --rank_->running;
+    world.bump();  // ncclCommAbort waits for running to reach 0
     if (arrived) {
       *got = message.envelope;
       return true;
@@ -197,7 +228,7 @@ class Setup {
                 " channel(s) instead of " + std::to_string(expected);
     else if (received < expected)
       problem = "received the connection info of " + std::to_string(received) + " channel(s) where " +
-                std::to_string(expected) + " were expected (NCCL reads on into its buffer: undefined)";
+                std::to_string(expected) + " were expected (NCCL reads what came and takes the zeroed rest as connection info: undefined)";
     else if (theirs.send != mine.recv || theirs.recv != mine.send)
       problem = "the connection info has the right size but describes the wrong direction (undefined in NCCL)";
     if (problem.empty()) return true;
@@ -218,23 +249,54 @@ class Setup {
 
 }  // namespace
 
-std::shared_ptr<Gate> start_connect(const std::shared_ptr<Rank>& rank, std::vector<char> send, std::vector<char> recv) {
-  auto gate = std::make_shared<Gate>();
+void start_connect(const std::shared_ptr<Rank>& rank, std::vector<char> send, std::vector<char> recv,
+                   const std::shared_ptr<Gate>& gate) {
   launch_job(rank, [rank, gate, send = std::move(send), recv = std::move(recv)] {
     const bool ok = Setup(rank, send, recv).run();
-    std::lock_guard<std::mutex> lock(rank->world->mutex);
-    gate->ok = ok;
-    gate->done = true;  // launch_job wakes the waiters once the job is uncounted
+    ncclResult_t error;
+    {
+      std::lock_guard<std::mutex> lock(rank->world->mutex);
+      error = rank->error;
+    }
+    {
+      std::lock_guard<std::mutex> lock(gate->mutex);
+      --gate->pending;
+      if (!ok && !gate->failed) {
+        gate->failed = true;
+        gate->error = error;
+        gate->failed_rank = rank->name();
+      }
+    }
+    gate->changed.notify_all();
   });
-  return gate;
 }
 
 bool wait_for_gate(Rank& rank, const std::shared_ptr<Gate>& gate) {
   if (!gate) return true;
   World& world = *rank.world;
-  std::unique_lock<std::mutex> lock(world.mutex);
-  world.changed.wait(lock, [&] { return gate->done || rank.aborted; });
-  return gate->ok && !rank.aborted;
+  bool failed;
+  ncclResult_t error;
+  std::string failed_rank;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(gate->mutex);
+      // Bounded, to look at our own abort, which notifies our World, not the gate.
+      gate->changed.wait_for(lock, std::chrono::milliseconds(5), [&] { return gate->pending == 0; });
+      failed = gate->failed;
+      error = gate->error;
+      failed_rank = gate->failed_rank;
+      if (gate->pending == 0) break;
+    }
+    std::lock_guard<std::mutex> lock(world.mutex);
+    if (rank.aborted) return false;
+  }
+  std::lock_guard<std::mutex> lock(world.mutex);
+  if (rank.aborted) return false;
+  if (failed && rank.error == ncclSuccess)
+    set_async_error(rank, error == ncclSuccess ? ncclSystemError : error,
+                    "ncclGroupEnd on " + rank.name() + ": the link setup of " + failed_rank +
+                        ", in the same group, did not complete, so none of the group's work was launched");
+  return !failed;
 }
 
 }  // namespace brigade::emu::nccl

@@ -14,8 +14,8 @@
 // ncclInProgress). Inits deferred by a group start at the outer ncclGroupEnd; it waits for the
 // blocking ones and returns ncclInProgress for non-blocking ones.
 //
-// A group's tasks are queued at ncclGroupEnd as before, but their steps start only once the rank's
-// setup is done (a Gate). NCCL instead launches the kernels when the setup is over, so on a GPU
+// A group's tasks are queued at ncclGroupEnd as before, but their steps start only once every setup
+// of the group is done, on every communicator in it (one Gate). NCCL instead launches the kernels when the setup is over, so on a GPU
 // CUDA work the host queues on that stream while a non-blocking setup runs would go before them;
 // here it goes after. A program that waits for ncclSuccess before touching the stream, as the User
 // Guide asks of non-blocking communicators, sees no difference.
@@ -81,11 +81,13 @@ void enqueue_task(const std::vector<const Pending*>& calls, const std::shared_pt
 
 // Starts the setup of the links the calls use that are not connected yet, one job per rank (every
 // job before any task is queued: a stream that runs work on the issuing thread waits for its gate
-// there). Returns the gates by rank, and the ranks that set up in `connecting`.
-std::map<const Rank*, std::shared_ptr<Gate>> connect_links(const std::vector<Pending>& calls,
-                                                         std::vector<std::shared_ptr<Rank>>* connecting) {
-  std::map<const Rank*, std::shared_ptr<Gate>> gates;
+// there). Returns the group's gate (null when nothing is set up), and the ranks that set up in
+// `connecting`. Every task of the group waits for every setup, as NCCL launches no kernel of a
+// group before all its communicators' setup jobs are joined.
+std::shared_ptr<Gate> connect_links(const std::vector<Pending>& calls,
+                                    std::vector<std::shared_ptr<Rank>>* connecting) {
   std::vector<std::shared_ptr<Rank>> ranks;
+  std::vector<std::pair<std::vector<char>, std::vector<char>>> links;
   for (const Pending& call : calls)
     if (std::find(ranks.begin(), ranks.end(), call.rank) == ranks.end()) ranks.push_back(call.rank);
   for (const std::shared_ptr<Rank>& rank : ranks) {
@@ -102,17 +104,22 @@ std::map<const Rank*, std::shared_ptr<Gate>> connect_links(const std::vector<Pen
       if (any) ++rank->jobs;
     }
     if (!any) continue;
-    gates[rank.get()] = start_connect(rank, std::move(send), std::move(recv));
     connecting->push_back(rank);
+    links.emplace_back(std::move(send), std::move(recv));
   }
-  return gates;
+  if (connecting->empty()) return nullptr;
+  auto gate = std::make_shared<Gate>();
+  gate->pending = int(connecting->size());  // all counted before the first starts
+  for (size_t i = 0; i < connecting->size(); ++i)
+    start_connect((*connecting)[i], std::move(links[i].first), std::move(links[i].second), gate);
+  return gate;
 }
 
 // One task per (rank, stream), in the order of their first calls. Returns the ranks that set up
 // links first.
 std::vector<std::shared_ptr<Rank>> issue(const std::vector<Pending>& calls) {
   std::vector<std::shared_ptr<Rank>> connecting;
-  const std::map<const Rank*, std::shared_ptr<Gate>> gates = connect_links(calls, &connecting);
+  const std::shared_ptr<Gate> gate = connect_links(calls, &connecting);
   std::vector<std::vector<const Pending*>> tasks;
   for (const Pending& call : calls) {
     auto same = [&](const std::vector<const Pending*>& task) {
@@ -122,10 +129,7 @@ std::vector<std::shared_ptr<Rank>> issue(const std::vector<Pending>& calls) {
     if (it == tasks.end()) tasks.push_back({&call});
     else it->push_back(&call);
   }
-  for (const auto& task : tasks) {
-    auto gate = gates.find(task.front()->rank.get());
-    enqueue_task(task, gate == gates.end() ? nullptr : gate->second);
-  }
+  for (const auto& task : tasks) enqueue_task(task, gate);
   return connecting;
 }
 
@@ -140,7 +144,16 @@ ncclResult_t settle(const std::vector<std::shared_ptr<Rank>>& ranks) {
       in_progress = true;
       continue;
     }
-    const ncclResult_t e = wait_for_jobs(*rank);
+    ncclResult_t e = wait_for_jobs(*rank);
+    if (e == ncclSuccess) {
+      // Cut short by this rank's own abort (from another thread): nothing ran, which success would
+      // hide. NCCL's setup, seeing its abort flag, fails; ncclSystemError, as the emulator answers
+      // for an init or a split cut short by an abort (nccl_split.cpp).
+      std::lock_guard<std::mutex> lock(rank->world->mutex);
+      if (rank->aborted)
+        e = fail(ncclSystemError, "ncclGroupEnd on " + rank->name() +
+                                      ": the communicator was aborted while the group was set up; nothing ran");
+    }
     if (result == ncclSuccess) result = e;
   }
   if (result != ncclSuccess) return result;

@@ -80,7 +80,7 @@ struct Rank {
   ncclResult_t error = ncclSuccess;  // the first asynchronous error; it sticks
   std::string last_error;
   int jobs = 0;         // init, split or finalize still under way (ncclInProgress)
-  int running = 0;      // tasks running on their streams now
+  int running = 0;      // tasks running on their streams now, and link setups waiting for a message
   int outstanding = 0;  // tasks issued and not finished (ncclCommFinalize waits for them)
   // Issue order, for matching: our n-th send to a peer meets that peer's n-th receive from us.
   std::vector<uint64_t> sends_issued, recvs_issued;
@@ -102,6 +102,7 @@ struct Waiter {
   int rank = 0;
   uint64_t generation = 0;
   std::string waits;  // "ncclRecv from rank 1 (count 8, f32)"
+  int setup_peer = -1;  // a link setup (nccl_connect.cpp): the rank whose message it waits for
 };
 
 struct World {
@@ -175,17 +176,25 @@ void launch_job(const std::shared_ptr<Rank>& rank, std::function<void()> job);
 ncclResult_t wait_for_jobs(Rank& rank);
 
 // ---- first-use link setup (nccl_connect.cpp) ----
-// Whether a group's tasks may start: its rank's link setup is over (done), or there was none.
-// Guarded by world->mutex.
+// Whether a group's tasks may start: every link setup of the group is over. One gate per group,
+// shared by all its communicators (so it has a lock of its own, not a World's): NCCL joins every
+// communicator's setup job of a group before it launches any of the group's kernels.
 struct Gate {
-  bool done = false;
-  bool ok = false;  // connected; else the setup failed (the rank's error says why) or was aborted
+  std::mutex mutex;
+  std::condition_variable changed;  // notified when a setup ends
+  int pending = 0;                  // setups not over yet
+  bool failed = false;              // one failed or its rank was aborted
+  ncclResult_t error = ncclSuccess;  // the first failed setup's error (ncclSuccess: it was aborted)
+  std::string failed_rank;           // its rank's name
 };
 // Starts the setup of the links `send` and `recv` (per peer: 1 when the group uses it and it is not
-// connected yet) as a job of `rank`, which the caller has counted in rank->jobs; returns the gate
-// its tasks wait for.
-std::shared_ptr<Gate> start_connect(const std::shared_ptr<Rank>& rank, std::vector<char> send, std::vector<char> recv);
-// Until `gate` opens or the rank is aborted (no lock held). True when the tasks may run.
+// connected yet) as a job of `rank`, which the caller has counted in rank->jobs and in
+// gate->pending (all of a group's setups before any starts, so the gate cannot open early).
+void start_connect(const std::shared_ptr<Rank>& rank, std::vector<char> send, std::vector<char> recv,
+                   const std::shared_ptr<Gate>& gate);
+// Until `gate` opens or the rank is aborted (no lock held). True when the tasks may run; when
+// another communicator's setup of the group failed, records that on `rank` too (nothing of the
+// group runs, as in NCCL).
 bool wait_for_gate(Rank& rank, const std::shared_ptr<Gate>& gate);
 
 // ---- tasks (nccl_task.cpp) ----
@@ -211,6 +220,9 @@ using Steps = std::vector<std::unique_ptr<Step>>;
 // The work of one task on its stream: "" (NCCL errors go to the communicator) or a CUDA fault.
 // Its steps start once `gate` (null: none) opens; if the link setup failed they never do.
 std::string run_task(const std::shared_ptr<Rank>& rank, Steps& steps, const std::shared_ptr<Gate>& gate);
+// With world.mutex held: reports a deadlock (every rank's running tasks and setups are Waiters of
+// the current generation) as every rank's asynchronous error, once per stuck state.
+void check_deadlock(World& world);
 
 // ---- issuing (nccl_group.cpp) ----
 // One call of ncclSend, ncclAllReduce, ...

@@ -8,8 +8,9 @@
 // polls them until every one is done. When a whole pass moves nothing and nothing has changed in
 // the world since it began, the task registers as a Waiter and sleeps until something changes.
 // Deadlock: a communicator whose ranks all live in this process, every rank with at least one
-// running task and every one of those tasks waiting on an unchanged world — nothing can ever move
-// (a task queued behind a waiting one on the same stream cannot run either). The report names what
+// running task or link setup and every one of those waiting on an unchanged world — nothing can
+// ever move (a task queued behind a waiting one on the same stream cannot run either; a setup
+// counts only while the rank it waits for is in a setup too, see check_deadlock). The report names what
 // every rank waits for; it becomes every rank's asynchronous error, and the tasks go on waiting (a
 // GPU would hang) until ncclCommAbort ends them.
 //
@@ -30,9 +31,21 @@ std::string join_waits(const Steps& steps) {
   return text;
 }
 
-// With world.mutex held: reports the deadlock if every rank of an all-local world waits.
+}  // namespace
+
+// With world.mutex held: reports the deadlock if every rank of an all-local world waits (a task,
+// or a link setup: nccl_connect.cpp).
 void check_deadlock(World& world) {
   if (!world.all_local || world.deadlock_reported_at == world.generation) return;
+  // A setup waits for its peer's host to start the mirror setup, which a rank whose waits are all
+  // tasks could still do (a setup runs at once, not behind the stream's tasks); a rank already in a
+  // setup cannot (a non-blocking one refuses calls meanwhile, a blocking one's host waits in it).
+  // So a setup's wait counts only when the rank it waits for is itself in a setup.
+  std::vector<char> in_setup(size_t(world.nranks), 0);
+  for (const Waiter* w : world.waiters)
+    if (w->setup_peer >= 0 && w->generation == world.generation) in_setup[size_t(w->rank)] = 1;
+  for (const Waiter* w : world.waiters)
+    if (w->setup_peer >= 0 && w->generation == world.generation && !in_setup[size_t(w->setup_peer)]) return;
   std::string report;
   for (int r = 0; r < world.nranks; ++r) {
     const Rank* member = world.members[size_t(r)];
@@ -53,6 +66,8 @@ void check_deadlock(World& world) {
   for (Rank* member : world.members) set_async_error(*member, ncclInvalidUsage, report);
   world.deadlock_reported_at = world.generation;  // after the bumps: once per stuck state
 }
+
+namespace {
 
 // "" unless a rank the unfinished steps wait for has aborted (then what went wrong).
 std::string aborted_peer(Rank& rank, const Steps& steps) {
