@@ -115,9 +115,14 @@ std::shared_ptr<Gate> connect_links(const std::vector<Pending>& calls,
   return gate;
 }
 
-// One task per (rank, stream), in the order of their first calls. Returns the ranks that set up
-// links first.
-std::vector<std::shared_ptr<Rank>> issue(const std::vector<Pending>& calls) {
+// The link setups a group started: the ranks setting up, and the gate their tasks wait behind.
+struct Setups {
+  std::vector<std::shared_ptr<Rank>> ranks;
+  std::shared_ptr<Gate> gate;  // null when nothing is set up
+};
+
+// One task per (rank, stream), in the order of their first calls. Returns the setups it started.
+Setups issue(const std::vector<Pending>& calls) {
   std::vector<std::shared_ptr<Rank>> connecting;
   const std::shared_ptr<Gate> gate = connect_links(calls, &connecting);
   std::vector<std::vector<const Pending*>> tasks;
@@ -130,29 +135,46 @@ std::vector<std::shared_ptr<Rank>> issue(const std::vector<Pending>& calls) {
     else it->push_back(&call);
   }
   for (const auto& task : tasks) enqueue_task(task, gate);
-  return connecting;
+  return {std::move(connecting), gate};
 }
 
-// What a group (or a lone call) returns once it has started jobs on `ranks` (inits, link setups):
-// for a blocking rank it waits for them and returns its error; a non-blocking one makes it
-// ncclInProgress.
-ncclResult_t settle(const std::vector<std::shared_ptr<Rank>>& ranks) {
+// What a group (or a lone call) returns once it has started jobs: inits on `inits`, link setups
+// in `setups`. A blocking rank waits for its jobs; a non-blocking one makes it ncclInProgress. An
+// init answers with its rank's error. A setup answers with its own outcome, never the rank's
+// asynchronous error: the group's tasks start the moment the gate opens, before the job that opened
+// it is uncounted, and a task's error (a count mismatch found by the stream) is no error of the
+// call that issued it — NCCL's ncclGroupEnd reports what failed while launching, not what the
+// kernels find later. (Returning the rank's error here made a mismatch test flaky.)
+ncclResult_t settle(const std::vector<std::shared_ptr<Rank>>& inits, const Setups& setups) {
   ncclResult_t result = ncclSuccess;
   bool in_progress = false;
-  for (const std::shared_ptr<Rank>& rank : ranks) {
+  for (const std::shared_ptr<Rank>& rank : inits) {
     if (!rank->blocking) {
       in_progress = true;
       continue;
     }
-    ncclResult_t e = wait_for_jobs(*rank);
-    if (e == ncclSuccess) {
-      // Cut short by this rank's own abort (from another thread): nothing ran, which success would
-      // hide. NCCL's setup, seeing its abort flag, fails; ncclSystemError, as the emulator answers
-      // for an init or a split cut short by an abort (nccl_split.cpp).
-      std::lock_guard<std::mutex> lock(rank->world->mutex);
-      if (rank->aborted)
-        e = fail(ncclSystemError, "ncclGroupEnd on " + rank->name() +
-                                      ": the communicator was aborted while the group was set up; nothing ran");
+    const ncclResult_t e = wait_for_jobs(*rank);
+    if (result == ncclSuccess) result = e;
+  }
+  for (const std::shared_ptr<Rank>& rank : setups.ranks) {
+    if (!rank->blocking) {
+      in_progress = true;
+      continue;
+    }
+    wait_for_jobs(*rank);
+    ncclResult_t e = ncclSuccess;
+    {
+      std::lock_guard<std::mutex> lock(setups.gate->mutex);
+      if (setups.gate->failed) e = setups.gate->error;
+    }
+    std::lock_guard<std::mutex> lock(rank->world->mutex);
+    if (e == ncclSuccess && (setups.gate->failed || rank->aborted)) {
+      // Cut short by an abort (this rank's, from another thread, or that of a rank whose setup the
+      // group waits for): nothing ran, which success would hide. NCCL's setup, seeing its abort
+      // flag, fails; ncclSystemError, as the emulator answers for an init or a split cut short by
+      // an abort (nccl_split.cpp).
+      e = fail(ncclSystemError, "ncclGroupEnd on " + rank->name() +
+                                    ": the communicator was aborted while the group was set up; nothing ran");
     }
     if (result == ncclSuccess) result = e;
   }
@@ -205,7 +227,7 @@ ncclResult_t submit(ncclComm_t comm, cudaStream_t stream, const CallArgs& args) 
     group.calls.push_back({rank, stream, args});
     return ncclSuccess;
   }
-  return settle(issue({{rank, stream, args}}));  // a lone call is a group of its own
+  return settle({}, issue({{rank, stream, args}}));  // a lone call is a group of its own
 }
 
 }  // namespace brigade::emu::nccl
@@ -232,7 +254,6 @@ ncclResult_t ncclGroupEnd() {
     return mine.failed;
   }
   for (const std::shared_ptr<Rank>& rank : mine.inits) launch_job(rank, [rank] { initialise(rank); });
-  std::vector<std::shared_ptr<Rank>> started = issue(mine.calls);  // the ranks setting up links
-  started.insert(started.end(), mine.inits.begin(), mine.inits.end());
-  return settle(started);
+  const Setups setups = issue(mine.calls);
+  return settle(mine.inits, setups);
 }
