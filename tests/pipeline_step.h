@@ -46,13 +46,8 @@ inline std::vector<GridPoint> schedule_grid(int max_P) {
   return grid;
 }
 
-// Each rank's model and data live on its communicator's device. On a GPU each rank thread runs on a
-// stream of its own, as `brigade train` does, so the transports' stream ordering is exercised too.
-// With `replicas` > 1 the ranks form that many pipelines (PipelineGroups::split), replica k running
-// its own micro-batches, and gradients are averaged across replicas (`overlap`: during the backward
-// where the transport can).
-inline StepResult pipeline_step(std::vector<std::unique_ptr<comm::Communicator>>& comms, pipeline::ScheduleKind kind,
-                                int M, int V, bool varying, int replicas = 1, bool overlap = true) {
+// The GPT every pipeline step test runs: 3 blocks, small enough for the emulator.
+inline nn::GPTConfig tiny_gpt_config() {
   nn::GPTConfig config;
   config.vocab_size = 11;
   config.block_size = 8;
@@ -60,6 +55,17 @@ inline StepResult pipeline_step(std::vector<std::unique_ptr<comm::Communicator>>
   config.n_head = 2;
   config.n_embd = 8;
   config.seed = 5;
+  return config;
+}
+
+// Each rank's model and data live on its communicator's device. On a GPU each rank thread runs on a
+// stream of its own, as `brigade train` does, so the transports' stream ordering is exercised too.
+// With `replicas` > 1 the ranks form that many pipelines (PipelineGroups::split), replica k running
+// its own micro-batches, and gradients are averaged across replicas (`overlap`: during the backward
+// where the transport can).
+inline StepResult pipeline_step(std::vector<std::unique_ptr<comm::Communicator>>& comms, pipeline::ScheduleKind kind,
+                                int M, int V, bool varying, int replicas = 1, bool overlap = true) {
+  nn::GPTConfig config = tiny_gpt_config();
   const int P = int(comms.size()) / replicas;
   const pipeline::Schedule schedule = pipeline::make_schedule(kind, P, M, V);
   const pipeline::Partition partition = pipeline::partition_uniform(config.n_layer + 2, int64_t(P) * V);

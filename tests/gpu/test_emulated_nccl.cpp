@@ -687,6 +687,14 @@ bool streams_run_inline() {
   return inline_;
 }
 
+// The link-setup cases that drive several ranks from one thread skip, with a warning, where
+// streams run inline (above).
+bool one_thread_cannot_drive_setups() {
+  if (!streams_run_inline()) return false;
+  WARN("the emulator runs stream work on the issuing thread: one thread cannot drive both ranks' setups");
+  return true;
+}
+
 // Polls until `comm` is no longer ncclInProgress (or `limit` passes); returns its state.
 ncclResult_t wait_ready(ncclComm_t comm, std::chrono::milliseconds limit) {
   const auto end = std::chrono::steady_clock::now() + limit;
@@ -728,10 +736,7 @@ std::vector<Member> make_nonblocking_members(int n) {
 TEST_CASE("emulated nccl: link setup: a send/receive pair connects once, later groups need none",
           "[emulated_nccl][connect]") {
   TimeLimit limit(60);
-  if (streams_run_inline()) {
-    WARN("the emulator runs stream work on the issuing thread: one thread cannot drive both ranks' setups");
-    return;
-  }
+  if (one_thread_cannot_drive_setups()) return;
   auto members = make_nonblocking_members(2);
   std::vector<float*> out(2), in(2);
   for (int r = 0; r < 2; ++r) {
@@ -793,10 +798,7 @@ TEST_CASE("emulated nccl: link setup: a send/receive pair connects once, later g
 TEST_CASE("emulated nccl: link setup: three ranks that first only send wait in a cycle until aborted",
           "[emulated_nccl][connect]") {
   TimeLimit limit(60);
-  if (streams_run_inline()) {
-    WARN("the emulator runs stream work on the issuing thread: one thread cannot drive both ranks' setups");
-    return;
-  }
+  if (one_thread_cannot_drive_setups()) return;
   // By hand, n = 3, each rank r's first group only sends to r+1. Round i = 1: recvPeer = r-1,
   // sendPeer = r+1. Rank r receives from nobody, so it posts no receive info to r-1; it posts its
   // send info to r+1, then waits for r+1's receive info under tag 1 << 8 — which r+1 never posts, as
@@ -899,10 +901,7 @@ TEST_CASE("emulated nccl: link setup: two ranks that set up different directions
 TEST_CASE("emulated nccl: link setup: a non-blocking communicator is in progress and refuses calls meanwhile",
           "[emulated_nccl][connect]") {
   TimeLimit limit(60);
-  if (streams_run_inline()) {
-    WARN("the emulator runs stream work on the issuing thread: one thread cannot drive both ranks' setups");
-    return;
-  }
+  if (one_thread_cannot_drive_setups()) return;
   auto members = make_nonblocking_members(2);
   cudaSetDevice(0);
   float* x = to_device(std::vector<float>{1.0f, 2.0f, 3.0f, 4.0f});
@@ -933,10 +932,7 @@ TEST_CASE("emulated nccl: link setup: a non-blocking communicator is in progress
 TEST_CASE("emulated nccl: link setup: abort ends a setup that waits for a peer that never comes",
           "[emulated_nccl][connect]") {
   TimeLimit limit(60);
-  if (streams_run_inline()) {
-    WARN("the emulator runs stream work on the issuing thread: one thread cannot drive both ranks' setups");
-    return;
-  }
+  if (one_thread_cannot_drive_setups()) return;
   SECTION("non-blocking: the waiting rank aborts") {
     auto members = make_nonblocking_members(2);
     cudaSetDevice(0);
@@ -1120,10 +1116,7 @@ TEST_CASE("emulated nccl: link setup: a group's work waits for every communicato
   // is. Y's send, though connected, must not run before X's setup is over: Y's rank 1 receives
   // nothing until X's rank 1 sets up its side.
   TimeLimit limit(60);
-  if (streams_run_inline()) {
-    WARN("the emulator runs stream work on the issuing thread: one thread cannot drive both ranks' setups");
-    return;
-  }
+  if (one_thread_cannot_drive_setups()) return;
   auto x = make_nonblocking_members(2), y = make_nonblocking_members(2);
   auto issued = [](ncclResult_t e) { return e == ncclSuccess || e == ncclInProgress; };
   std::vector<float*> xbuf(2), ybuf(2);

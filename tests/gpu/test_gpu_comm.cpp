@@ -383,13 +383,7 @@ TEST_CASE("gpu comm: without its links connected first, a V with one micro-batch
   auto errors = test::run_ranks(nccl, [&](comm::Communicator& c) {
     Stream stream = Stream::create(c.device());
     StreamGuard on(stream);
-    nn::GPTConfig config;
-    config.vocab_size = 11;
-    config.block_size = 8;
-    config.n_layer = 3;
-    config.n_head = 2;
-    config.n_embd = 8;
-    config.seed = 5;
+    nn::GPTConfig config = test::tiny_gpt_config();
     config.device = c.device();
     nn::GPT model(config);
     pipeline::GptStages mine = pipeline::gpt_stages(model, partition, schedule.layout, c.rank());
