@@ -10,8 +10,9 @@
 #
 # A short lease (15 minutes of device time, the machine's start included) has no time to build: build
 # here, pack the binaries, and run them there in one call:
-#   bash scripts/gpu-session.sh pack                   # HERE: build/ -> .gpu-bin/ (binaries + Gloo's libraries)
-#   BUILD_DIR=.gpu-bin bash scripts/gpu-session.sh prebuilt quick step bench   # THERE, carry .gpu-bin
+#   bash scripts/gpu-session.sh pack                   # HERE: build/ -> .gpu-bin/ (binaries + Gloo's libraries),
+#                                                      #   and shared/'s prebuilt NCCL 2.30.7 -> .gpu-nccl/
+#   BUILD_DIR=.gpu-bin bash scripts/gpu-session.sh prebuilt quick step bench   # THERE, carry .gpu-bin and .gpu-nccl
 #
 # Stages: nccl, build, test, memcheck-{core,ops,comm,train}, racecheck, train, launch, bench, and for
 # short leases pack (here), prebuilt, quick, step (in the order given);
@@ -244,17 +245,26 @@ stage_bench() {
   [[ -n ${BENCH_QUICK:-} ]] && quick=(--quick)
   timeout "$cap" "$build_dir/tools/brigade" bench kernels --device cuda "${quick[@]}" --json "$OUT/bench-kernels.json" >"$OUT/bench.log" 2>&1
   local kernels=$?
-  timeout "$cap" "$build_dir/tools/brigade" bench pipeline "${quick[@]}" --json "$OUT/bench-pipeline.json" >>"$OUT/bench.log" 2>&1
-  local pipeline=$?
+  # BENCH_PIPELINE_LOCAL=0 leaves out the rank-threads-on-local-communicators run (kept from an
+  # earlier session) where a lease has no time for it.
+  local pipeline="not run"
+  if [[ ${BENCH_PIPELINE_LOCAL:-1} != 0 ]]; then
+    timeout "$cap" "$build_dir/tools/brigade" bench pipeline "${quick[@]}" --json "$OUT/bench-pipeline.json" >>"$OUT/bench.log" 2>&1
+    pipeline="exit $?"
+  fi
   # Data parallelism over NCCL (2 replicas x 2 stages = 4 ranks, several per GPU: NCCL >= 2.30.3):
   # how much step time starting the all-reduces during the backward saves.
-  local dp="not run: $(nccl_line), older than 2.30.3"
+  local dp="not run: $(nccl_line), older than 2.30.3" nccl="$dp"
   if ((nccl_version >= 23003)); then
+    # Four NCCL ranks, a stage each, every schedule (the Vs included): the pipeline over real NCCL.
+    timeout "$cap" "$build_dir/tools/brigade" bench pipeline --transport nccl --stages 4 --microbatches 8 \
+      --steps 5 --warmup 2 --json "$OUT/bench-pipeline-nccl.json" >>"$OUT/bench.log" 2>&1
+    nccl="exit $? ($(nccl_line))"
     timeout "$cap" "$build_dir/tools/brigade" bench pipeline --transport nccl --replicas 2 --stages 2 --microbatches 8 \
       --schedules 1f1b,interleaved "${quick[@]}" --json "$OUT/bench-pipeline-dp.json" >>"$OUT/bench.log" 2>&1
     dp="exit $? ($(nccl_line))"
   fi
-  note "bench: kernels exit $kernels, pipeline exit $pipeline, data-parallel over NCCL $dp"
+  note "bench: kernels exit $kernels, pipeline (local) $pipeline, pipeline over NCCL $nccl, data-parallel over NCCL $dp"
   # The tuned GEMM's pick per shape (its first sight of the hand-written GEMMs' speed on this GPU),
   # and every candidate it refused because its output disagreed with cuBLAS's.
   while IFS= read -r line; do note "bench: $line"; done < <(grep -e 'tuned picked' -e 'matmul (tuned): not using' "$OUT/bench.log" | sed -e 's/^ *//' -e '/tuned picked/s/ for cuda:.*//')
@@ -273,7 +283,21 @@ stage_pack() {
   ldd "$from/libbrigade.so" | awk '$3 ~ /^\// { print $1, $3 }' |
     grep -vE '^((libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s)\.so|libcud|libcublas|libnccl)' |
     while read -r name path; do cp -L "$path" "$to/lib/$name"; done
-  note "pack: $(du -sh "$to" | cut -f1) in $to ($(ls "$to/lib" | tr '\n' ' ')); carry it: run(carry=[\"$to\"])"
+  # The tests that run the CLI hold its absolute path on this machine; prebuilt puts a link there.
+  echo "$PWD/$from" >"$to/built-from"
+  # NCCL >= 2.30.3 for several ranks on one GPU: the prebuilt copy in shared/ (its README), into the
+  # folder where this script looks for a built NCCL. The copy in shared/ holds its links as small
+  # files naming their targets, so the links are made anew here.
+  local prebuilt_nccl=${NCCL_PREBUILT:-../shared/gpu/nccl-2.30.7-sm90} carried="no NCCL carried"
+  if [[ -d $prebuilt_nccl/lib ]]; then
+    rm -rf "$nccl_built" && mkdir -p "$nccl_built/lib"
+    cp -r "$prebuilt_nccl/include" "$nccl_built/" && chmod -R u+w "$nccl_built"
+    f=$(ls "$prebuilt_nccl"/lib/libnccl.so.*.*.* | head -1)
+    cp "$f" "$nccl_built/lib/"
+    ln -s "$(basename "$f")" "$nccl_built/lib/libnccl.so.2" && ln -s libnccl.so.2 "$nccl_built/lib/libnccl.so"
+    carried="NCCL $(basename "$f") in $nccl_built"
+  fi
+  note "pack: $(du -sh "$to" | cut -f1) in $to ($(ls "$to/lib" | tr '\n' ' ')); $carried; carry them: run(carry=[\"$to\", \"$(basename "$nccl_built")\"])"
 }
 
 # prebuilt (THERE): use the packed binaries. Every library they need and cannot find is looked for in
@@ -284,6 +308,11 @@ stage_prebuilt() {
   export LD_LIBRARY_PATH="$PWD/$build_dir/lib:$LD_LIBRARY_PATH"
   # Tests that run the CLI find it at the build directory's path on the machine that built them.
   [[ -e build ]] || ln -s "$build_dir" build
+  local built_from
+  built_from=$(cat "$build_dir/built-from" 2>/dev/null)
+  if [[ -n $built_from && ! -e $built_from ]]; then
+    mkdir -p "$(dirname "$built_from")" && ln -s "$PWD/$build_dir" "$built_from"
+  fi
   local missing name found previous=""
   # Until everything resolves, or a round finds nothing new (a library found can need others).
   while :; do
@@ -315,6 +344,15 @@ stage_quick() {
     timeout "$cap" "$build_dir/tests/test_gpu_$suite" --abortx 10 >"$OUT/gpu-$suite.log" 2>&1 &
     pids+=($!) names+=("gpu_$suite")
   done
+  # The 4-process NCCL launch (every schedule through the CLI) and memcheck on the NCCL suite, where
+  # this NCCL can put several ranks on one GPU (the carried 2.30.7: see stage_nccl).
+  if ((nccl_version >= 23003)) && [[ -x $build_dir/tests/test_gpu_launch ]]; then
+    timeout "$cap" "$build_dir/tests/test_gpu_launch" >"$OUT/launch.log" 2>&1 &
+    pids+=($!) names+=("launch")
+    BRIGADE_TEST_EXACT_ALLOCATIONS=1 timeout "$cap" "$sanitizer" --tool memcheck --report-api-errors no --error-exitcode 1 \
+      "$build_dir/tests/test_gpu_comm" "[nccl]~[pipeline]" --abortx 10 >"$OUT/memcheck-comm.log" 2>&1 &
+    pids+=($!) names+=("memcheck-comm")
+  fi
   # The job's status is train's, not the echo's.
   { timeout "$cap" "$build_dir/tools/brigade" train --trace none --svg none; rc=$?; echo "exit $rc"; exit $rc; } \
     >"$OUT/train.log" 2>&1 &
@@ -331,7 +369,7 @@ stage_quick() {
   done
   local counts
   counts=$(grep -h -E '^(test cases|All tests passed)' "$OUT"/gpu-*.log | tr '\n' ';')
-  note "quick: ${#pids[@]} runs, failed: ${failed[*]:-none} ($counts $(grep -h -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT"/*check-attention.log | tr '\n' ' '))"
+  note "quick: ${#pids[@]} runs, failed: ${failed[*]:-none} ($counts $(grep -h -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT"/*check-*.log | tr '\n' ' '))"
   ((${#failed[@]} == 0))
 }
 
@@ -341,6 +379,12 @@ stage_step() {
   timeout "${STEP_TIMEOUT:-240}" python3 bench/compare_pytorch.py --device cuda --precision bf16 --configs "${STEP_CONFIGS:-gpt2}" \
     --compile --rounds "${STEP_ROUNDS:-1}" --steps "${STEP_STEPS:-10}" --warmup "${STEP_WARMUP:-3}" --brigade "$build_dir/tools/brigade" --json "$OUT/step-gpu.json" >"$OUT/step.log" 2>&1
   note "step: exit $? ($(tail -1 "$OUT/step.log"))"
+  # GPT-2's step with --matmul tuned (each GEMM shape measured once, the fastest exact one kept),
+  # beside the default (cuBLAS) run above: what the hand-written GEMMs are worth on this GPU.
+  timeout 120 "$build_dir/tools/brigade" bench step --device cuda --precision bf16 --layers 12 --embd 768 --heads 12 \
+    --seq 1024 --batch 8 --vocab 50304 --steps 10 --warmup 3 --matmul tuned --json "$OUT/step-tuned-12x768.json" \
+    >"$OUT/step-tuned-12x768.log" 2>&1
+  note "step-tuned-12x768: exit $? ($(grep -E '^step time' "$OUT/step-tuned-12x768.log"))"
   # The same step with forward + backward replayed as one CUDA graph, beside eager, on GPT-2 and on a
   # small model (where launch overhead is a larger share); JSON per run.
   local model graph name

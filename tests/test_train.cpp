@@ -14,6 +14,7 @@
 #include "test_util.h"
 #include "train/command.h"
 #include "train/options.h"
+#include "tools/cli/matmul_choice.h"
 #include "train/progress.h"
 #include "train/sort_task.h"
 #include "train/trainer.h"
@@ -233,8 +234,8 @@ TEST_CASE("train options: --matmul names a GEMM backend; a bad name lists the ch
       {"automatic", ops::MatmulBackend::automatic}, {"cublas", ops::MatmulBackend::cublas},
       {"tuned", ops::MatmulBackend::tuned},         {"tensor-core", ops::MatmulBackend::tensor_core},
       {"hopper", ops::MatmulBackend::hopper},       {"tiled", ops::MatmulBackend::tiled}};
-  for (const auto& [name, backend] : names) REQUIRE(matmul_backend_of(name) == backend);
-  REQUIRE(matmul_backend_of("tensor_core") == ops::MatmulBackend::tensor_core);  // ops' own spelling
+  for (const auto& [name, backend] : names) REQUIRE(cli::matmul_backend_of(name) == backend);
+  REQUIRE(cli::matmul_backend_of("tensor_core") == ops::MatmulBackend::tensor_core);  // ops' own spelling
   REQUIRE(error_of({"--matmul", "tensorcore"}) ==
           "--matmul: expected automatic, cublas, tuned, tensor-core, hopper, tiled, got 'tensorcore'");
   REQUIRE(error_of({"--matmul"}) == "--matmul: missing value (GEMM)");

@@ -14,6 +14,7 @@
 #include "core/json.h"
 #include "core/stream.h"
 #include "tools/cli/command.h"
+#include "tools/cli/matmul_choice.h"
 
 namespace brigade::bench_step {
 namespace {
@@ -24,6 +25,7 @@ struct Options {
   std::string device = "cpu";
   std::string precision = "f32";
   std::string attention = "fused";
+  std::string matmul = "automatic";
   bool cuda_graph = false;
   std::string json_path;
 };
@@ -67,6 +69,12 @@ std::vector<cli::Flag<Options>> flags() {
        word(&Options::precision, {"f32", "bf16"}, "--precision"), text(&Options::precision)},
       {"--attention", "HOW", "fused (one kernel each way) or composed (separate ops)",
        word(&Options::attention, {"fused", "composed"}, "--attention"), text(&Options::attention)},
+      {"--matmul", "GEMM", cli::matmul_choices() + ": the GEMM behind GPU matmuls (as brigade train's --matmul)",
+       [](Options& o, const std::string& v) {
+         cli::matmul_backend_of(v);  // refuses a bad name here, with the choices
+         o.matmul = v;
+       },
+       text(&Options::matmul)},
       {"--cuda-graph", "", "replay forward + loss + backward as one CUDA graph (captured after the warm-up; "
        "AdamW stays eager)",
        [](Options& o, const std::string&) { o.cuda_graph = true; },
@@ -94,6 +102,11 @@ Parsed parse(const std::vector<std::string>& args) {
   if (o.embd % o.heads != 0)
     throw cli::UsageError("--heads " + std::to_string(o.heads) + " must divide --embd " + std::to_string(o.embd));
   if (o.cuda_graph && o.device != "cuda") throw cli::UsageError("--cuda-graph needs --device cuda");
+  const ops::MatmulBackend matmul = cli::matmul_backend_of(o.matmul);
+  if (o.device == "cuda" && !ops::matmul_backend_available(matmul, Device::cuda(0)))
+    throw cli::UsageError("--matmul " + o.matmul + ": cuda:0 cannot run it");
+  if (o.precision == "f32" && (matmul == ops::MatmulBackend::tensor_core || matmul == ops::MatmulBackend::hopper))
+    throw cli::UsageError("--matmul " + o.matmul + " has kernels for bf16 and f16 only; use --precision bf16");
   if (o.cuda_graph && o.warmup < 1)
     throw cli::UsageError("--cuda-graph needs --warmup 1 or more: the graph is captured after an eager step");
   return p;
@@ -129,6 +142,7 @@ int run(const Options& o, std::ostream& out) {
   c.seed = 1;
   c.fused_attention = o.attention == "fused";
   if (o.precision == "bf16") c.compute_dtype = DType::bf16;
+  const cli::ScopedMatmulBackend matmul(cli::matmul_backend_of(o.matmul));
   nn::GPT model(c);
   optim::AdamW optimizer(model.named_parameters(), optim::AdamWOptions{.lr = 1e-4});
   Generator gen(2);
@@ -175,6 +189,7 @@ int run(const Options& o, std::ostream& out) {
 
   out << "model: GPT, " << o.layers << " layers, " << o.embd << " wide, " << o.heads << " heads, vocab " << o.vocab
       << ", " << model.parameter_count() << " parameters; " << o.attention << " attention"
+      << (o.matmul != "automatic" ? ", matmul " + o.matmul : std::string())
       << (graphed ? "; forward + backward as one CUDA graph of " + std::to_string(graphed->graph().operations()) +
                         " operations"
                   : std::string()) << "\n";
@@ -194,7 +209,7 @@ int run(const Options& o, std::ostream& out) {
          ", \"heads\": " + std::to_string(o.heads) + ", \"seq\": " + std::to_string(o.seq) +
          ", \"batch\": " + std::to_string(o.batch) + ", \"vocab\": " + std::to_string(o.vocab) +
          ", \"device\": " + json_string(device.str()) + ", \"precision\": " + json_string(o.precision) +
-         ", \"attention\": " + json_string(o.attention) +
+         ", \"attention\": " + json_string(o.attention) + ", \"matmul\": " + json_string(o.matmul) +
          ", \"cuda_graph\": " + std::string(o.cuda_graph ? "true" : "false") + ", \"threads\": " + std::to_string(num_threads()) + "},\n";
     j += "  \"parameters\": " + std::to_string(model.parameter_count()) + ",\n";
     j += "  \"step_ms\": {\"median\": " + json_number(s.median) + ", \"min\": " + json_number(s.min) +

@@ -9,6 +9,7 @@
 #include "core/format.h"
 #include "pipeline/schedule.h"
 #include "pipeline/schedule_csv.h"
+#include "tools/cli/matmul_choice.h"
 #include "trainer.h"
 
 namespace brigade::train {
@@ -36,18 +37,6 @@ std::string show(double v) {
 }
 
 using Flag = cli::Flag<TrainOptions>;
-
-// --matmul's spellings, in the order --help lists them.
-const std::pair<const char*, ops::MatmulBackend> kMatmulChoices[] = {
-    {"automatic", ops::MatmulBackend::automatic},     {"cublas", ops::MatmulBackend::cublas},
-    {"tuned", ops::MatmulBackend::tuned},             {"tensor-core", ops::MatmulBackend::tensor_core},
-    {"hopper", ops::MatmulBackend::hopper},           {"tiled", ops::MatmulBackend::tiled}};
-
-std::string matmul_choices() {
-  std::string list;
-  for (const auto& [name, backend] : kMatmulChoices) list += std::string(list.empty() ? "" : ", ") + name;
-  return list;
-}
 
 Flag int_flag(std::string name, std::string help, int64_t TrainOptions::*field, int64_t min) {
   return {name, "N", std::move(help),
@@ -85,10 +74,10 @@ const std::vector<Flag>& flags() {
        },
        [](const TrainOptions& o) { return o.precision; }},
       {"--matmul", "GEMM",
-       matmul_choices() + ": the GEMM behind GPU matmuls (tuned: measured once per shape on this GPU, bits "
+       cli::matmul_choices() + ": the GEMM behind GPU matmuls (tuned: measured once per shape on this GPU, bits "
                           "may differ between runs; ignored on the CPU)",
        [](TrainOptions& o, const std::string& v) {
-         matmul_backend_of(v);  // refuses a bad name here, with the choices
+         cli::matmul_backend_of(v);  // refuses a bad name here, with the choices
          o.matmul = v;
        },
        [](const TrainOptions& o) { return o.matmul; }},
@@ -193,7 +182,7 @@ void take_schedule_file(const std::vector<std::string>& args, TrainOptions& o) {
 
 // Checks that involve more than one flag.
 void check_combination(const TrainOptions& o) {
-  const ops::MatmulBackend matmul = matmul_backend_of(o.matmul);
+  const ops::MatmulBackend matmul = cli::matmul_backend_of(o.matmul);
   if (o.precision == "f32" && (matmul == ops::MatmulBackend::tensor_core || matmul == ops::MatmulBackend::hopper))
     bad("--matmul", o.matmul + " has kernels for bf16 and f16 only, and --precision f32 computes in f32; use "
                     "automatic, cublas, tuned or tiled, or --precision bf16");
@@ -240,13 +229,6 @@ void check_combination(const TrainOptions& o) {
 }
 
 }  // namespace
-
-ops::MatmulBackend matmul_backend_of(const std::string& name) {
-  for (const auto& [spelling, backend] : kMatmulChoices)
-    if (name == spelling) return backend;
-  if (name == "tensor_core") return ops::MatmulBackend::tensor_core;  // the spelling ops and the docs use
-  bad("--matmul", "expected " + matmul_choices() + ", got '" + name + "'");
-}
 
 int64_t TrainOptions::chunks_or_default() const {
   return chunks > 0 ? chunks : pipeline::default_chunks(pipeline::parse_schedule_kind(schedule));

@@ -92,10 +92,6 @@ struct ModelPreset {
 };
 const std::vector<ModelPreset>& model_presets();
 
-// The backend a --matmul value names ("tensor-core" is ops' tensor_core); throws UsageError listing
-// the choices for anything else.
-ops::MatmulBackend matmul_backend_of(const std::string& name);
-
 // A bad command line (tools/cli/flags.h): the message names the flag; the command prints it
 // and the usage, and exits with status 2.
 using UsageError = cli::UsageError;

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "checkpoint_dir.h"
+#include "tools/cli/matmul_choice.h"
 #include "comm/comm.h"
 #include "core/error.h"
 #include "core/factory.h"
@@ -118,23 +119,6 @@ void report_tuned_gemms(const TrainOptions& o, std::ostream& out) {
   if (refused > 0) out << "; " << refused << " candidate(s) refused: wrong output or a failure (stderr says which)";
   out << "\n";
 }
-
-// --matmul for every matmul of the run: process-wide, set before any rank thread starts, and the
-// previous backend restored when the run ends (a test or a program that calls run_training keeps its
-// own choice afterwards). check_combination has refused a backend the GPU cannot run; the CPU has one
-// GEMM and ignores the choice.
-class MatmulFlag {
- public:
-  explicit MatmulFlag(const TrainOptions& o) : previous_(ops::matmul_backend()) {
-    ops::set_matmul_backend(matmul_backend_of(o.matmul));
-  }
-  ~MatmulFlag() { ops::set_matmul_backend(previous_); }
-  MatmulFlag(const MatmulFlag&) = delete;
-  MatmulFlag& operator=(const MatmulFlag&) = delete;
-
- private:
-  ops::MatmulBackend previous_;
-};
 
 }  // namespace
 
@@ -375,7 +359,10 @@ TrainSummary run_training(const TrainOptions& options_in, std::ostream& out) {
   TrainOptions options = options_in;
   check_save_path(options.save);
   if (options.threads > 0) set_num_threads(options.threads);
-  const MatmulFlag matmul(options);
+  // --matmul for every matmul of the run: process-wide, set before any rank thread starts, and the
+  // previous backend restored when the run ends. check_combination has refused a backend the GPU
+  // cannot run; the CPU has one GEMM and ignores the choice.
+  const cli::ScopedMatmulBackend matmul(cli::matmul_backend_of(options.matmul));
   if (options.stages == 0) return train_rank(options, nullptr, out);
 
   const int P = int(options.stages);
