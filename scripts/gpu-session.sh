@@ -254,7 +254,8 @@ stage_bench() {
   fi
   # Data parallelism over NCCL (2 replicas x 2 stages = 4 ranks, several per GPU: NCCL >= 2.30.3):
   # how much step time starting the all-reduces during the backward saves.
-  local dp="not run: $(nccl_line), older than 2.30.3" nccl="$dp"
+  local dp="not run: $(nccl_line), older than 2.30.3"
+  local nccl=$dp
   if ((nccl_version >= 23003)); then
     # Four NCCL ranks, a stage each, every schedule (the Vs included): the pipeline over real NCCL.
     timeout "$cap" "$build_dir/tools/brigade" bench pipeline --transport nccl --stages 4 --microbatches 8 \
@@ -400,6 +401,13 @@ stage_step() {
   done
 }
 
+# exec (THERE, after prebuilt): a one-off diagnosis, $GPU_EXEC run by bash with the libraries found
+# and the carried NCCL first, bounded by EXEC_TIMEOUT seconds; its output in $OUT/exec.log.
+stage_exec() {
+  timeout "${EXEC_TIMEOUT:-120}" bash -c "${GPU_EXEC:?set GPU_EXEC to the commands to run}" >"$OUT/exec.log" 2>&1
+  note "exec: exit $? ($(tail -1 "$OUT/exec.log"))"
+}
+
 if command -v nvidia-smi >/dev/null; then
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,power.draw --format=csv,noheader 2>&1 | head -2 |
     sed 's/^/gpu: /'
@@ -411,9 +419,9 @@ stages=("$@")
 for stage in "${stages[@]}"; do
   case $stage in
     nccl | build | test | racecheck | train | launch | bench | pack | prebuilt) "stage_$stage" || break ;;
-    quick | step) "stage_$stage" ;;  # a failure here still leaves the later stages worth running
+    quick | step | exec) "stage_$stage" ;;  # a failure here still leaves the later stages worth running
     memcheck-core | memcheck-ops | memcheck-comm | memcheck-train) stage_memcheck "${stage#memcheck-}" ;;
-    *) echo "gpu-session: unknown stage '$stage' (nccl, build, test, memcheck-{core,ops,comm,train}, racecheck, train, launch, bench, pack, prebuilt, quick, step)" >&2; exit 2 ;;
+    *) echo "gpu-session: unknown stage '$stage' (nccl, build, test, memcheck-{core,ops,comm,train}, racecheck, train, launch, bench, pack, prebuilt, quick, step, exec)" >&2; exit 2 ;;
   esac
 done
 echo "---- summary"
