@@ -19,6 +19,7 @@
 #include "comm/nccl_check.h"
 #include "core/cuda/check.h"
 #include "core/cuda/guard.h"
+#include "core/cuda/module_loading.h"
 #include "core/factory.h"
 #include "core/stream.h"
 
@@ -482,7 +483,12 @@ class NcclCommunicator final : public Communicator {
       if (result != ncclSuccess && result != ncclInProgress) error = nccl_error(comm, result);
     }
     if (result == ncclInProgress) fail_timeout(w, deadline, " while NCCL was queuing the transfer");
-    if (result != ncclSuccess) fail(w, ": ", error);
+    if (result != ncclSuccess) {
+      // A refused group leaves a non-blocking communicator with that asynchronous error (NCCL's group
+      // cleanup), so it can do nothing more: abort it here, not whenever the watchdog looks next.
+      abort(w + ": " + error);
+      fail(w, ": ", error);
+    }
   }
 
   // The watchdog follows what was queued on `stream` until it completes; `keep` stays alive until then.
@@ -760,7 +766,16 @@ std::vector<std::unique_ptr<Communicator>> nccl_group(const std::vector<Device>&
                   version / 10000, ".", version / 100 % 100, ".", version % 100);
     setenv("NCCL_MULTI_RANK_GPU_ENABLE", "1", 0);  // 0: a user's explicit setting wins
   }
-  Deadline deadline = Deadline::after(timeout);
+  // Seen hanging on an H200 with three ranks on its one GPU; ranks on different GPUs of one process
+  // wait for each other the same way, a device each (core/cuda/module_loading.h).
+  BRIGADE_CHECK(devices.size() < 2 || cuda::module_loading() == cuda::ModuleLoading::eager, w,
+                ": several NCCL ranks in one process need CUDA's eager module loading (CUDA_MODULE_LOADING=EAGER, set "
+                "before CUDA starts; brigade's commands and GPU tests set it). With lazy loading, a rank's first launch "
+                "of a kernel waits for its GPU to go idle while NCCL kernels there wait for that rank: a hang");
+  // Creating the communicators is connecting, bounded like nccl_communicator's (never under 60 s),
+  // not by the call timeout: a test that wants a hung receive aborted in 0.5 s must not also need
+  // NCCL's initialisation of three communicators done in 0.5 s (on an H200 under load it was not).
+  Deadline deadline = Deadline::after(connect_timeout(timeout));
   int n = int(devices.size());
   // Per rank, its communicators (NcclComms). Each lane is initialised as one group, so that
   // initialising rank 0 does not wait for rank 1 that this thread has not started yet.

@@ -37,7 +37,8 @@ std::unique_ptr<Communicator> nccl_communicator(std::shared_ptr<Store> store, in
                                                 Milliseconds timeout = default_timeout(),
                                                 std::optional<Milliseconds> connect_timeout = std::nullopt);
 // A whole group in this process, rank r on devices[r]; drive each from its own thread. A device may
-// repeat only when nccl_multi_rank_per_gpu().
+// repeat only when nccl_multi_rank_per_gpu() and CUDA loads modules eagerly (core/cuda/module_loading.h).
+// `timeout` bounds each call; creating the communicators is bounded like connecting (timeout.h).
 std::vector<std::unique_ptr<Communicator>> nccl_group(const std::vector<Device>& devices,
                                                       Milliseconds timeout = default_timeout());
 

@@ -7,9 +7,13 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/cuda/module_loading.h"
 #include "core/device.h"
 
 int main(int argc, char** argv) {
+  // As brigade's commands do where ranks share a process (core/cuda/module_loading.h): before any
+  // CUDA call. The test of the lazy mode's refusal runs a child process with LAZY set.
+  brigade::cuda::prefer_eager_module_loading();
   // Listing the cases needs no GPU: coverage is visible anywhere.
   for (int i = 1; i < argc; ++i)
     if (std::string(argv[i]).rfind("--list", 0) == 0) return Catch::Session().run(argc, argv);

@@ -100,8 +100,8 @@ void compare_gelu(const Tensor& got, const Tensor& want, const Tensor& pre, DTyp
   }
 }
 
-// ref.product from the f32 (f64) product: + bias in the wide dtype (exact: small integers), then one
-// rounding to out's dtype.
+// ref.product with its bias: the product already rounded to out's dtype, + bias in the wide dtype
+// (exact: small integers), rounded again by the caller.
 template <class T>
 void add_bias(Tensor& product, const Tensor& bias, int64_t n) {
   T* p = product.data<T>();
@@ -136,13 +136,16 @@ GemmReference gemm_reference(const GemmCall& synthetic) {
   const Tensor exact = empty(c.out.shape(), t, c.out.device());
   run_gemm(GemmCall{exact, c.a, c.b, Tensor(), Tensor(), Activation::none}, ops::MatmulBackend::cublas);
   GemmReference ref;
-  ref.product = host_copy(exact, t);
+  // Rounded where the separate matmul and add ops round (kernels/cuda/epilogue.cuh): the product to
+  // out's dtype, then the sum with the bias once more.
+  const auto round_to_out = [&](const Tensor& x) { return ops::to_dtype(ops::to_dtype(x, c.out.dtype()), t); };
+  ref.product = round_to_out(host_copy(exact, t));
   if (c.bias.defined()) {
     const Tensor bias = host_copy(c.bias, t);
     if (t == DType::f64) add_bias<double>(ref.product, bias, c.out.size(-1));
     else add_bias<float>(ref.product, bias, c.out.size(-1));
+    ref.product = round_to_out(ref.product);
   }
-  ref.product = ops::to_dtype(ops::to_dtype(ref.product, c.out.dtype()), t);  // the one rounding
   if (c.act != Activation::none) ref.out = host_copy(c.out, t);
   return ref;
 }

@@ -261,6 +261,40 @@ TEST_CASE("emulated nccl: a ring of sends and receives, grouped and in order", "
   destroy(members);
 }
 
+TEST_CASE("emulated nccl: a send to self needs its receive in the same group, and the converse",
+          "[emulated_nccl]") {
+  // NCCL's p2p scheduling (enqueue.cc) pairs a rank's sends to itself with its receives from itself
+  // within a group and refuses a leftover with ncclInvalidUsage ("Trying to send to self without a
+  // matching recv"); a GPU would otherwise wait forever.
+  TimeLimit limit(60);
+  std::vector<Member> members = make_members(1);
+  Member& m = members[0];
+  float* x = to_device(std::vector<float>{1, 2, 3, 4});
+  float* y = to_device(std::vector<float>(4, 0.0f));
+  CHECK(ncclSend(x, 4, ncclFloat32, 0, m.comm, m.stream) == ncclInvalidUsage);
+  CHECK_THAT(ncclGetLastError(nullptr), Contains("trying to send to self without a matching recv"));
+  REQUIRE(ncclGroupStart() == ncclSuccess);
+  REQUIRE(ncclRecv(y, 4, ncclFloat32, 0, m.comm, m.stream) == ncclSuccess);
+  CHECK(ncclGroupEnd() == ncclInvalidUsage);
+  CHECK_THAT(ncclGetLastError(nullptr), Contains("trying to recv from self without a matching send"));
+  // Two sends, one receive: one is left over.
+  REQUIRE(ncclGroupStart() == ncclSuccess);
+  REQUIRE(ncclSend(x, 4, ncclFloat32, 0, m.comm, m.stream) == ncclSuccess);
+  REQUIRE(ncclSend(x, 4, ncclFloat32, 0, m.comm, m.stream) == ncclSuccess);
+  REQUIRE(ncclRecv(y, 4, ncclFloat32, 0, m.comm, m.stream) == ncclSuccess);
+  CHECK(ncclGroupEnd() == ncclInvalidUsage);
+  // Paired, it runs.
+  REQUIRE(ncclGroupStart() == ncclSuccess);
+  REQUIRE(ncclSend(x, 4, ncclFloat32, 0, m.comm, m.stream) == ncclSuccess);
+  REQUIRE(ncclRecv(y, 4, ncclFloat32, 0, m.comm, m.stream) == ncclSuccess);
+  REQUIRE(ncclGroupEnd() == ncclSuccess);
+  sync(m);
+  CHECK(to_host(y, 4) == std::vector<float>{1, 2, 3, 4});
+  cudaFree(x);
+  cudaFree(y);
+  destroy(members);
+}
+
 TEST_CASE("emulated nccl: operations are ordered on their stream, both ways", "[emulated_nccl]") {
   TimeLimit limit(60);
   auto members = make_members(2);

@@ -305,9 +305,12 @@ TEST_CASE("cuBLAS, tensor_core and hopper pass the exact check, with and without
   cuda::GemmTunerTestHooks hooks;
   hooks.timer = ranking({MatmulBackend::tensor_core});
   TunerScope scope(hooks);
-  // k = 512: sums up to a few hundred, past bf16's exact integers (256), so the one rounding matters.
-  const Tensor x = random({24, 512}, DType::bf16, 56), w = random({40, 512}, DType::bf16, 57);
-  const Tensor bias = random({40}, DType::bf16, 58);
+  // k = 4096: the synthetic sums (entries in [-2, 2]) spread about ±128, so a few percent of the 64 x 64
+  // pass 256, where bf16 stops holding every integer: where the product and the bias are rounded
+  // matters there (two roundings, kernels/cuda/epilogue.cuh). At k = 512 on 24 x 40 none did, and a
+  // reference with one rounding passed here but refused both GEMMs on an H200 at GPT-2's shapes.
+  const Tensor x = random({64, 4096}, DType::bf16, 56), w = random({64, 4096}, DType::bf16, 57);
+  const Tensor bias = random({64}, DType::bf16, 58);
   ops::matmul(x, w.transpose(0, 1), MatmulBackend::tuned);
   ops::linear(x, w, bias, Activation::none, false, MatmulBackend::tuned);
   ops::linear(x, w, bias, Activation::gelu, false, MatmulBackend::tuned);

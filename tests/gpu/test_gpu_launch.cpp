@@ -70,3 +70,26 @@ TEST_CASE("gpu launch: four processes train over NCCL with every schedule, as th
     }
   }
 }
+
+TEST_CASE("gpu launch: several NCCL ranks in one process need eager module loading; bench pipeline asks for it",
+          "[gpu][launch][nccl]") {
+  // bench pipeline --transport nccl puts two ranks in one process (on two GPUs where there are, else on
+  // one: NCCL >= 2.30.3). Under CUDA's lazy module loading that hung on an H200; brigade refuses it with
+  // the fix, and the command asks for eager loading itself unless the user chose.
+  if (cuda_device_count() < 2 && !comm::nccl_multi_rank_per_gpu()) {
+    WARN(cuda_device_count() << " GPU(s) and NCCL " << comm::nccl_version() << " < 2.30.3: nothing to run");
+    return;
+  }
+  const std::string bench = std::string(BRIGADE_CLI) +
+                            " bench pipeline --transport nccl --quick --stages 2 --microbatches 2 --schedules 1f1b";
+  test::CommandResult lazy = test::run_command("BRIGADE_COMM_TIMEOUT=60 CUDA_MODULE_LOADING=LAZY " + bench);
+  INFO(lazy.output);
+  CHECK(lazy.status != 0);
+  CHECK_THAT(lazy.output, Catch::Contains("need CUDA's eager module loading (CUDA_MODULE_LOADING=EAGER"));
+  // The child would inherit this process's EAGER (tests/gpu_main.cpp): unset it, so the command's own
+  // request is what makes it eager.
+  test::CommandResult eager = test::run_command("env -u CUDA_MODULE_LOADING BRIGADE_COMM_TIMEOUT=60 " + bench);
+  INFO(eager.output);
+  CHECK(eager.status == 0);
+  CHECK_THAT(eager.output, Catch::Contains("1f1b"));
+}

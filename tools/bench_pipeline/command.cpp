@@ -7,10 +7,14 @@
 #include "bench_pipeline/options.h"
 #include "bench_pipeline/report.h"
 #include "core/atomic_file.h"
+#include "core/cuda/module_loading.h"
 
 namespace brigade::bench_pipeline {
 
 int bench_pipeline_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  // --transport nccl puts every rank in this process, on the GPUs in turn: that needs CUDA's eager
+  // module loading (core/cuda/module_loading.h), asked for before anything starts CUDA.
+  cuda::prefer_eager_module_loading();
   ParsedBenchArgs parsed;
   try {
     parsed = parse_bench_args(args);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -100,6 +101,10 @@ std::vector<std::string> environment_for(int local, int restart, const LaunchOpt
   set.push_back({"BRIGADE_RESTART_COUNT", std::to_string(restart)});
   if (!o.timeout.empty()) set.push_back({"BRIGADE_COMM_TIMEOUT", o.timeout});
   if (!o.connect_timeout.empty()) set.push_back({"BRIGADE_CONNECT_TIMEOUT", o.connect_timeout});
+  // Ranks exchange over NCCL, whose kernels wait on the GPU for their peers; under CUDA's lazy module
+  // loading a rank's first launch of a kernel may wait for its GPU to go idle, and so for a peer
+  // (core/cuda/module_loading.h). Eager unless the user chose.
+  if (std::getenv("CUDA_MODULE_LOADING") == nullptr) set.push_back({"CUDA_MODULE_LOADING", "EAGER"});
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string entry = *e, name = entry.substr(0, entry.find('='));

@@ -2,8 +2,9 @@
 // libcuda (brigade's rule: binaries start on machines without a driver). The runtime's documentation
 // (cuda_runtime_api.h): cudaSuccess with the function for a symbol it has, cudaSuccess with a null
 // pointer and cudaDriverEntryPointSymbolNotFound for one it does not, cudaErrorInvalidValue for a
-// version newer than the driver's. The emulator's driver has one function: cuTensorMapEncodeTiled
-// (core/cuda/emulator/tensor_maps.cpp), available from CUDA 12.0.
+// version newer than the driver's. The emulator's driver has two functions: cuTensorMapEncodeTiled
+// (core/cuda/emulator/tensor_maps.cpp), from CUDA 12.0, and cuModuleGetLoadingMode (module_loading.cpp),
+// from CUDA 11.7.
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
@@ -15,6 +16,7 @@ CUresult CUDAAPI encode_tensor_map_tiled(CUtensorMap* map, CUtensorMapDataType t
                                          const cuuint32_t* element_strides, CUtensorMapInterleave interleave,
                                          CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2,
                                          CUtensorMapFloatOOBfill fill);
+CUresult CUDAAPI module_loading_mode(CUmoduleLoadingMode* mode);  // module_loading.cpp
 }  // namespace brigade::emu
 
 namespace {
@@ -26,9 +28,19 @@ cudaError_t look_up(const char* symbol, void** function, unsigned version, cudaD
   if (version > kDriverVersion) return cudaErrorInvalidValue;
   *function = nullptr;
   cudaDriverEntryPointQueryResult result = cudaDriverEntryPointSymbolNotFound;
-  if (std::strcmp(symbol, "cuTensorMapEncodeTiled") == 0) {
-    if (version >= 12000) {
-      *function = reinterpret_cast<void*>(&brigade::emu::encode_tensor_map_tiled);
+  // Each function from the CUDA version that brought it in.
+  const struct {
+    const char* name;
+    unsigned since;
+    void* function;
+  } functions[] = {
+      {"cuTensorMapEncodeTiled", 12000, reinterpret_cast<void*>(&brigade::emu::encode_tensor_map_tiled)},
+      {"cuModuleGetLoadingMode", 11070, reinterpret_cast<void*>(&brigade::emu::module_loading_mode)},
+  };
+  for (const auto& f : functions) {
+    if (std::strcmp(symbol, f.name) != 0) continue;
+    if (version >= f.since) {
+      *function = f.function;
       result = cudaDriverEntryPointSuccess;
     } else {
       result = cudaDriverEntryPointVersionNotSufficent;

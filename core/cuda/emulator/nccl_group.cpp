@@ -22,6 +22,11 @@
 //
 // Not modelled: ncclGroupSimulateEnd, and the ordering NCCL adds between different streams of one
 // group (each stream's task here runs on its own stream only).
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "core/cuda/emulator/nccl_internal.h"
 #include "core/cuda/emulator/runtime.h"
 
@@ -204,6 +209,33 @@ std::string check(const Rank& rank, cudaStream_t stream, const CallArgs& args, n
   return "";
 }
 
+// NCCL pairs a rank's sends to itself with its receives from itself, in order, within one group
+// (enqueue.cc, the p2p scheduling: "Trying to send to self without a matching recv", and the
+// converse), and refuses the group with ncclInvalidUsage when one is left over; the group's cleanup
+// (group.cc, groupCleanup) also makes that the asynchronous error of every non-blocking communicator
+// of the group. Returns the error's text, "" when every self-send of every rank has its receive.
+std::string refuse_unmatched_self_transfers(const std::vector<Pending>& calls) {
+  std::vector<std::pair<std::shared_ptr<Rank>, int>> balance;  // sends minus receives, per rank
+  for (const Pending& call : calls) {
+    if (!is_p2p(call.args.kind) || call.args.peer != call.rank->rank) continue;
+    auto it = std::find_if(balance.begin(), balance.end(), [&](const auto& b) { return b.first == call.rank; });
+    if (it == balance.end()) it = balance.insert(balance.end(), {call.rank, 0});
+    it->second += call.args.kind == Kind::send ? 1 : -1;
+  }
+  for (const auto& [rank, sends] : balance) {
+    if (sends == 0) continue;
+    const std::string text = "ncclGroupEnd on " + rank->name() +
+                             (sends > 0 ? ": trying to send to self without a matching recv"
+                                        : ": trying to recv from self without a matching send");
+    for (const Pending& call : calls) {  // every non-blocking communicator of the group
+      std::lock_guard<std::mutex> lock(call.rank->world->mutex);
+      if (!call.rank->blocking) set_async_error(*call.rank, ncclInvalidUsage, text);
+    }
+    return text;
+  }
+  return "";
+}
+
 }  // namespace
 
 bool in_group() { return group.depth > 0; }
@@ -227,7 +259,10 @@ ncclResult_t submit(ncclComm_t comm, cudaStream_t stream, const CallArgs& args) 
     group.calls.push_back({rank, stream, args});
     return ncclSuccess;
   }
-  return settle({}, issue({{rank, stream, args}}));  // a lone call is a group of its own
+  const std::vector<Pending> lone = {{rank, stream, args}};  // a lone call is a group of its own
+  if (const std::string unmatched = refuse_unmatched_self_transfers(lone); !unmatched.empty())
+    return fail(ncclInvalidUsage, unmatched);
+  return settle({}, issue(lone));
 }
 
 }  // namespace brigade::emu::nccl
@@ -254,6 +289,10 @@ ncclResult_t ncclGroupEnd() {
     return mine.failed;
   }
   for (const std::shared_ptr<Rank>& rank : mine.inits) launch_job(rank, [rank] { initialise(rank); });
+  if (const std::string unmatched = refuse_unmatched_self_transfers(mine.calls); !unmatched.empty()) {
+    settle(mine.inits, Setups{});  // the group's inits still run, as NCCL's do
+    return fail(ncclInvalidUsage, unmatched);
+  }
   const Setups setups = issue(mine.calls);
   return settle(mine.inits, setups);
 }

@@ -36,6 +36,10 @@ struct Access {
 cudaError_t enqueue(cudaStream_t stream, std::string what, std::vector<Access> accesses,
                     std::function<std::string()> work);
 
+// Lazy module loading (module_loading.cpp): where CUDA_MODULE_LOADING is not EAGER, the first launch
+// of `kernel` on the device of `stream` waits on the host until that device's streams are idle.
+void load_on_first_launch(const char* kernel, cudaStream_t stream);
+
 // The calling thread's current device (cudaSetDevice), and the device a stream belongs to (the
 // current device for the legacy default stream, nullptr).
 int current_device();

@@ -713,6 +713,7 @@ std::string run_grid(const char* kernel, dim3 grid, dim3 block, size_t shared_by
 
 void launch_grid(const char* kernel, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
                  std::vector<Access> pointers, std::function<void()> body) {
+  load_on_first_launch(kernel, stream);
   enqueue(stream, describe_launch(kernel, grid, block, shared_bytes), std::move(pointers),
           [kernel, grid, block, shared_bytes, body = std::move(body)] {
             return run_grid(kernel, grid, block, shared_bytes, body);
