@@ -138,8 +138,8 @@ const std::vector<Flag>& flags() {
                 "and --chunks",
                 &TrainOptions::schedule_file),
       {"--microbatches", "M",
-       "micro-batches per step (must divide --batch). With --stages 0 the step accumulates their gradients: a "
-       "pipeline's numbers exactly, with one micro-batch's activations in memory",
+       "micro-batches per step (must divide --batch). With --stages 0 the step adds up their gradients as a "
+       "pipeline does (less memory: one micro-batch's activations at a time)",
        [](TrainOptions& o, const std::string& v) { o.microbatches = parse_int("--microbatches", v, 1); },
        [](const TrainOptions& o) {
          return std::to_string(o.microbatches) + "; with --stages 0, 1: the whole batch at once";
