@@ -17,7 +17,7 @@ using namespace brigade::train;
 namespace {
 
 // The tied embedding: its gradient is the sum of the embedding's and the head's, which a pipeline
-// adds in another order (docs/pipeline.md, "One device as the reference").
+// adds in another order (docs/pipeline.md, "Tied weights": "Not bitwise the one-device sum").
 // Its weight and AdamW's two moments; its step count is exact like any other.
 bool tied(const std::string& name) {
   return name == "embed.wte.weight" || name == "exp_avg.embed.wte.weight" || name == "exp_avg_sq.embed.wte.weight";
