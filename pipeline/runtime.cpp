@@ -247,7 +247,7 @@ StepStats Pipeline::forward_backward(const std::vector<Tensor>& inputs, const st
     if (overlap) executor_->on_weights_final([this](int c) { buckets_->start_chunk(*groups_.replicas, c); });
     std::vector<double> losses;
     try {
-      losses = executor_->run(inputs, targets, 1.0 / M, options_.trace ? &mine : nullptr);
+      losses = executor_->run(inputs, targets, microbatch_loss_scale(M), options_.trace ? &mine : nullptr);
     } catch (...) {
       executor_->on_weights_final(nullptr);
       throw;
@@ -263,8 +263,7 @@ StepStats Pipeline::forward_backward(const std::vector<Tensor>& inputs, const st
     Tensor all = doubles_on(comm, losses);
     comm.broadcast(all, layout.rank_of(layout.stages() - 1));
     stats.microbatch_losses = doubles_of(all);
-    for (double l : stats.microbatch_losses) stats.loss += l;
-    stats.loss /= M;
+    stats.loss = step_loss(stats.microbatch_losses);
 
     sum_tied_gradients();
     if (buckets_) {
@@ -391,6 +390,18 @@ std::vector<Tensor> split_microbatches(const Tensor& batch, int microbatches) {
   std::vector<Tensor> out;
   for (int m = 0; m < microbatches; ++m) out.push_back(batch.narrow(0, m * b, b));
   return out;
+}
+
+double microbatch_loss_scale(int microbatches) {
+  BRIGADE_CHECK(microbatches >= 1, "microbatch_loss_scale: needs at least one micro-batch, got M=", microbatches);
+  return 1.0 / microbatches;
+}
+
+double step_loss(const std::vector<double>& microbatch_losses) {
+  BRIGADE_CHECK(!microbatch_losses.empty(), "step_loss: no micro-batch losses");
+  double sum = 0;
+  for (double l : microbatch_losses) sum += l;  // in micro-batch order: the sum's rounding is part of the result
+  return sum / double(microbatch_losses.size());
 }
 
 }  // namespace brigade::pipeline

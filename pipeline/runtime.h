@@ -125,4 +125,11 @@ class Pipeline {
 // naming B and M when B is not a multiple of M.
 std::vector<Tensor> split_microbatches(const Tensor& batch, int microbatches);
 
+// How a step weighs its M micro-batches: each one's backward is seeded with microbatch_loss_scale(M)
+// (1/M), so the gradients summed over the micro-batches are those of the batch's mean loss, and the
+// step's loss is step_loss(the micro-batches' losses, in order). One-device gradient accumulation
+// (`brigade train --stages 0 --microbatches M`) uses both too, to compute a pipeline's numbers exactly.
+double microbatch_loss_scale(int microbatches);
+double step_loss(const std::vector<double>& microbatch_losses);
+
 }  // namespace brigade::pipeline

@@ -44,6 +44,7 @@ TrainOptions tiny_options() {
   o.embd = 32;
   o.digits = 4;
   o.batch = 32;
+  o.microbatches = 1;  // one device: the whole batch at once, as `--stages 0` without --microbatches
   o.steps = 40;
   o.warmup = 5;
   o.lr = 3e-3;

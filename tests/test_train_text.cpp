@@ -77,6 +77,7 @@ TrainOptions tiny_text_options(const std::string& dir) {
   o.log_every = 10;
   o.eval_examples = 16;
   o.stages = 0;
+  o.microbatches = 1;  // one device: the whole batch at once, as `--stages 0` without --microbatches
   o.device = "cpu";
   o.trace = o.svg = "none";
   return o;

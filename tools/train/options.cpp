@@ -137,7 +137,13 @@ const std::vector<Flag>& flags() {
                 "run this schedule (PyTorch's CSV format) instead of --schedule; it gives --stages, --microbatches "
                 "and --chunks",
                 &TrainOptions::schedule_file),
-      int_flag("--microbatches", "micro-batches per step (must divide --batch)", &TrainOptions::microbatches, 1),
+      {"--microbatches", "M",
+       "micro-batches per step (must divide --batch). With --stages 0 the step adds up their gradients as a "
+       "pipeline does (less memory: one micro-batch's activations at a time)",
+       [](TrainOptions& o, const std::string& v) { o.microbatches = parse_int("--microbatches", v, 1); },
+       [](const TrainOptions& o) {
+         return std::to_string(o.microbatches) + "; with --stages 0, 1: the whole batch at once";
+       }},
       {"--chunks", "N", "model chunks per rank (interleaved: 2 or more; zb-v, dualpipev: 2)",
        [](TrainOptions& o, const std::string& v) { o.chunks = parse_int("--chunks", v, 1, 64); },
        [](const TrainOptions&) { return std::string("2 for interleaved, zb-v and dualpipev, else 1"); }},
@@ -211,6 +217,10 @@ void check_combination(const TrainOptions& o) {
     bad("--memory-budget", "is for splitting a pipeline's stages: add --stages P (one device holds everything)");
   if (o.memory_budget > 0 && o.partition != "balanced" && o.partition != "auto")
     bad("--memory-budget", "only --partition balanced weighs memory (got --partition " + o.partition + ")");
+  if (o.stages == 0 && o.batch % o.microbatches != 0)
+    bad("--microbatches", "a batch of " + std::to_string(o.batch) + " sequences does not split into " +
+                              std::to_string(o.microbatches) + " equal micro-batches; make --batch a multiple of "
+                              "--microbatches");
   if (o.stages > 0) {
     const int64_t per_replica = o.batch / o.replicas;
     if (o.batch % o.replicas != 0 || per_replica % o.microbatches != 0)
@@ -263,6 +273,9 @@ ParsedTrainArgs parse_train_args(const std::vector<std::string>& args) {
   }
   cli::parse_flags(args, flags(), out.options, out.help);
   if (!out.options.schedule_file.empty()) take_schedule_file(args, out.options);
+  // One device runs the whole batch at once unless micro-batches are asked for: the old `--stages 0`
+  // behaviour, and the fastest when the batch fits (one large GEMM beats M small ones).
+  if (out.options.stages == 0 && !cli::flag_given(args, "--microbatches")) out.options.microbatches = 1;
   check_combination(out.options);
   return out;
 }

@@ -54,6 +54,9 @@ struct TrainOptions {
   // A schedule file in PyTorch's CSV format (pipeline/schedule_csv.h) instead of `schedule`; parsing
   // reads it and sets stages, microbatches and chunks from it.
   std::string schedule_file;
+  // Micro-batches per step, in a pipeline and on one device alike (a Trainer without pipeline groups
+  // accumulates their gradients as a pipeline does). The command line's --stages 0 sets 1 (the whole
+  // batch at once) unless --microbatches is given.
   int64_t microbatches = 8;
   int64_t chunks = 0;    // per rank; 0: the schedule's own (2 for interleaved and zb-v, else 1)
   int64_t replicas = 1;  // data-parallel copies of the pipeline (threads; launched: from the world size)

@@ -22,6 +22,7 @@
 #include "comm/comm.h"
 #include "comm/launch_env.h"
 #include "core/stream.h"
+#include "kernels/ops.h"
 #include "pipeline/trace.h"
 #include "text_task.h"
 
@@ -296,11 +297,23 @@ double Trainer::train_step() {
     std::vector<Tensor> targets = pipeline::split_microbatches(batch.targets.to(device), int(options_.microbatches));
     value = pipe_->forward_backward(inputs, targets).loss;
   } else {
+    // Gradient accumulation, as a pipeline computes it (pipeline/runtime.h): the same split, each
+    // micro-batch's backward seeded with the same scale and run in micro-batch order, so every
+    // gradient sum is rounded as the pipeline rounds it. One micro-batch's activations live at a
+    // time. M = 1 is the whole batch at once (a seed of 1, the loss itself).
+    const int M = int(options_.microbatches);
     Batch batch = task_->train_batch(position_, B);
-    Tape tape;
-    Tensor loss = tape.record([&] { return model_->loss(batch.inputs.to(device), batch.targets.to(device)); });
-    tape.backward(loss);
-    value = loss.item();
+    const std::vector<Tensor> inputs = pipeline::split_microbatches(batch.inputs.to(device), M);
+    const std::vector<Tensor> targets = pipeline::split_microbatches(batch.targets.to(device), M);
+    const double scale = pipeline::microbatch_loss_scale(M);
+    std::vector<Tensor> losses;  // read once, at the end: a read per micro-batch would stall a GPU's queue
+    for (int m = 0; m < M; ++m) {
+      Tape tape;
+      Tensor loss = tape.record([&] { return model_->loss(inputs[size_t(m)], targets[size_t(m)]); });
+      tape.backward({loss}, {full(loss.shape(), scale, loss.dtype(), loss.device())});
+      losses.push_back(loss.detach().reshape({1}));
+    }
+    value = pipeline::step_loss(ops::concat(losses, 0).to_vector());
   }
   if (options_.clip > 0) {
     const double norm = pipe_ ? pipe_->clip_grad_norm(options_.clip)
