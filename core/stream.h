@@ -15,6 +15,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "core/device.h"
 
@@ -104,6 +105,13 @@ CudaMemoryStats cuda_memory_stats(Device device);
 void reset_peak_memory(Device device);
 // Returns every cached (unused) block of every device to the driver.
 void cuda_empty_cache();
+// Caps what this process reserves on `device` (bytes, or a fraction of the device's memory; none()
+// lifts it): a request past it first empties the cache, then throws the out-of-memory Error. Every
+// thread of the process shares the limit. Without a call, BRIGADE_CUDA_MEMORY_LIMIT (read at the
+// first GPU allocation) sets it for every device. `source` names it in errors ("--memory-limit").
+struct MemoryLimit;
+void set_cuda_memory_limit(Device device, const MemoryLimit& limit, const std::string& source = "set_cuda_memory_limit");
+size_t cuda_memory_limit(Device device);  // in bytes; 0: none
 
 class Tensor;
 // Tells the caching allocator that `t`'s memory is also used by work queued on `stream` (another

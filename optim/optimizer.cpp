@@ -89,6 +89,13 @@ void Optimizer::zero_grad() {
   for (Slot& slot : slots_) slot.param.zero_grad();
 }
 
+size_t Optimizer::state_bytes() const {
+  size_t bytes = 0;
+  for (const Slot& slot : slots_)
+    for (const auto& [name, buffer] : slot.buffers) bytes += buffer.storage().nbytes();
+  return bytes;
+}
+
 std::vector<Tensor> Optimizer::parameters() const {
   std::vector<Tensor> out;
   for (const Slot& slot : slots_) out.push_back(slot.param);

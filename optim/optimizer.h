@@ -51,6 +51,8 @@ class Optimizer {
 
   std::vector<Tensor> parameters() const;
   std::vector<NamedTensor> named_parameters() const;
+  // Bytes of the per-parameter buffers held now (none before the first update): for memory reports.
+  size_t state_bytes() const;
 
   // The optimizer's whole state as tensors, ready for a safetensors file:
   //   "step" (i64 scalar: steps_taken), "lr" (f64 scalar),

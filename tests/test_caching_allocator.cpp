@@ -13,6 +13,8 @@
 
 #include "brigade.h"
 #include "core/cuda/caching_allocator.h"
+#include "core/memory_context.h"
+#include "core/memory_limit.h"
 #include "core/stream.h"
 
 using namespace brigade;
@@ -477,4 +479,79 @@ TEST_CASE("without a GPU, CUDA entry points throw clear errors and the CPU keeps
 
   // ...and the CPU path never noticed.
   REQUIRE((x * 2).to_vector() == std::vector<double>{2, 4, 6});
+}
+
+TEST_CASE("caching allocator: a memory limit counts reserved bytes, and empties the cache before failing",
+          "[allocator][limit]") {
+  FakeBackend backend(64 * MiB);
+  CachingAllocator cache(backend);
+  cache.set_memory_limit(0, MemoryLimit{10 * MiB, 0});
+  REQUIRE(cache.memory_limit(0) == 10 * MiB);
+  void* a = cache.allocate(0, kStreamA, 4 * MiB);
+  void* b = cache.allocate(0, kStreamB, 4 * MiB);  // 8 MiB reserved: under the limit
+
+  SECTION("past it: the Error has the numbers, and the backend, with room to spare, is not asked") {
+    REQUIRE_THROWS_WITH(cache.allocate(0, kStreamA, 3 * MiB),
+                        "out of memory on cuda:0: tried to allocate 3.00 MiB; 8.00 MiB allocated by tensors, "
+                        "8.00 MiB reserved, 56.00 MiB free of 64.00 MiB; that would pass this process's limit of "
+                        "10.00 MiB (set_memory_limit)");
+    REQUIRE(backend.allocs == 2);
+    REQUIRE(backend.failures == 0);
+    REQUIRE(cache.stats(0).reserved == 8 * MiB);
+  }
+  SECTION("cached blocks count, and are given back when a request would pass the limit") {
+    cache.free(b);  // cached on stream B: still reserved
+    REQUIRE(cache.stats(0).reserved == 8 * MiB);
+    // 6 MiB on stream A cannot reuse B's block; 8 + 6 > 10, but 4 + 6 fits once the cache is gone.
+    void* c = cache.allocate(0, kStreamA, 6 * MiB);
+    REQUIRE(backend.frees == 1);
+    REQUIRE(cache.stats(0).reserved == 10 * MiB);
+    REQUIRE(cache.stats(0).allocated == 10 * MiB);
+    cache.free(c);
+    b = nullptr;
+  }
+  SECTION("the thread's memory context is appended, read without the allocator's lock") {
+    // The context reads the allocator's statistics, as the trainer's does: under the lock it would deadlock.
+    const MemoryContextScope context([&] { return "rank 2: in use " + cuda::format_bytes(cache.stats(0).allocated); });
+    REQUIRE_THROWS_WITH(cache.allocate(0, kStreamA, 3 * MiB), Catch::EndsWith("(set_memory_limit)\nrank 2: in use 8.00 MiB"));
+  }
+  SECTION("none() lifts it") {
+    cache.set_memory_limit(0, MemoryLimit{});
+    REQUIRE(cache.memory_limit(0) == 0);
+    cache.free(cache.allocate(0, kStreamA, 20 * MiB));
+  }
+  cache.free(a);
+  cache.free(b);
+}
+
+TEST_CASE("caching allocator: a fraction of the device, and the default for devices without their own",
+          "[allocator][limit]") {
+  FakeBackend backend(64 * MiB);
+  CachingAllocator cache(backend);
+  cache.set_default_memory_limit(MemoryLimit{0, 0.125}, "BRIGADE_CUDA_MEMORY_LIMIT");
+  cache.set_memory_limit(0, MemoryLimit{0, 0.25});
+  REQUIRE(cache.memory_limit(0) == 16 * MiB);  // its own: 0.25 of 64 MiB
+  REQUIRE(cache.memory_limit(1) == 8 * MiB);   // the default's 0.125
+  REQUIRE_THROWS_WITH(cache.allocate(1, kStreamA, 9 * MiB),
+                      Catch::EndsWith("limit of 8.00 MiB (BRIGADE_CUDA_MEMORY_LIMIT)"));
+  cache.free(cache.allocate(0, kStreamA, 9 * MiB));
+}
+
+TEST_CASE("memory limits: sizes, fractions, and bad values named", "[allocator][limit]") {
+  auto bytes = [](const char* text) { return parse_memory_limit("X", text).bytes; };
+  auto fraction = [](const char* text) { return parse_memory_limit("X", text).fraction; };
+  REQUIRE(bytes("12GiB") == 12 * GiB);
+  REQUIRE(bytes("512MiB") == 512 * MiB);
+  REQUIRE(bytes("1.5GB") == size_t(1500000000));
+  REQUIRE(bytes("4096") == 4096);
+  REQUIRE(fraction("0.25") == 0.25);
+  REQUIRE(fraction("1") == 1.0);
+  REQUIRE(parse_memory_limit("X", "0.25").str() == "0.25 of the device");
+  REQUIRE(parse_memory_limit("X", "512MiB").str() == "512.00 MiB");
+  for (const char* bad : {"", "lots", "0", "-0.5", "1.5", "12 GiB", "0.5GiB0", "nan", "inf", "0B"})
+    REQUIRE_THROWS_WITH(parse_memory_limit(kCudaMemoryLimitVariable, bad),
+                        std::string("BRIGADE_CUDA_MEMORY_LIMIT: expected a size such as 512MiB, 12GiB or 1.5GB, or a "
+                                    "fraction of the device in (0, 1] such as 0.25; got '") + bad + "'");
+  // A fraction needs the device's size.
+  REQUIRE_THROWS_WITH(MemoryLimit({0, 0.5}).resolve(0, "X"), Catch::Contains("X: a limit of 0.5 of the device"));
 }

@@ -190,6 +190,26 @@ TEST_CASE("train options: flags parse in both spellings and defaults hold", "[tr
   REQUIRE(parse_train_args({"--steps", "3", "-h"}).help);
 }
 
+TEST_CASE("train options: --memory-limit is a size or a fraction of the GPU, and refused on the CPU", "[train]") {
+  REQUIRE(parse_train_args({}).options.memory_limit.none());
+  REQUIRE(parse_train_args({"--device", "cuda", "--memory-limit", "2GiB"}).options.memory_limit.bytes ==
+          2 * (size_t(1) << 30));
+  REQUIRE(parse_train_args({"--device", "cuda", "--memory-limit=512MiB"}).options.memory_limit.bytes == size_t(512) << 20);
+  const MemoryLimit quarter = parse_train_args({"--device", "cuda", "--memory-limit", "0.25"}).options.memory_limit;
+  REQUIRE(quarter.fraction == 0.25);
+  REQUIRE(quarter.bytes == 0);
+  REQUIRE(parse_train_args({"--device", "cpu", "--memory-limit", "none"}).options.memory_limit.none());
+  REQUIRE(error_of({"--device", "cuda", "--memory-limit", "lots"}) ==
+          "--memory-limit: expected a size such as 512MiB, 12GiB or 1.5GB, or a fraction of the device in (0, 1] such "
+          "as 0.25; got 'lots'");
+  REQUIRE(error_of({"--device", "cuda", "--memory-limit", "1.5"}) ==
+          "--memory-limit: expected a size such as 512MiB, 12GiB or 1.5GB, or a fraction of the device in (0, 1] such "
+          "as 0.25; got '1.5'");
+  REQUIRE(error_of({"--device", "cpu", "--memory-limit", "1GiB"}) ==
+          "--memory-limit: limits GPU memory, and this run is on the CPU (--device cpu); for the split of a CPU "
+          "pipeline use --memory-budget");
+}
+
 TEST_CASE("train options: bad command lines are refused with the flag and the reason", "[train]") {
   REQUIRE(error_of({"--stpes", "10"}) == "unknown flag '--stpes'");
   REQUIRE(error_of({"--steps"}) == "--steps: missing value (N)");

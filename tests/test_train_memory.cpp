@@ -5,6 +5,9 @@
 #include <sstream>
 #include <string>
 
+#include "core/format.h"
+#include "core/memory_context.h"
+#include "train/device_memory.h"  // tools/train/
 #include "train/options.h"
 #include "train/trainer.h"
 
@@ -13,13 +16,16 @@ using namespace brigade::train;
 
 namespace {
 
-// The "measured/predicted" ratio of each rank line, in rank order.
-std::vector<double> ratios(const std::string& text) {
+// Each rank line's "measured/predicted" ratio, and the parameters it trains ("12,704 parameters
+// (49.6 KiB)"), in rank order.
+std::vector<double> ratios(const std::string& text, std::vector<std::string>* parameters = nullptr) {
   std::vector<double> out;
-  const std::regex line(R"(  rank (\d+): predicted [^\n]*, measured [^\n]*, measured/predicted ([0-9.]+)\n)");
+  const std::regex line(
+      R"(  rank (\d+): predicted [^\n]*, measured [^\n]*, measured/predicted ([0-9.]+); ([0-9,]+ parameters \([^)]*\))\n)");
   for (auto it = std::sregex_iterator(text.begin(), text.end(), line); it != std::sregex_iterator(); ++it) {
     REQUIRE(std::stoi((*it)[1]) == int(out.size()));
     out.push_back(std::stod((*it)[2]));
+    if (parameters) parameters->push_back((*it)[3]);
   }
   return out;
 }
@@ -46,9 +52,14 @@ TEST_CASE("train: each rank's measured peak memory is within 10% of the predicti
       run_training(o, out);
       INFO(schedule << (recompute ? " with recomputation" : "") << "\n" << out.str());
       REQUIRE_THAT(out.str(), Catch::Contains("memory (last step, host)"));
-      const std::vector<double> r = ratios(out.str());
+      std::vector<std::string> parameters;
+      const std::vector<double> r = ratios(out.str(), &parameters);
       REQUIRE(r.size() == 4);
       for (double ratio : r) CHECK((ratio >= 0.9 && ratio <= 1.1));
+      // Ranks 1 and 2 train one transformer block each: 12 e² + 13 e parameters of 4 bytes (e = 32:
+      // two layer norms, the attention's qkv and projection, the MLP's two layers, with biases).
+      CHECK(parameters[1] == "12,704 parameters (49.6 KiB)");
+      CHECK(parameters[2] == "12,704 parameters (49.6 KiB)");
     }
   }
 }
@@ -88,4 +99,30 @@ TEST_CASE("train: --memory-budget bounds what each rank holds, and too little sa
     ++ranks;
   }
   REQUIRE(ranks == 4);
+}
+
+TEST_CASE("train: the out-of-memory context counts what the rank holds from its tensors", "[train][memory]") {
+  TrainOptions o;
+  o.layers = 2;
+  o.heads = 2;
+  o.embd = 32;
+  o.digits = 4;
+  o.batch = 8;
+  o.device = "cpu";
+  o.stages = 0;
+  Trainer trainer(o);
+  const MemoryContextScope registered = register_memory_context(trainer, nullptr);
+  // The model's own count, f32: 4 bytes each; AdamW keeps two f32 moments per parameter.
+  const int64_t n = trainer.model().parameter_count();
+  const std::string weights = format_bytes(double(4 * n));
+  const std::string advice =
+      ".\nTo fit, try: more pipeline stages (--stages), --recompute, fewer micro-batches in flight (--schedule 1f1b "
+      "rather than gpipe), a smaller --batch, or a higher --memory-limit.";
+  REQUIRE(memory_context() == "this process (the whole model on cpu): parameters " + weights + " (" + with_commas(n) +
+                                  "), gradients 0 B, optimizer state 0 B" + advice);
+  // After a step: the moments exist; the gradients were dropped with the update (a failure inside
+  // the backward would count them).
+  trainer.train_step();
+  REQUIRE(memory_context() == "this process (the whole model on cpu): parameters " + weights + " (" + with_commas(n) +
+                                  "), gradients 0 B, optimizer state " + format_bytes(double(8 * n)) + advice);
 }

@@ -3,10 +3,12 @@
 
 #include <algorithm>
 #include <limits>
+#include <sstream>
 
 #include "core/device.h"
 #include "core/error.h"
 #include "core/format.h"
+#include "core/memory_context.h"
 
 namespace brigade::cuda {
 
@@ -35,9 +37,22 @@ CachingAllocator::~CachingAllocator() {
 
 void* CachingAllocator::allocate(int device, StreamKey stream, size_t bytes) {
   BRIGADE_CHECK(device >= 0, "caching allocator: invalid device index ", device);
+  std::string failure;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (void* ptr = allocate_locked(device, stream, bytes, failure)) return ptr;
+  }
+  // Outside the lock: the context may ask for the allocator's statistics.
+  const std::string context = memory_context();
+  fail(failure, context.empty() ? std::string() : "\n" + context);
+}
+
+void* CachingAllocator::allocate_locked(int device, StreamKey stream, size_t bytes, std::string& failure) {
   const size_t size = round_size(bytes);
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (size == 0) fail_out_of_memory_locked(device, bytes);
+  if (size == 0) {
+    failure = out_of_memory_locked(device, bytes, false);
+    return nullptr;
+  }
   if (!pending_.empty()) collect_pending_locked(device, /*wait=*/false);
 
   void* ptr = nullptr;
@@ -50,15 +65,18 @@ void* CachingAllocator::allocate(int device, StreamKey stream, size_t bytes) {
     ptr = fit->second;
     pool.erase(fit);
   } else {
-    ptr = backend_.raw_alloc(device, size);
+    if (!over_limit_locked(device, size)) ptr = backend_.raw_alloc(device, size);
     if (ptr == nullptr) {
-      // The device is full, but part of it may be our own cache (blocks of other sizes or streams,
-      // or blocks still waiting for another stream: wait for those).
+      // The device (or this process's share of it) is full, but part of it may be our own cache
+      // (blocks of other sizes or streams, or blocks still waiting for another stream: wait for those).
       collect_pending_locked(device, /*wait=*/true);
       release_cached_locked(device);
-      ptr = backend_.raw_alloc(device, size);
+      if (!over_limit_locked(device, size)) ptr = backend_.raw_alloc(device, size);
     }
-    if (ptr == nullptr) fail_out_of_memory_locked(device, bytes);
+    if (ptr == nullptr) {
+      failure = out_of_memory_locked(device, bytes, over_limit_locked(device, size));
+      return nullptr;
+    }
     CudaMemoryStats& s = stats_locked(device);
     s.reserved += size;
     s.cuda_mallocs += 1;
@@ -68,6 +86,37 @@ void* CachingAllocator::allocate(int device, StreamKey stream, size_t bytes) {
   s.allocated += block_size;
   s.peak_allocated = std::max(s.peak_allocated, s.allocated);
   return ptr;
+}
+
+bool CachingAllocator::over_limit_locked(int device, size_t size) {
+  auto it = limits_.find(device);
+  if (it == limits_.end()) {
+    // The default's first use on this device: resolve it once (a fraction needs the device's total).
+    it = limits_.emplace(device, Limit{default_limit_.resolve(backend_.memory_info(device).second,
+                                                              default_limit_source_),
+                                       default_limit_source_})
+             .first;
+  }
+  return it->second.bytes > 0 && stats_locked(device).reserved + size > it->second.bytes;
+}
+
+void CachingAllocator::set_memory_limit(int device, MemoryLimit limit, const std::string& source) {
+  BRIGADE_CHECK(device >= 0, "caching allocator: invalid device index ", device);
+  const size_t total = limit.fraction > 0 ? backend_.memory_info(device).second : 0;  // not under the lock
+  std::lock_guard<std::mutex> lock(mutex_);
+  limits_[device] = Limit{limit.resolve(total, source), source};
+}
+
+void CachingAllocator::set_default_memory_limit(MemoryLimit limit, const std::string& source) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  default_limit_ = limit;
+  default_limit_source_ = source;
+}
+
+size_t CachingAllocator::memory_limit(int device) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  over_limit_locked(device, 0);  // resolves the default
+  return limits_.at(device).bytes;
 }
 
 void CachingAllocator::free(void* ptr) noexcept {
@@ -183,18 +232,27 @@ CudaMemoryStats& CachingAllocator::stats_locked(int device) {
   return stats_[size_t(device)];
 }
 
-void CachingAllocator::fail_out_of_memory_locked(int device, size_t bytes) {
+std::string CachingAllocator::out_of_memory_locked(int device, size_t bytes, bool over_limit) {
   const CudaMemoryStats& s = stats_locked(device);
   auto [free_bytes, total_bytes] = backend_.memory_info(device);
   size_t in_graphs = 0;
   for (const auto& [key, pool] : cached_)
     if (std::get<0>(key) == device && std::get<2>(key) != 0)
       for (const auto& [size, ptr] : pool) in_graphs += size;
-  fail("out of memory on ", Device::cuda(device).str(), ": tried to allocate ", format_bytes(bytes), "; ",
-       format_bytes(s.allocated), " allocated by tensors, ", format_bytes(s.reserved), " reserved",
-       in_graphs == 0 ? std::string() : " (" + format_bytes(in_graphs) + " of it cached for CUDA graphs)", ", ",
-       format_bytes(free_bytes), " free of ",
-       format_bytes(total_bytes), capturing_on_locked(device) ? "; a CUDA graph is being captured on this device, so cached blocks could not be given back" : "");
+  const auto limit = limits_.find(device);
+  std::string limit_text;
+  if (limit != limits_.end() && limit->second.bytes > 0)
+    limit_text = (over_limit ? "; that would pass this process's limit of " : "; this process's limit is ") +
+                 format_bytes(limit->second.bytes) + " (" + limit->second.source + ")";
+  std::ostringstream os;
+  os << "out of memory on " << Device::cuda(device).str() << ": tried to allocate " << format_bytes(bytes) << "; "
+     << format_bytes(s.allocated) << " allocated by tensors, " << format_bytes(s.reserved) << " reserved"
+     << (in_graphs == 0 ? std::string() : " (" + format_bytes(in_graphs) + " of it cached for CUDA graphs)") << ", "
+     << format_bytes(free_bytes) << " free of " << format_bytes(total_bytes) << limit_text
+     << (capturing_on_locked(device)
+             ? "; a CUDA graph is being captured on this device, so cached blocks could not be given back"
+             : "");
+  return os.str();
 }
 
 bool CachingAllocator::capturing_on_locked(int device) const {

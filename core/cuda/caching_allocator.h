@@ -18,7 +18,12 @@
 //  - Reuse is best fit: the smallest cached block that is big enough, and at most 50% bigger (so a
 //    huge cached block is not tied up by a tiny tensor). Blocks are never split.
 //  - When the backend runs out of memory, every cached block of that device is given back and the
-//    request retried once; if it still fails, the Error says how memory is used.
+//    request retried once; if it still fails, the Error says how memory is used, and what the
+//    thread's memory context (core/memory_context.h) says it holds.
+//  - A process may be given a limit per device (set_memory_limit: ranks sharing one GPU each take a
+//    share). It counts reserved bytes, cached blocks included: a request that would take them past
+//    the limit is treated as the backend running out — the cache is given back, and if the request
+//    still does not fit, it fails.
 //  - CUDA graphs get pools of their own. A graph replays its kernels with the addresses they were
 //    captured with, so every block the captured work touched must stay reserved for the graph —
 //    also once the tensors that held it are gone. While a stream captures (begin_graph_pool), its
@@ -44,6 +49,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/memory_limit.h"
 #include "core/stream.h"
 
 namespace brigade::cuda {
@@ -103,6 +109,16 @@ class CachingAllocator {
   void release_graph_pool(PoolId pool);               // its graphs are gone; call once per begin
   size_t graph_pool_bytes(PoolId pool) const;         // bytes of blocks the pool owns (cached or live)
 
+  // ---- the per-process limit ----
+  // At most `limit` reserved bytes on `device` from now on (a fraction is of the backend's total for
+  // the device); none() lifts it. Blocks already reserved stay, even above it. `source` names where
+  // the limit came from, for the out-of-memory message (e.g. "--memory-limit").
+  void set_memory_limit(int device, MemoryLimit limit, const std::string& source = "set_memory_limit");
+  // The limit of every device that has not been given its own, applied at its first allocation (the
+  // CUDA backend passes BRIGADE_CUDA_MEMORY_LIMIT here).
+  void set_default_memory_limit(MemoryLimit limit, const std::string& source);
+  size_t memory_limit(int device);  // in bytes, resolved; 0: none
+
   CudaMemoryStats stats(int device) const;
   void reset_peak(int device);  // peak_allocated = allocated
   void empty_cache();           // gives every cached block of every device back to the backend
@@ -129,7 +145,10 @@ class CachingAllocator {
   void collect_pending_locked(int device, bool wait);  // caches pending blocks whose events passed
   void release_cached_locked(int device);              // device -1: all devices
   CudaMemoryStats& stats_locked(int device);
-  [[noreturn]] void fail_out_of_memory_locked(int device, size_t bytes);
+  // Why allocate(device, bytes) failed: how memory is used, and the limit when there is one.
+  std::string out_of_memory_locked(int device, size_t bytes, bool over_limit);
+  void* allocate_locked(int device, StreamKey stream, size_t bytes, std::string& failure);
+  bool over_limit_locked(int device, size_t size);  // would reserving `size` more pass the limit?
   PoolId routed_pool_locked(int device, StreamKey stream) const;  // the capturing pool, or 0
   bool capturing_on_locked(int device) const;
 
@@ -142,6 +161,13 @@ class CachingAllocator {
   std::map<std::pair<int, StreamKey>, PoolId> capturing_;  // streams routed into a graph pool
   std::map<PoolId, int> pool_users_;  // live graph pools: how many begin_graph_pool calls hold each
   PoolId next_pool_ = 1;
+  struct Limit {
+    size_t bytes = 0;
+    std::string source;
+  };
+  std::map<int, Limit> limits_;      // per device, resolved
+  MemoryLimit default_limit_;        // for the devices not in limits_, at their first allocation
+  std::string default_limit_source_;
 };
 
 // "1.50 GiB", "512.00 KiB", "100 bytes" — for memory messages.

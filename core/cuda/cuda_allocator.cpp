@@ -6,13 +6,16 @@
 // memory there throws an Error that says so.
 #include <cuda_runtime.h>
 
+#include <cstdlib>
 #include <memory>
+#include <mutex>
 
 #include "core/cuda/caching_allocator.h"
 #include "core/cuda/capture.h"
 #include "core/cuda/check.h"
 #include "core/cuda/current.h"
 #include "core/cuda/guard.h"
+#include "core/memory_limit.h"
 #include "core/storage.h"
 #include "core/stream.h"
 #include "core/tensor.h"
@@ -90,6 +93,13 @@ class CudaCachingAllocator final : public Allocator {
     BRIGADE_CHECK(where.index >= 0 && where.index < device_count(), "cannot allocate on ", where.str(), ": only ",
                   device_count(), " GPU(s) are visible");
     const int device = where.index;
+    // At the first allocation rather than when the library loads: a bad value is then an Error the
+    // caller sees (and again at every allocation, until it is fixed).
+    std::call_once(read_environment, [this] {
+      const char* text = std::getenv(kCudaMemoryLimitVariable);
+      if (text != nullptr && *text != '\0')
+        cache.set_default_memory_limit(parse_memory_limit(kCudaMemoryLimitVariable, text), kCudaMemoryLimitVariable);
+    });
     cudaStream_t stream = stream_for(where);
     void* ptr = cache.allocate(device, stream, nbytes);
     // If the shared_ptr's control block cannot be allocated, it calls the deleter itself.
@@ -98,6 +108,7 @@ class CudaCachingAllocator final : public Allocator {
 
   CudaBackend backend;
   CachingAllocator cache{backend};
+  std::once_flag read_environment;
 };
 
 // Never destroyed: tensors held by static objects may be freed after this file's statics are gone.
@@ -127,6 +138,18 @@ void reset_peak_memory(Device device) {
 }
 
 void cuda_empty_cache() { cuda::instance().cache.empty_cache(); }
+
+void set_cuda_memory_limit(Device device, const MemoryLimit& limit, const std::string& source) {
+  BRIGADE_CHECK(device.is_cuda(), source, ": ", device.str(), " is not a GPU (the limit is for GPU memory)");
+  BRIGADE_CHECK(device.index < cuda::device_count(), source, ": ", device.str(), " does not exist: ",
+                cuda::device_count(), " GPU(s) are visible");
+  cuda::instance().cache.set_memory_limit(device.index, limit, source);
+}
+
+size_t cuda_memory_limit(Device device) {
+  BRIGADE_CHECK(device.is_cuda(), "cuda_memory_limit: ", device.str(), " is not a GPU");
+  return cuda::instance().cache.memory_limit(device.index);
+}
 
 namespace cuda {
 uint64_t begin_graph_pool(int device, cudaStream_t stream) { return instance().cache.begin_graph_pool(device, stream); }

@@ -16,6 +16,7 @@
 #include "comm/comm.h"
 #include "comm/thread_ranks.h"
 #include "core/factory.h"
+#include "core/memory_limit.h"
 #include "core/rng.h"
 #include "core/stream.h"
 #include "kernels/ops.h"
@@ -270,6 +271,35 @@ TEST_CASE("gpu train: brigade train --device cuda learns in bf16 with f32 master
   size_t begin = text.rfind(' ', at - 1);
   const double digits_right = std::stod(text.substr(begin + 1, at - begin - 1));
   CHECK(digits_right > 85);
+}
+
+TEST_CASE("gpu train --memory-limit: too little fails naming what the process holds; enough trains",
+          "[gpu][train][memory]") {
+  // The model (~15k parameters in blocks of 512 bytes) fits in 1 MiB; a step on 256 sequences, and
+  // the GEMM's workspace on a real GPU, do not.
+  const std::vector<std::string> tiny = {"--device", "cuda", "--stages", "0", "--steps", "2", "--layers", "1",
+                                         "--heads", "2", "--embd", "32", "--digits", "4", "--batch", "256",
+                                         "--eval", "10", "--trace", "none", "--svg", "none"};
+  auto run = [&](const char* limit, std::string& text) {
+    std::vector<std::string> args = tiny;
+    args.insert(args.end(), {"--memory-limit", limit});
+    std::ostringstream out, err;
+    const int status = train::train_command(args, out, err);
+    text = out.str() + err.str();
+    return status;
+  };
+  std::string text;
+  CHECK(run("1MiB", text) != 0);
+  INFO(text);
+  CHECK_THAT(text, Contains("out of memory on cuda:0: tried to allocate "));
+  CHECK_THAT(text, Contains("that would pass this process's limit of 1.00 MiB (--memory-limit 1.00 MiB)"));
+  CHECK_THAT(text, Contains("this process (the whole model on cuda:0): parameters "));
+  CHECK_THAT(text, Contains("To fit, try: more pipeline stages (--stages)"));
+  cuda_empty_cache();  // what the failed run cached stays reserved otherwise
+  const int status = run("1GiB", text);
+  set_cuda_memory_limit(kGpu, MemoryLimit{});  // the limit is the process's: lift it for the next tests
+  REQUIRE(status == 0);
+  REQUIRE_THAT(text, Contains("loss: "));
 }
 
 TEST_CASE("gpu factories and autograd: full() fills on the device; an unused output's zeros live there too",

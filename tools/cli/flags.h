@@ -16,9 +16,12 @@
 #include <sstream>
 #include <functional>
 #include <stdexcept>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "core/memory_limit.h"
 
 namespace brigade::cli {
 
@@ -143,25 +146,10 @@ inline int64_t parse_int(const std::string& flag, const std::string& text, int64
 // or KB, MB, GB, TB (powers of 1000), e.g. "80GiB", "1.5GB", "4096". At least one byte; throws
 // UsageError naming the flag otherwise.
 inline int64_t parse_bytes(const std::string& flag, const std::string& text) {
-  static const std::pair<const char*, double> units[] = {
-      {"TiB", 1099511627776.0}, {"GiB", 1073741824.0}, {"MiB", 1048576.0}, {"KiB", 1024.0}, {"TB", 1e12},
-      {"GB", 1e9},              {"MB", 1e6},           {"KB", 1e3},        {"B", 1.0}};
-  std::string number = text;
-  double scale = 1;
-  for (const auto& [suffix, factor] : units) {
-    const std::string unit = suffix;
-    if (number.size() > unit.size() && number.compare(number.size() - unit.size(), unit.size(), unit) == 0) {
-      number.resize(number.size() - unit.size());
-      scale = factor;
-      break;
-    }
-  }
-  double v = 0;
-  auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), v);
-  const double bytes = v * scale;
-  if (ec != std::errc() || end != number.data() + number.size() || !std::isfinite(bytes) || bytes < 1 || bytes > 9e18)
+  const std::optional<double> bytes = parse_byte_size(text);
+  if (!bytes || *bytes < 1 || *bytes > 9e18)
     throw UsageError(flag + ": expected a size such as 512MiB, 80GiB, 1.5GB or a number of bytes, got '" + text + "'");
-  return int64_t(bytes);
+  return int64_t(*bytes);
 }
 
 }  // namespace brigade::cli

@@ -90,19 +90,33 @@ std::vector<double> report_memory(Trainer& trainer, const pipeline::Trace& trace
   BRIGADE_CHECK(int(measured_peaks.size()) == schedule.ranks(), "report_memory: ", measured_peaks.size(),
                 " measured peaks for ", schedule.ranks(), " ranks");
   const pipeline::MemoryModel model = memory_model(trainer, trace);
+  const pipeline::Layers layers = trainer.layers();
   const std::vector<pipeline::RankMemory> predicted = pipeline::predict_memory(schedule, model, &simulated);
   out << "memory (last step, host), predicted peak (held all step + gradients + stashed activations + workspace) "
-         "vs measured:\n";
+         "vs measured; the parameters each rank trains:\n";
   std::vector<double> ratios;
   for (int r = 0; r < schedule.ranks(); ++r) {
     const pipeline::RankMemory& p = predicted[size_t(r)];
     const double ratio = p.peak > 0 ? measured_peaks[size_t(r)] / double(p.peak) : 0.0;
     ratios.push_back(ratio);
-    char line[300];
-    std::snprintf(line, sizeof line, "  rank %d: predicted %s (%s + %s + %s + %s), measured %s, measured/predicted %.3f\n",
+    // Its stages' parameters, each tensor once (a tied weight is held by both stages that use it).
+    pipeline::Layers mine;
+    for (int c = 0; c < schedule.chunks(); ++c) {
+      const pipeline::Layers stage = pipeline::stage_layers(layers, trainer.partition(), schedule.layout.stage(r, c));
+      mine.insert(mine.end(), stage.begin(), stage.end());
+    }
+    int64_t count = 0, bytes = 0;
+    for (const Tensor& t : distinct_parameters(mine)) {
+      count += t.numel();
+      bytes += int64_t(t.storage().nbytes());
+    }
+    char line[400];
+    std::snprintf(line, sizeof line,
+                  "  rank %d: predicted %s (%s + %s + %s + %s), measured %s, measured/predicted %.3f; %s parameters (%s)\n",
                   r, format_bytes(double(p.peak)).c_str(), format_bytes(double(p.states)).c_str(),
                   format_bytes(double(p.gradients)).c_str(), format_bytes(double(p.activations)).c_str(),
-                  format_bytes(double(p.workspace)).c_str(), format_bytes(measured_peaks[size_t(r)]).c_str(), ratio);
+                  format_bytes(double(p.workspace)).c_str(), format_bytes(measured_peaks[size_t(r)]).c_str(), ratio,
+                  with_commas(count).c_str(), format_bytes(double(bytes)).c_str());
     out << line;
   }
   return ratios;

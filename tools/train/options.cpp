@@ -123,6 +123,22 @@ const std::vector<Flag>& flags() {
        [](const TrainOptions& o) {
          return o.memory_budget == 0 ? std::string("none") : format_bytes(double(o.memory_budget));
        }},
+      {"--memory-limit", "SIZE",
+       "GPU only: the most this process may reserve on its GPU, cached blocks included, e.g. 2GiB, or a fraction "
+       "of the GPU such as 0.25; past it the run fails with what each part of it holds (ranks that are threads "
+       "of one process share one limit; under brigade launch each process has its own; none: no limit)",
+       [](TrainOptions& o, const std::string& v) {
+         if (v == "none") {
+           o.memory_limit = {};
+           return;
+         }
+         try {
+           o.memory_limit = parse_memory_limit("--memory-limit", v);
+         } catch (const Error& e) {
+           throw UsageError(e.what());
+         }
+       },
+       [](const TrainOptions& o) { return o.memory_limit.str(); }},
       {"--schedule", "NAME", pipeline::schedule_names(),
        [](TrainOptions& o, const std::string& v) {
          try {
@@ -213,6 +229,17 @@ void check_combination(const TrainOptions& o) {
     if (o.vocab != 0) bad("--vocab", "only with --data (the sort task has its own 11 tokens)");
   }
   if (o.save_every > 0 && o.save.empty()) bad("--save-every", "needs --save PATH");
+  if (!o.memory_limit.none()) {
+    Device device = Device::cpu();
+    try {
+      device = resolve_device(o.device);
+    } catch (const Error&) {
+      device = Device::cuda(0);  // a --device cuda this machine cannot use: the run says so itself
+    }
+    if (device.is_cpu())
+      bad("--memory-limit", "limits GPU memory, and this run is on the CPU (--device " + o.device +
+                                "); for the split of a CPU pipeline use --memory-budget");
+  }
   if (o.memory_budget > 0 && o.stages == 0)
     bad("--memory-budget", "is for splitting a pipeline's stages: add --stages P (one device holds everything)");
   if (o.memory_budget > 0 && o.partition != "balanced" && o.partition != "auto")

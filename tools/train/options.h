@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/memory_limit.h"
 #include "kernels/ops.h"
 #include "tools/cli/flags.h"
 
@@ -67,6 +68,9 @@ struct TrainOptions {
   // balanced where the stages run at once (GPUs, or a core per rank thread), else by count.
   std::string partition = "auto";
   int64_t memory_budget = 0;  // bytes per rank for --partition balanced; 0: no limit
+  // The most this process may reserve on its GPU (core/memory_limit.h; the caching allocator
+  // enforces it). GPU only; the rank threads of one process share it.
+  MemoryLimit memory_limit;
   std::string trace = "brigade-trace.json";    // Chrome trace of the last step ("" or none: off)
   std::string svg = "brigade-timeline.svg";    // simulated vs measured timeline of the last step
   // Reporting and checkpoints

@@ -28,6 +28,7 @@
 #include "kernels/ops.h"
 #include "pipeline/analysis/simulator.h"
 #include "pipeline/trace.h"
+#include "device_memory.h"
 #include "memory_report.h"
 #include "mfu.h"
 #include "progress.h"
@@ -184,6 +185,7 @@ TrainSummary train_rank(const TrainOptions& options, const pipeline::PipelineGro
   const auto memory = std::make_shared<HostMemoryAccount>();
   const HostMemoryScope charged_to_this_rank(memory);
   Trainer trainer(options, groups);
+  const MemoryContextScope out_of_memory_says = register_memory_context(trainer, groups);
   print_header(trainer, out);
   print_resume(trainer, out);
   out.flush();
@@ -363,7 +365,10 @@ TrainSummary run_training(const TrainOptions& options_in, std::ostream& out) {
   // previous backend restored when the run ends. check_combination has refused a backend the GPU
   // cannot run; the CPU has one GEMM and ignores the choice.
   const cli::ScopedMatmulBackend matmul(cli::matmul_backend_of(options.matmul));
-  if (options.stages == 0) return train_rank(options, nullptr, out);
+  if (options.stages == 0) {
+    apply_memory_limit(options, resolve_device(options.device));
+    return train_rank(options, nullptr, out);
+  }
 
   const int P = int(options.stages);
   const comm::LaunchEnv env = comm::read_launch_env();
@@ -380,6 +385,7 @@ TrainSummary run_training(const TrainOptions& options_in, std::ostream& out) {
     comm::ConnectOptions connect;
     Device device = resolve_device(options.device);
     connect.device = device.is_cuda() ? comm::local_device(env) : Device::cpu();
+    apply_memory_limit(options, connect.device);
     auto world = comm::connect(env, connect);
     auto groups = pipeline::PipelineGroups::split(*world, P);
     const bool leader = world->rank() == 0;
@@ -389,6 +395,7 @@ TrainSummary run_training(const TrainOptions& options_in, std::ostream& out) {
   // One process: every rank a thread, on the GPU each with its own stream.
   const int world_size = int(P * options.replicas);
   const Device device = resolve_device(options.device);
+  apply_memory_limit(options, device);
   auto world = comm::local_group(std::vector<Device>(size_t(world_size), device));
   std::vector<std::string> errors(static_cast<size_t>(world_size));
   TrainSummary summary;
