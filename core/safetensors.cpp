@@ -339,7 +339,9 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
   file.commit();
 }
 
-Safetensors load_safetensors(const std::string& path) {
+Safetensors load_safetensors(const std::string& path) { return load_safetensors(path, nullptr); }
+
+Safetensors load_safetensors(const std::string& path, const std::function<bool(const std::string&)>& wanted) {
   const std::string context = "load_safetensors: '" + path + "'";
   FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   BRIGADE_CHECK(fd.get() >= 0, context, ": cannot open: ", errno_text());
@@ -367,6 +369,7 @@ Safetensors load_safetensors(const std::string& path) {
   Safetensors out;
   out.metadata = std::move(header.metadata);
   for (const Entry& e : header.entries) {
+    if (wanted && !wanted(e.name)) continue;
     Tensor t = empty(e.shape, e.dtype);
     read_all(fd.get(), t.raw_data(), t.nbytes(), data_start + e.begin, context);
     out.tensors.emplace(e.name, std::move(t));

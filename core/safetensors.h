@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -39,6 +40,12 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
 // length, JSON syntax, dtypes, shapes, offsets, exact coverage of the data area) before any data is
 // read; problems throw Error naming the file and what is wrong.
 Safetensors load_safetensors(const std::string& path);
+
+// The same, but reads the data of only the tensors `wanted` names: the header is read and checked
+// whole, then only those tensors' byte ranges. The others are absent from the result, and so are
+// names `wanted` accepts that the file does not hold (the caller says what is missing). For a reader
+// that needs a part of a large file: a pipeline rank resuming its own layers from a shard.
+Safetensors load_safetensors(const std::string& path, const std::function<bool(const std::string&)>& wanted);
 
 namespace testing {
 // Test hook: the next save_safetensors fails (as if the disk were full) after writing `bytes` bytes

@@ -1,6 +1,9 @@
 #include "nn/checkpoint.h"
 
+#include <filesystem>
+
 #include "core/safetensors.h"
+#include "nn/sharded_checkpoint.h"
 
 namespace brigade::nn {
 namespace {
@@ -30,7 +33,11 @@ void save_checkpoint(const std::string& path, const std::map<std::string, Tensor
   save_safetensors(path, tensors, meta);
 }
 
-Checkpoint load_checkpoint(const std::string& path) { return checkpoint_from(load_safetensors(path), path); }
+Checkpoint load_checkpoint(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return load_sharded_checkpoint(path, read_sharded_index(path));
+  return checkpoint_from(load_safetensors(path), path);
+}
 
 Checkpoint checkpoint_from(Safetensors file, const std::string& path) {
   auto version = file.metadata.find(kVersionKey);

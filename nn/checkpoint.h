@@ -32,7 +32,8 @@ void save_checkpoint(const std::string& path, const std::map<std::string, Tensor
                      const std::map<std::string, Tensor>& optimizer_state,
                      const std::map<std::string, std::string>& metadata = {});
 
-// Reads a checkpoint written by save_checkpoint; throws Error for anything else or anything damaged.
+// Reads a checkpoint written by save_checkpoint, or a sharded one (a directory: nn/sharded_checkpoint.h)
+// whole; throws Error for anything else or anything damaged.
 Checkpoint load_checkpoint(const std::string& path);
 // The same for a file already read (`path` for the messages): for callers that first look at a file
 // to tell a checkpoint from another kind of safetensors file (Hugging Face weights, nn/gpt2_hf.h).

@@ -26,14 +26,14 @@ using namespace brigade::train;
 
 namespace {
 
-// A scratch file path that removes itself.
+// A scratch path that removes itself (a checkpoint at it is a directory: removed whole).
 struct TempPath {
   std::string path;
   explicit TempPath(const std::string& name)
       : path((std::filesystem::temp_directory_path() / ("brigade_test_train_" + name)).string()) {
-    std::filesystem::remove(path);
+    std::filesystem::remove_all(path);
   }
-  ~TempPath() { std::filesystem::remove(path); }
+  ~TempPath() { std::filesystem::remove_all(path); }
 };
 
 // The settings of the small runs below: a model and task small enough to train in seconds.
@@ -666,7 +666,7 @@ int64_t resumed_step(const std::string& output, const std::string& dir) {
   REQUIRE(std::regex_search(output, m, std::regex("resumed from (\\S+) at step (\\d+)")));
   const int64_t step = std::stoll(m[2]);
   char name[40];
-  std::snprintf(name, sizeof name, "step-%08lld.safetensors", static_cast<long long>(step));
+  std::snprintf(name, sizeof name, "step-%08lld", static_cast<long long>(step));
   REQUIRE(m[1] == dir + "/" + name);
   return step;
 }
@@ -725,11 +725,11 @@ TEST_CASE("checkpoint directory: one file per save, only the --keep newest kept,
   REQUIRE_THAT(text, Catch::Contains("no checkpoint to resume in " + dir.path + "; starting at step 0"));
   for (int step : {5, 10, 15, 20}) {
     char line[200];
-    std::snprintf(line, sizeof line, "saved %s/step-%08d.safetensors at step %d\n", dir.path.c_str(), step, step);
+    std::snprintf(line, sizeof line, "saved %s/step-%08d at step %d\n", dir.path.c_str(), step, step);
     REQUIRE_THAT(text, Catch::Contains(line));
   }
   std::vector<std::string> expected = others;
-  expected.insert(expected.end(), {"step-00000015.safetensors", "step-00000020.safetensors"});
+  expected.insert(expected.end(), {"step-00000015", "step-00000020"});
   std::sort(expected.begin(), expected.end());
   REQUIRE(names_in(dir.path) == expected);
 
@@ -737,7 +737,7 @@ TEST_CASE("checkpoint directory: one file per save, only the --keep newest kept,
   TempDir parent("keep_parent");
   const std::string created = parent.file("run/");
   train_ok(with(dir_run(created, 10, 5), {"--keep", "1"}));
-  REQUIRE(names_in(created) == std::vector<std::string>{"step-00000010.safetensors"});
+  REQUIRE(names_in(created) == std::vector<std::string>{"step-00000010"});
 
   // Only the last component is created; a missing parent is an error before any training.
   std::ostringstream out, err;
@@ -761,7 +761,7 @@ TEST_CASE("checkpoint directory: a killed run started again resumes from its new
 
   const std::vector<std::string> command = cli(dir_run(dir.path + "/", steps, every));
   // Killed after its second save, so the directory holds at least two checkpoints (--keep 2).
-  test::CommandResult killed = run_until_killed(command, "saved " + dir.path + "/step-00000040.safetensors");
+  test::CommandResult killed = run_until_killed(command, "saved " + dir.path + "/step-00000040 ");
   INFO(killed.output);
   REQUIRE(killed.status == 128 + SIGKILL);
   REQUIRE_THAT(killed.output, !Catch::Contains("held-out accuracy"));  // it did not finish
@@ -778,7 +778,7 @@ TEST_CASE("checkpoint directory: a killed run started again resumes from its new
   REQUIRE_THAT(restarted.output, Catch::Contains(", " + std::to_string(steps - resumed) + " steps in "));
 
   char last[40];
-  std::snprintf(last, sizeof last, "step-%08lld.safetensors", static_cast<long long>(steps));
+  std::snprintf(last, sizeof last, "step-%08lld", static_cast<long long>(steps));
   test::require_same_checkpoint(dir.file(last), reference.file(last));
 }
 
@@ -787,19 +787,22 @@ TEST_CASE("checkpoint directory: a damaged newest checkpoint is skipped with a w
   TempDir dir("damaged");
   const std::vector<std::string> args = with(dir_run(dir.path, 20, 5), {"--keep", "3"});
   train_ok(args);
-  REQUIRE(names_in(dir.path) == std::vector<std::string>{"step-00000010.safetensors", "step-00000015.safetensors",
-                                                          "step-00000020.safetensors"});
-  const std::string newest = dir.file("step-00000020.safetensors"), saved = dir.path + ".step-20";
-  fs::copy_file(newest, saved, fs::copy_options::overwrite_existing);
-  fs::resize_file(newest, fs::file_size(newest) / 2);  // as a copy cut short would leave it
+  REQUIRE(names_in(dir.path) == std::vector<std::string>{"step-00000010", "step-00000015", "step-00000020"});
+  const std::string newest = dir.file("step-00000020"), saved = dir.path + ".step-20";
+  fs::remove_all(saved);
+  fs::copy(newest, saved);
+  // Its index present, a shard cut short (as a copy cut short would leave it).
+  const std::string shard = newest + "/rank-00000-step-00000020.safetensors";
+  fs::resize_file(shard, fs::file_size(shard) / 2);
 
   const std::string text = train_ok(args);
   INFO(text);
-  REQUIRE_THAT(text, Catch::Contains("warning: skipping " + newest + ", which cannot be loaded: "));
+  REQUIRE_THAT(text, Catch::Contains("warning: skipping " + newest + ", which cannot be loaded: checkpoint " + newest +
+                                     ": shard " + shard + " is "));
   REQUIRE(resumed_step(text, dir.path) == 15);
   // Steps 16..20 again, landing on what the first run had written.
   test::require_same_checkpoint(newest, saved);
-  fs::remove(saved);
+  fs::remove_all(saved);
 
   // A configuration that does not match the directory's checkpoints is refused, not trained anew
   // over them.
@@ -811,28 +814,32 @@ TEST_CASE("checkpoint directory: a damaged newest checkpoint is skipped with a w
                                           ": the checkpoint was trained with --embd 16 but this run has --embd 32"));
 }
 
-TEST_CASE("checkpoint directory: a temporary file left by a killed save is never resumed from", "[train]") {
+TEST_CASE("checkpoint directory: a save killed before its index (shards there, no index) is never resumed from",
+          "[train]") {
   TempDir dir("leftover");
-  const std::vector<std::string> args = dir_run(dir.path, 20, 5);
-  train_ok(with(args, {"--steps", "10"}));  // step-00000005 and step-00000010
-  // What a save killed before its rename leaves: here even a complete checkpoint, of a later step.
-  const std::string leftover = dir.file("step-00000020.safetensors.tmp.4242.0");
-  TempDir other("leftover_other");
-  train_ok(dir_run(other.path, 20, 20));
-  fs::rename(other.file("step-00000020.safetensors"), leftover);
+  const std::vector<std::string> args = with(dir_run(dir.path, 20, 5), {"--keep", "3"});
+  train_ok(args);  // 10, 15, 20
+  // What a save killed after its shards and before its index leaves; and a killed shard write's
+  // temporary file, here even a complete shard.
+  const std::string torn = dir.file("step-00000020");
+  const std::string shard = torn + "/rank-00000-step-00000020.safetensors";
+  fs::copy_file(shard, shard + ".tmp.4242.0");
+  fs::remove(torn + "/index.json");
 
   const std::string text = train_ok(args);
   INFO(text);
-  REQUIRE(resumed_step(text, dir.path) == 10);
-  REQUIRE_THAT(text, !Catch::Contains("warning"));
-  REQUIRE(fs::exists(leftover));  // not a checkpoint by name, so not deleted either
+  REQUIRE_THAT(text, Catch::Contains("warning: skipping " + torn + ", which cannot be loaded: checkpoint " + torn +
+                                     ": no index.json"));
+  REQUIRE(resumed_step(text, dir.path) == 15);
+  REQUIRE(fs::exists(shard + ".tmp.4242.0"));  // not a shard by name, so not deleted either
+  REQUIRE(fs::exists(torn + "/index.json"));   // step 20 saved again, whole this time
 }
 
 TEST_CASE("checkpoint directory: an explicit --resume wins over the directory's newest", "[train]") {
   TempDir dir("explicit");
   const std::vector<std::string> args = with(dir_run(dir.path, 20, 5), {"--keep", "4"});
   train_ok(args);
-  const std::string older = dir.file("step-00000010.safetensors");
+  const std::string older = dir.file("step-00000010");
   const std::string text = train_ok(with(args, {"--resume", older}));
   INFO(text);
   REQUIRE_THAT(text, Catch::Contains("--resume given: the checkpoints in " + dir.path + " are not used"));
@@ -851,19 +858,20 @@ TEST_CASE("checkpoint directory: a 2-process pipeline restarted resumes every ra
   REQUIRE(first.status == 0);
   REQUIRE_THAT(first.output, Catch::Contains("[rank 0] pipeline: 2 stages on 2 ranks (processes)"));
   // The job died after step 15's save had begun: 20 never written, 15 cut short.
-  const std::string final_path = dir.file("step-00000020.safetensors"), saved = dir.path + ".step-20";
+  const std::string final_path = dir.file("step-00000020"), saved = dir.path + ".step-20";
+  fs::remove_all(saved);
   fs::rename(final_path, saved);
-  fs::resize_file(dir.file("step-00000015.safetensors"), 100);
+  fs::resize_file(dir.file("step-00000015/rank-00001-step-00000015.safetensors"), 100);
 
   test::CommandResult second = test::run_command(launch);
   INFO(second.output);
   REQUIRE(second.status == 0);
-  REQUIRE_THAT(second.output, Catch::Contains("[rank 0] warning: skipping " + dir.file("step-00000015.safetensors")));
-  REQUIRE_THAT(second.output, Catch::Contains("[rank 0] resumed from " + dir.file("step-00000010.safetensors") +
+  REQUIRE_THAT(second.output, Catch::Contains("[rank 0] warning: skipping " + dir.file("step-00000015")));
+  REQUIRE_THAT(second.output, Catch::Contains("[rank 0] resumed from " + dir.file("step-00000010") +
                                               " at step 10"));
   // Had the ranks resumed different steps, the stages would hold weights of different steps (or
   // not finish): the final checkpoint would differ from the uninterrupted run's.
   test::require_same_checkpoint(final_path, saved);
-  fs::remove(saved);
+  fs::remove_all(saved);
 }
 #endif

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <filesystem>
 
 #include "core/error.h"
 #include "core/safetensors.h"
@@ -26,16 +27,20 @@ int64_t metadata_int(const std::map<std::string, std::string>& meta, const std::
 }  // namespace
 
 SavedModel load_saved_model(const std::string& path, Device device, const std::string& tokenizer_dir) {
-  Safetensors file = load_safetensors(path);
+  // A `brigade train` checkpoint is a directory of shards (nn/sharded_checkpoint.h), or a single file
+  // from an older build; a single file may also be Hugging Face's GPT-2.
+  std::error_code ec;
+  const bool sharded = std::filesystem::is_directory(path, ec);
+  Safetensors file = sharded ? Safetensors{} : load_safetensors(path);
   SavedModel saved;
-  if (nn::is_hf_gpt2(file.tensors)) {
+  if (!sharded && nn::is_hf_gpt2(file.tensors)) {
     nn::GPTConfig config = nn::hf_gpt2_config(file.tensors, path);
     config.device = device;
     saved.model = std::make_shared<nn::GPT>(config);
     nn::load_hf_gpt2(*saved.model, file.tensors, path);
     saved.vocab = config.vocab_size;
   } else {
-    const nn::Checkpoint ckpt = nn::checkpoint_from(std::move(file), path);
+    const nn::Checkpoint ckpt = sharded ? nn::load_checkpoint(path) : nn::checkpoint_from(std::move(file), path);
     const auto& meta = ckpt.metadata;
     BRIGADE_CHECK(!meta.count("digits"), "'", path, "' is a checkpoint of the sort task (trained with --digits), not a "
                   "language model: train one with --data");

@@ -317,7 +317,7 @@ std::string train_usage() {
   os << cli::flag_lines(flags());
   os << "\n"
         "checkpoint directories: when --save names a directory (one that exists, or a path ending in '/',\n"
-        "created if its parent exists), each save writes DIR/step-<8 digits>.safetensors, then deletes all\n"
+        "created if its parent exists), each save writes the directory DIR/step-<8 digits>, then deletes all\n"
         "but the --keep newest. The same command started again resumes from the newest checkpoint that\n"
         "loads: a damaged one is skipped with a warning, the temporary file of an interrupted save is never\n"
         "used, and one of another configuration is an error, as with --resume. With none it starts at step\n"

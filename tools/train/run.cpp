@@ -153,11 +153,11 @@ void print_resume(const Trainer& trainer, std::ostream& out) {
   }
 }
 
-// Every rank calls it (the leader gathers the state); the leader writes and, in a --save directory,
-// deletes the checkpoints beyond --keep once the new one is complete.
-void save_checkpoint(Trainer& trainer, std::ostream& out) {
+// Every rank calls it (each writes its shard); the leader, in a --save directory, deletes the
+// checkpoints beyond --keep once the new one is complete. `save_dir` is decided once, before any
+// save: a rank asking again could see the directory another rank's first `--save PATH` just created.
+void save_checkpoint(Trainer& trainer, std::ostream& out, bool save_dir) {
   const TrainOptions& o = trainer.options();
-  const bool save_dir = is_checkpoint_dir(o.save);
   const std::string path = save_dir ? checkpoint_path(o.save, trainer.step()) : o.save;
   trainer.save(path);
   if (save_dir && trainer.is_leader()) prune_checkpoints(o.save, trainer.step(), o.keep);
@@ -184,6 +184,7 @@ TrainSummary train_rank(const TrainOptions& options, const pipeline::PipelineGro
   // the pipeline's memory report compares its peak with the prediction.
   const auto memory = std::make_shared<HostMemoryAccount>();
   const HostMemoryScope charged_to_this_rank(memory);
+  const bool save_dir = is_checkpoint_dir(options.save);  // before any rank can have saved
   Trainer trainer(options, groups);
   const MemoryContextScope out_of_memory_says = register_memory_context(trainer, groups);
   print_header(trainer, out);
@@ -261,13 +262,13 @@ TrainSummary train_rank(const TrainOptions& options, const pipeline::PipelineGro
     if (validate && (step % eval_every == 0 || step == options.steps)) {
       summary.validation.emplace_back(step, report_validation(trainer, out, first_validation));
     }
-    if (options.save_every > 0 && step % options.save_every == 0 && step < options.steps) save_checkpoint(trainer, out);
+    if (options.save_every > 0 && step % options.save_every == 0 && step < options.steps) save_checkpoint(trainer, out, save_dir);
   }
   const double train_seconds = seconds_since(train_start);
   const int64_t steps_run = trainer.step() - start_step;
   if (trainer.pipelined() && steps_run > 0)
     report_timeline(trainer, options, out, gather_peaks(trainer, groups, last_step_peak));
-  if (!options.save.empty()) save_checkpoint(trainer, out);
+  if (!options.save.empty()) save_checkpoint(trainer, out, save_dir);
 
   summary.steps = trainer.step();
   summary.first_loss = trainer.first_loss();

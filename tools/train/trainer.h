@@ -30,10 +30,10 @@ namespace brigade::train {
 
 // One trainer per rank. Without groups it is the whole model on one device; with them, one rank of
 // a pipeline (pipeline/runtime.h): every rank builds the whole GPT from the seed (so all start from
-// the same weights), keeps its stages' layers, and its optimizer updates only those. Checkpoints and
-// evaluation see the whole model: the stages' parameters and optimizer state are gathered on the
-// pipeline's rank 0, so a checkpoint is the same file whichever way it was trained, and either way
-// can resume it.
+// the same weights), keeps its stages' layers, and its optimizer updates only those. A checkpoint is
+// a directory of shards, each rank writing its own parameters by their full names
+// (nn/sharded_checkpoint.h), so any layout resumes it; evaluation sees the whole model, gathered on
+// the pipeline's rank 0.
 class Trainer {
  public:
   // Builds the model and the optimizer; with options.resume, restores that checkpoint, and else with
@@ -46,8 +46,9 @@ class Trainer {
   // One optimizer step on the next batch; returns that batch's loss (before the update; in a
   // pipeline the mean over micro-batches and replicas, on every rank).
   double train_step();
-  // Writes model, optimizer state and progress to a checkpoint (atomically: see core/safetensors.h).
-  // In a pipeline every rank calls it; world rank 0 writes.
+  // Writes model, optimizer state and progress to the checkpoint directory `path` (sharded_save.h:
+  // atomic as a whole, the index last). In a pipeline every rank calls it, and each rank of replica
+  // 0 writes its own parameters; a rank that fails makes it fail on every rank.
   void save(const std::string& path);
   // Greedy-decoding accuracy of the whole model on the sort task. In a pipeline every rank calls it;
   // the pipeline's rank 0 (of replica 0) evaluates, the others return an empty Accuracy.
@@ -93,6 +94,9 @@ class Trainer {
 
  private:
   void resume(const std::string& path);         // --resume PATH
+  // This rank's parameters and their optimizer state from the checkpoint at `path`: from a sharded
+  // one only those, from a single file all of it.
+  nn::Checkpoint load_own_part(const std::string& path);
   void init_from(const std::string& path);      // --init-from PATH: the weights only
   // The whole model, up to date, on the leader (gathered from the stages in a pipeline); nullptr on
   // the other ranks.

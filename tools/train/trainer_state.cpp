@@ -1,5 +1,7 @@
-// The Trainer's checkpoints: every rank's stages gathered on the pipeline's rank 0, written with
-// the settings that define the run, and read back (checked against this run's settings) on resume.
+// The Trainer's checkpoints: every rank writes its own parameters' shard (sharded_save.h) with the
+// settings that define the run, and on resume reads back only the parameters it holds (checked
+// against this run's settings), whichever layout wrote them. The whole model is still gathered on
+// the pipeline's rank 0 for evaluation (gather_state).
 #include "trainer.h"
 
 #include <charconv>
@@ -14,6 +16,8 @@
 #include "core/safetensors.h"
 #include "nn/checkpoint.h"
 #include "nn/gpt2_hf.h"
+#include "nn/sharded_checkpoint.h"
+#include "sharded_save.h"
 #include "text/tokenizer_files.h"
 #include "text_task.h"
 
@@ -67,29 +71,8 @@ std::vector<Setting> settings_of(const TrainOptions& o, const Task& task, DType 
   return settings;
 }
 
-// Messages of the checkpoint gather travel on tags far above the executor's (pipeline/executor.cpp).
+// Messages of the evaluation gather travel on tags far above the executor's (pipeline/executor.cpp).
 constexpr int kGatherTag = 1 << 24;
-
-// A list of names as an i32 tensor of characters, '\n'-separated (the transports move tensors only).
-Tensor encode_names(const std::vector<std::string>& names) {
-  std::string text;
-  for (const std::string& n : names) text += n + '\n';
-  Tensor t = zeros({int64_t(text.size())}, DType::i32);
-  for (size_t i = 0; i < text.size(); ++i) t.data<int32_t>()[i] = int32_t(static_cast<unsigned char>(text[i]));
-  return t;
-}
-
-std::vector<std::string> decode_names(const Tensor& t) {
-  Tensor host = t.to(Device::cpu()).contiguous();
-  std::vector<std::string> names(1);
-  for (int64_t i = 0; i < host.numel(); ++i) {
-    const char c = char(host.data<int32_t>()[i]);
-    if (c == '\n') names.emplace_back();
-    else names.back() += c;
-  }
-  names.pop_back();  // after the last '\n'
-  return names;
-}
 
 // A copy on the host that training will not modify.
 Tensor snapshot(const Tensor& t) { return t.device().is_cpu() ? t.clone() : t.to(Device::cpu()); }
@@ -136,27 +119,40 @@ std::pair<nn::StateDict, optim::StateDict> Trainer::gather_state() {
 }
 
 void Trainer::save(const std::string& path) {
-  auto [model, optim] = gather_state();
-  if (!is_leader()) return;
-  std::map<std::string, std::string> metadata = {
-      {"format", kFormat},
-      {"step", std::to_string(step_)},
-      {"data_position", std::to_string(position_)},
-      {"first_loss", exact(first_loss_)}};
-  for (const Setting& s : settings_of(options_, *task_, compute_dtype())) metadata[s.key()] = s.value;
-  // A language model carries its tokenizer, so that the checkpoint is all `brigade generate` needs.
-  if (const auto* lm = dynamic_cast<const TextTask*>(task_.get())) {
-    metadata["tokenizer_vocab"] = std::to_string(lm->tokenizer_vocab());
-    if (lm->tokenizer()) {
-      metadata["tokenizer.vocab_json"] = text::vocab_json(*lm->tokenizer());
-      metadata["tokenizer.merges_txt"] = text::merges_txt(*lm->tokenizer());
+  ShardContents mine;
+  for (auto& [name, p] : model_->named_parameters())
+    if (owns(p)) mine.parameters.emplace(name, p);
+  if (optimizer_) mine.optimizer = optimizer_->state_dict();
+  std::map<std::string, std::string>& metadata = mine.metadata;
+  if (is_leader()) {
+    metadata = {{"format", kFormat},
+                {"step", std::to_string(step_)},
+                {"data_position", std::to_string(position_)},
+                {"first_loss", exact(first_loss_)}};
+    for (const Setting& s : settings_of(options_, *task_, compute_dtype())) metadata[s.key()] = s.value;
+    // A language model carries its tokenizer, so that the checkpoint is all `brigade generate` needs.
+    if (const auto* lm = dynamic_cast<const TextTask*>(task_.get())) {
+      metadata["tokenizer_vocab"] = std::to_string(lm->tokenizer_vocab());
+      if (lm->tokenizer()) {
+        metadata["tokenizer.vocab_json"] = text::vocab_json(*lm->tokenizer());
+        metadata["tokenizer.merges_txt"] = text::merges_txt(*lm->tokenizer());
+      }
     }
   }
-  nn::save_checkpoint(path, model, optim, metadata);
+  save_sharded(path, step_, groups_, mine);
+}
+
+nn::Checkpoint Trainer::load_own_part(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(path, ec)) return nn::load_checkpoint(path);  // an older build's single file
+  std::set<std::string> names;
+  for (auto& [name, p] : model_->named_parameters())
+    if (owns(p)) names.insert(name);
+  return nn::load_sharded_checkpoint(path, nn::read_sharded_index(path), &names);
 }
 
 void Trainer::resume(const std::string& path) {
-  restore(nn::load_checkpoint(path), "--resume " + path);
+  restore(load_own_part(path), "--resume " + path);
   resumed_from_ = path;
 }
 
@@ -166,19 +162,22 @@ void Trainer::resume_newest(const std::string& dir) {
   NewestCheckpoint newest;
   if (is_leader()) newest = load_newest_checkpoint(dir);
   resume_warnings_ = newest.warnings;
-  const int64_t step = leaders_value(newest.step);
-  if (step < 0) return;
-  const std::string path = checkpoint_path(dir, step);
-  if (newest.step < 0) {
+  // The step and its form (sharded or a single file) in one number.
+  const int64_t chosen = leaders_value(newest.step < 0 ? -1 : 2 * newest.step + (newest.sharded ? 1 : 0));
+  if (chosen < 0) return;
+  const int64_t step = chosen / 2;
+  const std::string path = chosen % 2 ? checkpoint_path(dir, step) : legacy_checkpoint_path(dir, step);
+  nn::Checkpoint ckpt = std::move(newest.checkpoint);  // the leader has read a single file already
+  if (!is_leader() || chosen % 2) {
     try {
-      newest.checkpoint = nn::load_checkpoint(path);
+      ckpt = load_own_part(path);
     } catch (const Error& e) {
-      const int rank = groups_->replica * groups_->pipeline->size() + groups_->pipeline->rank();
+      const int rank = groups_ ? groups_->replica * groups_->pipeline->size() + groups_->pipeline->rank() : 0;
       fail("--save ", dir, ": rank ", rank, " cannot load ", path, ", the checkpoint rank 0 chose to resume from (",
            e.what(), "); the directory must be visible at the same path on every host (a shared directory)");
     }
   }
-  restore(newest.checkpoint, "--save " + dir + ": resuming " + path);
+  restore(ckpt, "--save " + dir + ": resuming " + path);
   resumed_from_ = path;
 }
 
@@ -224,7 +223,16 @@ void Trainer::restore(const nn::Checkpoint& ckpt, const std::string& context) {
   // rows per step.
   const int64_t position =
       ckpt.metadata.count("data_position") ? number("data_position", int64_t(0)) : step * options_.batch;
-  model_->load_state_dict(ckpt.model);
+  // A rank loads the parameters it holds (a single-file checkpoint has the others too; a sharded one
+  // was read for these alone), so it need not hold the whole model.
+  nn::StateDict own;
+  for (auto& [name, p] : model_->named_parameters()) {
+    if (!owns(p)) continue;
+    auto it = ckpt.model.find(name);
+    BRIGADE_CHECK(it != ckpt.model.end(), context, ": the checkpoint has no parameter '", name, "'");
+    own.emplace(name, it->second);
+  }
+  model_->load_state_dict(own, /*strict=*/false);
   // A pipeline rank takes the optimizer state of its own parameters ("<what>.<parameter name>").
   optim::StateDict optim;
   if (optimizer_) {
@@ -242,10 +250,14 @@ void Trainer::restore(const nn::Checkpoint& ckpt, const std::string& context) {
 }
 
 void Trainer::init_from(const std::string& path) {
-  // A brigade checkpoint, or GPT-2 weights in the Hugging Face layout (nn/gpt2_hf.h).
-  Safetensors file = load_safetensors(path);
+  // A brigade checkpoint (sharded or a single file), or GPT-2 weights in the Hugging Face layout
+  // (nn/gpt2_hf.h).
+  std::error_code ec;
+  const bool sharded = std::filesystem::is_directory(path, ec);
+  Safetensors file = sharded ? Safetensors{} : load_safetensors(path);
   try {
-    if (nn::is_hf_gpt2(file.tensors)) nn::load_hf_gpt2(*model_, file.tensors, path);
+    if (sharded) model_->load_state_dict(nn::load_checkpoint(path).model);
+    else if (nn::is_hf_gpt2(file.tensors)) nn::load_hf_gpt2(*model_, file.tensors, path);
     else model_->load_state_dict(nn::checkpoint_from(std::move(file), path).model);
   } catch (const Error& e) {
     fail("--init-from ", path, ": its weights do not fit this model (", e.what(),
