@@ -31,10 +31,10 @@ std::optional<double> parse_byte_size(const std::string& text) {
   return v * scale;
 }
 
-MemoryLimit parse_memory_limit(const std::string& what, const std::string& text) {
+DeviceMemoryLimit parse_memory_limit(const std::string& what, const std::string& text) {
   const bool has_unit = !text.empty() && !std::isdigit(static_cast<unsigned char>(text.back())) && text.back() != '.';
   const std::optional<double> v = parse_byte_size(text);
-  MemoryLimit limit;
+  DeviceMemoryLimit limit;
   if (v && !has_unit && *v > 0 && *v <= 1) {
     limit.fraction = *v;
     return limit;
@@ -46,14 +46,14 @@ MemoryLimit parse_memory_limit(const std::string& what, const std::string& text)
   return limit;
 }
 
-size_t MemoryLimit::resolve(size_t total, const std::string& what) const {
+size_t DeviceMemoryLimit::resolve(size_t total, const std::string& what) const {
   if (fraction == 0) return bytes;
   BRIGADE_CHECK(total > 0, what, ": a limit of ", fraction,
                 " of the device needs its total memory, which is unknown; give a size such as 12GiB");
   return std::max<size_t>(1, size_t(double(total) * fraction));
 }
 
-std::string MemoryLimit::str() const {
+std::string DeviceMemoryLimit::str() const {
   if (fraction > 0) return format_significant(fraction, 4) + " of the device";
   return none() ? std::string("none") : format_bytes(double(bytes), 2);
 }

@@ -18,7 +18,7 @@ inline constexpr const char* kCudaMemoryLimitVariable = "BRIGADE_CUDA_MEMORY_LIM
 std::optional<double> parse_byte_size(const std::string& text);
 
 // Exactly one of the two is set; both zero means no limit.
-struct MemoryLimit {
+struct DeviceMemoryLimit {
   size_t bytes = 0;     // an absolute size
   double fraction = 0;  // of the device's total memory, in (0, 1]
 
@@ -31,6 +31,6 @@ struct MemoryLimit {
 // `text` as a size (at least one byte) or a fraction in (0, 1]. A number without a unit up to 1 is a
 // fraction ("1" is the whole device), above it a whole number of bytes ("1.5" is neither).
 // Throws Error naming `what` (a flag, or the variable) and the accepted spellings otherwise.
-MemoryLimit parse_memory_limit(const std::string& what, const std::string& text);
+DeviceMemoryLimit parse_memory_limit(const std::string& what, const std::string& text);
 
 }  // namespace brigade

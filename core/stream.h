@@ -109,8 +109,8 @@ void cuda_empty_cache();
 // lifts it): a request past it first empties the cache, then throws the out-of-memory Error. Every
 // thread of the process shares the limit. Without a call, BRIGADE_CUDA_MEMORY_LIMIT (read at the
 // first GPU allocation) sets it for every device. `source` names it in errors ("--memory-limit").
-struct MemoryLimit;
-void set_cuda_memory_limit(Device device, const MemoryLimit& limit, const std::string& source = "set_cuda_memory_limit");
+struct DeviceMemoryLimit;
+void set_cuda_memory_limit(Device device, const DeviceMemoryLimit& limit, const std::string& source = "set_cuda_memory_limit");
 size_t cuda_memory_limit(Device device);  // in bytes; 0: none
 
 class Tensor;

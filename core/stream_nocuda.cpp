@@ -38,7 +38,7 @@ void device_synchronize(Device) { unavailable("device_synchronize"); }
 CudaMemoryStats cuda_memory_stats(Device) { return {}; }
 void reset_peak_memory(Device) {}
 void cuda_empty_cache() {}
-void set_cuda_memory_limit(Device, const MemoryLimit&, const std::string&) { unavailable("set_cuda_memory_limit"); }
+void set_cuda_memory_limit(Device, const DeviceMemoryLimit&, const std::string&) { unavailable("set_cuda_memory_limit"); }
 size_t cuda_memory_limit(Device) { return 0; }
 void record_stream(const Tensor&, const Stream&) { unavailable("record_stream"); }
 

@@ -485,7 +485,7 @@ TEST_CASE("caching allocator: a memory limit counts reserved bytes, and empties 
           "[allocator][limit]") {
   FakeBackend backend(64 * MiB);
   CachingAllocator cache(backend);
-  cache.set_memory_limit(0, MemoryLimit{10 * MiB, 0});
+  cache.set_memory_limit(0, DeviceMemoryLimit{10 * MiB, 0});
   REQUIRE(cache.memory_limit(0) == 10 * MiB);
   void* a = cache.allocate(0, kStreamA, 4 * MiB);
   void* b = cache.allocate(0, kStreamB, 4 * MiB);  // 8 MiB reserved: under the limit
@@ -516,7 +516,7 @@ TEST_CASE("caching allocator: a memory limit counts reserved bytes, and empties 
     REQUIRE_THROWS_WITH(cache.allocate(0, kStreamA, 3 * MiB), Catch::EndsWith("(set_memory_limit)\nrank 2: in use 8.00 MiB"));
   }
   SECTION("none() lifts it") {
-    cache.set_memory_limit(0, MemoryLimit{});
+    cache.set_memory_limit(0, DeviceMemoryLimit{});
     REQUIRE(cache.memory_limit(0) == 0);
     cache.free(cache.allocate(0, kStreamA, 20 * MiB));
   }
@@ -528,8 +528,8 @@ TEST_CASE("caching allocator: a fraction of the device, and the default for devi
           "[allocator][limit]") {
   FakeBackend backend(64 * MiB);
   CachingAllocator cache(backend);
-  cache.set_default_memory_limit(MemoryLimit{0, 0.125}, "BRIGADE_CUDA_MEMORY_LIMIT");
-  cache.set_memory_limit(0, MemoryLimit{0, 0.25});
+  cache.set_default_memory_limit(DeviceMemoryLimit{0, 0.125}, "BRIGADE_CUDA_MEMORY_LIMIT");
+  cache.set_memory_limit(0, DeviceMemoryLimit{0, 0.25});
   REQUIRE(cache.memory_limit(0) == 16 * MiB);  // its own: 0.25 of 64 MiB
   REQUIRE(cache.memory_limit(1) == 8 * MiB);   // the default's 0.125
   REQUIRE_THROWS_WITH(cache.allocate(1, kStreamA, 9 * MiB),
@@ -553,5 +553,5 @@ TEST_CASE("memory limits: sizes, fractions, and bad values named", "[allocator][
                         std::string("BRIGADE_CUDA_MEMORY_LIMIT: expected a size such as 512MiB, 12GiB or 1.5GB, or a "
                                     "fraction of the device in (0, 1] such as 0.25; got '") + bad + "'");
   // A fraction needs the device's size.
-  REQUIRE_THROWS_WITH(MemoryLimit({0, 0.5}).resolve(0, "X"), Catch::Contains("X: a limit of 0.5 of the device"));
+  REQUIRE_THROWS_WITH(DeviceMemoryLimit({0, 0.5}).resolve(0, "X"), Catch::Contains("X: a limit of 0.5 of the device"));
 }

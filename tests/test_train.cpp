@@ -195,7 +195,7 @@ TEST_CASE("train options: --memory-limit is a size or a fraction of the GPU, and
   REQUIRE(parse_train_args({"--device", "cuda", "--memory-limit", "2GiB"}).options.memory_limit.bytes ==
           2 * (size_t(1) << 30));
   REQUIRE(parse_train_args({"--device", "cuda", "--memory-limit=512MiB"}).options.memory_limit.bytes == size_t(512) << 20);
-  const MemoryLimit quarter = parse_train_args({"--device", "cuda", "--memory-limit", "0.25"}).options.memory_limit;
+  const DeviceMemoryLimit quarter = parse_train_args({"--device", "cuda", "--memory-limit", "0.25"}).options.memory_limit;
   REQUIRE(quarter.fraction == 0.25);
   REQUIRE(quarter.bytes == 0);
   REQUIRE(parse_train_args({"--device", "cpu", "--memory-limit", "none"}).options.memory_limit.none());

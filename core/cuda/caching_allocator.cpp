@@ -100,14 +100,14 @@ bool CachingAllocator::over_limit_locked(int device, size_t size) {
   return it->second.bytes > 0 && stats_locked(device).reserved + size > it->second.bytes;
 }
 
-void CachingAllocator::set_memory_limit(int device, MemoryLimit limit, const std::string& source) {
+void CachingAllocator::set_memory_limit(int device, DeviceMemoryLimit limit, const std::string& source) {
   BRIGADE_CHECK(device >= 0, "caching allocator: invalid device index ", device);
   const size_t total = limit.fraction > 0 ? backend_.memory_info(device).second : 0;  // not under the lock
   std::lock_guard<std::mutex> lock(mutex_);
   limits_[device] = Limit{limit.resolve(total, source), source};
 }
 
-void CachingAllocator::set_default_memory_limit(MemoryLimit limit, const std::string& source) {
+void CachingAllocator::set_default_memory_limit(DeviceMemoryLimit limit, const std::string& source) {
   std::lock_guard<std::mutex> lock(mutex_);
   default_limit_ = limit;
   default_limit_source_ = source;

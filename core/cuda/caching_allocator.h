@@ -113,10 +113,10 @@ class CachingAllocator {
   // At most `limit` reserved bytes on `device` from now on (a fraction is of the backend's total for
   // the device); none() lifts it. Blocks already reserved stay, even above it. `source` names where
   // the limit came from, for the out-of-memory message (e.g. "--memory-limit").
-  void set_memory_limit(int device, MemoryLimit limit, const std::string& source = "set_memory_limit");
+  void set_memory_limit(int device, DeviceMemoryLimit limit, const std::string& source = "set_memory_limit");
   // The limit of every device that has not been given its own, applied at its first allocation (the
   // CUDA backend passes BRIGADE_CUDA_MEMORY_LIMIT here).
-  void set_default_memory_limit(MemoryLimit limit, const std::string& source);
+  void set_default_memory_limit(DeviceMemoryLimit limit, const std::string& source);
   size_t memory_limit(int device);  // in bytes, resolved; 0: none
 
   CudaMemoryStats stats(int device) const;
@@ -166,7 +166,7 @@ class CachingAllocator {
     std::string source;
   };
   std::map<int, Limit> limits_;      // per device, resolved
-  MemoryLimit default_limit_;        // for the devices not in limits_, at their first allocation
+  DeviceMemoryLimit default_limit_;        // for the devices not in limits_, at their first allocation
   std::string default_limit_source_;
 };
 

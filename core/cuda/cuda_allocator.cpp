@@ -139,7 +139,7 @@ void reset_peak_memory(Device device) {
 
 void cuda_empty_cache() { cuda::instance().cache.empty_cache(); }
 
-void set_cuda_memory_limit(Device device, const MemoryLimit& limit, const std::string& source) {
+void set_cuda_memory_limit(Device device, const DeviceMemoryLimit& limit, const std::string& source) {
   BRIGADE_CHECK(device.is_cuda(), source, ": ", device.str(), " is not a GPU (the limit is for GPU memory)");
   BRIGADE_CHECK(device.index < cuda::device_count(), source, ": ", device.str(), " does not exist: ",
                 cuda::device_count(), " GPU(s) are visible");

@@ -297,7 +297,7 @@ TEST_CASE("gpu train --memory-limit: too little fails naming what the process ho
   CHECK_THAT(text, Contains("To fit, try: more pipeline stages (--stages)"));
   cuda_empty_cache();  // what the failed run cached stays reserved otherwise
   const int status = run("1GiB", text);
-  set_cuda_memory_limit(kGpu, MemoryLimit{});  // the limit is the process's: lift it for the next tests
+  set_cuda_memory_limit(kGpu, DeviceMemoryLimit{});  // the limit is the process's: lift it for the next tests
   REQUIRE(status == 0);
   REQUIRE_THAT(text, Contains("loss: "));
 }

@@ -70,7 +70,7 @@ struct TrainOptions {
   int64_t memory_budget = 0;  // bytes per rank for --partition balanced; 0: no limit
   // The most this process may reserve on its GPU (core/memory_limit.h; the caching allocator
   // enforces it). GPU only; the rank threads of one process share it.
-  MemoryLimit memory_limit;
+  DeviceMemoryLimit memory_limit;
   std::string trace = "brigade-trace.json";    // Chrome trace of the last step ("" or none: off)
   std::string svg = "brigade-timeline.svg";    // simulated vs measured timeline of the last step
   // Reporting and checkpoints
