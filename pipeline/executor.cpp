@@ -205,7 +205,7 @@ std::vector<const Skip*> Executor::skips_over(int boundary) const {
 // agreed shape (comm/handshake.h) and its messages arrive in order.
 int Executor::tag(int boundary, bool gradient, size_t slot) const {
   const int slots = 1 + int(options_.skips.size());
-  return (boundary * 2 + (gradient ? 1 : 0)) * slots + int(slot);
+  return options_.tag_base + (boundary * 2 + (gradient ? 1 : 0)) * slots + int(slot);
 }
 
 int Executor::stashed() const { return int(work_.size()); }

@@ -45,6 +45,10 @@ struct ExecutorOptions {
   // happens on NCCL without it (tests/gpu/test_gpu_comm.cpp): links set up at first use can wait in
   // a cycle.
   bool connect_links = true;
+  // Added to every message tag. A channel (peer, tag) keeps one kind, fixed-shape or varying
+  // (comm/handshake.h), so two executors on one communicator whose shapes differ in kind — training
+  // and the forward-only pass (pipeline/forward.cpp) — must not share tags.
+  int tag_base = 0;
 };
 
 class Executor {

@@ -17,6 +17,9 @@ namespace {
 // An output's header as it travels: dtype, rank (number of dims), then up to kMaxDims sizes.
 constexpr int kMaxDims = 8;
 constexpr size_t kHeader = 2 + kMaxDims;
+// Where the forward-only executors' message tags start: far above the training executor's
+// ((boundary * 2 + 1) * (1 + skips) + slot), below brigade train's checkpoint gathering (1 << 24).
+constexpr int kForwardTags = 1 << 22;
 
 }  // namespace
 
@@ -31,6 +34,7 @@ Executor& Pipeline::forward_executor(int microbatches) {
   if (comm.backend() == "nccl" && schedule.ranks() > 1) check_exchanges_headers_first(schedule, true);
   ExecutorOptions exec;
   exec.variable_shapes = true;
+  exec.tag_base = kForwardTags;  // the training executor's channels are fixed-shape
   exec.skips = options_.skips;
   // Connecting the links is a collective: every rank of the pipeline builds this executor at the
   // same call.

@@ -86,6 +86,14 @@ Got forward_through_stages(ScheduleKind kind, int P, const Batches& b, bool trac
     PipelineGroups groups;
     groups.pipeline = &comm;
     Pipeline pipe(groups, training, mine.chunks, mine.loss, options);
+    // A training step first, as in `brigade train`: its messages and the pass's share the
+    // communicator (gradients accumulate; the weights stay as they are).
+    std::vector<Tensor> step_inputs(static_cast<size_t>(P)), step_targets(static_cast<size_t>(P));
+    for (int m = 0; m < P; ++m) {
+      step_inputs[size_t(m)] = ids(2, 6, uint64_t(m) + 7);
+      step_targets[size_t(m)] = ids(2, 6, uint64_t(m) + 70);
+    }
+    pipe.forward_backward(step_inputs, step_targets);
     std::vector<Tensor> outputs = pipe.forward_outputs(M, b.inputs);
     std::vector<double> losses = pipe.forward_losses(M, b.inputs, b.targets);
     std::lock_guard<std::mutex> lock(mutex);

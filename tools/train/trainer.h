@@ -30,10 +30,10 @@ namespace brigade::train {
 
 // One trainer per rank. Without groups it is the whole model on one device; with them, one rank of
 // a pipeline (pipeline/runtime.h): every rank builds the whole GPT from the seed (so all start from
-// the same weights), keeps its stages' layers, and its optimizer updates only those. Checkpoints and
-// evaluation see the whole model: the stages' parameters and optimizer state are gathered on the
-// pipeline's rank 0, so a checkpoint is the same file whichever way it was trained, and either way
-// can resume it.
+// the same weights), keeps its stages' layers, and its optimizer updates only those. Checkpoints see
+// the whole model: the stages' parameters and optimizer state are gathered on the pipeline's rank 0,
+// so a checkpoint is the same file whichever way it was trained, and either way can resume it.
+// Evaluation runs through the stages instead (pipeline_eval.h): no rank assembles the model.
 class Trainer {
  public:
   // Builds the model and the optimizer; with options.resume, restores that checkpoint, and else with
