@@ -144,10 +144,7 @@ Tensor GPT::forward_cached(const Tensor& idx, KVCache& cache) {
   return (*head)(x);
 }
 
-namespace {
-
-// The next token of each row of logits [B, V] (see GenerateOptions), as [B, 1] i64 on `device`.
-Tensor choose_next(const Tensor& logits, const GenerateOptions& o, int64_t step, Device device) {
+Tensor choose_next_token(const Tensor& logits, const GenerateOptions& o, int64_t step, Device device) {
   const int64_t B = logits.size(0), V = o.vocab_limit > 0 ? std::min(o.vocab_limit, logits.size(1)) : logits.size(1);
   const Tensor usable = logits.slice(1, 0, V);
   if (o.temperature <= 0) return argmax(usable, -1, /*keepdim=*/true).to(device);
@@ -186,7 +183,6 @@ Tensor choose_next(const Tensor& logits, const GenerateOptions& o, int64_t step,
   return from_vector(next, {B, 1}, DType::i64, device);
 }
 
-}  // namespace
 
 Tensor GPT::generate(const Tensor& idx, int64_t max_new_tokens, const GenerateOptions& options) {
   BRIGADE_CHECK(max_new_tokens >= 0, "GPT::generate: max_new_tokens must be non-negative, got ", max_new_tokens);
@@ -207,7 +203,7 @@ Tensor GPT::generate(const Tensor& idx, int64_t max_new_tokens, const GenerateOp
       Tensor context = T > config_.block_size ? out.slice(1, T - config_.block_size, T) : out;
       last = (*this)(context).select(1, -1);
     }
-    out = concat({out, choose_next(last, options, i, out.device())}, 1);
+    out = concat({out, choose_next_token(last, options, i, out.device())}, 1);
   }
   return out;
 }

@@ -133,6 +133,11 @@ class GPT : public Module {
   GPTConfig config_;
 };
 
+// The token GPT::generate appends at step `step` (0 for the first new token) to each row, from that
+// row's logits [B, V] of the last position (see GenerateOptions), as [B, 1] i64 on `device`. For
+// decoding elsewhere (through a pipeline's stages) with exactly generate's choices.
+Tensor choose_next_token(const Tensor& logits, const GenerateOptions& options, int64_t step, Device device);
+
 // The loss GPT::loss applies to its logits: mean cross-entropy of logits [B, T, V] against targets
 // [B, T], targets equal to -1 ignored; bf16/f16 logits are converted to f32 first (an f32 loss). A pipeline's last stage (which runs the head) uses it as its
 // loss function, so pipelined and one-device training compute the same numbers.

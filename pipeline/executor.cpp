@@ -166,6 +166,7 @@ Executor::Executor(comm::Communicator& comm, Schedule schedule, std::vector<Chun
                   k.from, " to stage ", k.to, "; it needs 0 <= from < to < S=", S);
     BRIGADE_CHECK(names.insert(k.name).second, "pipeline executor: two skips are named '", k.name, "'");
   }
+  forward_only_ = schedule_.forward_only();
   // Where each chunk's weight gradients are final: after its last B or W (I leaves the weights alone).
   last_weight_action_.assign(size_t(V), kNever);
   const auto& actions = schedule_.actions[size_t(rank_)];
@@ -204,7 +205,7 @@ std::vector<const Skip*> Executor::skips_over(int boundary) const {
 // agreed shape (comm/handshake.h) and its messages arrive in order.
 int Executor::tag(int boundary, bool gradient, size_t slot) const {
   const int slots = 1 + int(options_.skips.size());
-  return (boundary * 2 + (gradient ? 1 : 0)) * slots + int(slot);
+  return options_.tag_base + (boundary * 2 + (gradient ? 1 : 0)) * slots + int(slot);
 }
 
 int Executor::stashed() const { return int(work_.size()); }
@@ -230,7 +231,9 @@ Executor::Bundle Executor::run_layers(int stage, Work& work, int microbatch) {
   for (const auto& layer : chunk.layers) x = (*layer)(x);  // under its compute dtype, recompute too
 
   Bundle out;
-  if (last) {
+  if (last && !with_loss_) {
+    out.tensors.push_back(keep_ ? keep_(x) : x);
+  } else if (last) {
     const Tensor& target = targets_->at(size_t(microbatch));
     Tensor loss = loss_(x, target);
     BRIGADE_CHECK(loss.defined() && loss.numel() == 1, "pipeline: the loss function returned ",
@@ -271,18 +274,20 @@ void Executor::forward(const Action& a) {
     auto it = arrived_.find(key);
     BRIGADE_CHECK(it != arrived_.end(), "pipeline executor: ", describe(a, rank_, schedule_.layout),
                   " found no activation from stage ", s - 1);
-    for (const Tensor& t : it->second->tensors) work->inputs.push_back(as_leaf(t));
+    for (const Tensor& t : it->second->tensors) work->inputs.push_back(forward_only_ ? t : as_leaf(t));
     arrived_.erase(it);
   }
   const bool last = s == schedule_.stages() - 1;
-  if (last) {
+  if (last && with_loss_) {
     BRIGADE_CHECK(a.microbatch < int(targets_->size()), "pipeline: rank ", rank_, " holds the last stage and needs ",
                   "targets for micro-batch ", a.microbatch, " but was given ", targets_->size(), " micro-batches");
   }
 
   Bundle out;
-  if (options_.recompute) {
-    NoGradGuard no_grad;  // keep nothing but the input; the backward runs the layers again
+  if (options_.recompute || forward_only_) {
+    // Recomputing: keep nothing but the input; the backward runs the layers again. Forward only:
+    // nothing at all.
+    NoGradGuard no_grad;
     out = run_layers(s, *work, a.microbatch);
   } else {
     TapeGuard recording(work->tape);
@@ -294,12 +299,13 @@ void Executor::forward(const Action& a) {
   if (last) {
     // Kept on the device: reading it here (.item()) would make the host wait for this micro-batch
     // on a GPU, and the next actions would queue late. run() reads all of them once, at the end.
-    losses_[size_t(a.microbatch)] = out.tensors[0].detach().reshape({1});
+    losses_[size_t(a.microbatch)] = with_loss_ ? out.tensors[0].detach().reshape({1}) : out.tensors[0].detach();
   } else {
     auto bundle = std::make_shared<Bundle>(std::move(out));
     if (schedule_.layout.rank_of(s + 1) == rank_) arrived_[{s + 1, a.microbatch}] = bundle;
     else outgoing_[key] = bundle;
   }
+  if (forward_only_) return;  // no backward will come for it
   work_[key] = std::move(work);
   peak_stashed_ = std::max(peak_stashed_, int(work_.size()));
 }
@@ -461,10 +467,33 @@ void Executor::clear() {
 
 std::vector<double> Executor::run(const std::vector<Tensor>& inputs, const std::vector<Tensor>& targets,
                                   double loss_scale, Trace* trace) {
+  BRIGADE_CHECK(!forward_only_, "pipeline executor: schedule '", schedule_.name,
+                "' runs no backward, so it cannot train a step; evaluate with run_forward");
+  loss_scale_ = loss_scale;
+  with_loss_ = true;
+  keep_ = nullptr;
+  walk(inputs, targets, trace);
+  if (losses_.empty()) return {};
+  std::vector<double> losses = ops::concat(losses_, 0).to_vector();  // one copy to the host
+  losses_.clear();
+  return losses;
+}
+
+std::vector<Tensor> Executor::run_forward(const std::vector<Tensor>& inputs, const std::vector<Tensor>& targets,
+                                          const std::function<Tensor(const Tensor&)>& keep, Trace* trace) {
+  BRIGADE_CHECK(forward_only_, "pipeline executor: schedule '", schedule_.name,
+                "' runs backwards; a forward-only pass needs forward_only_schedule()");
+  with_loss_ = !targets.empty();
+  keep_ = keep;
+  walk(inputs, targets, trace);
+  keep_ = nullptr;
+  return std::move(losses_);
+}
+
+void Executor::walk(const std::vector<Tensor>& inputs, const std::vector<Tensor>& targets, Trace* trace) {
   const std::vector<Action>& actions = schedule_.actions[size_t(rank_)];
   inputs_ = &inputs;
   targets_ = &targets;
-  loss_scale_ = loss_scale;
   const bool holds_last = schedule_.layout.rank_of(schedule_.stages() - 1) == rank_;
   losses_.assign(holds_last ? size_t(schedule_.microbatches) : 0, Tensor());
   peak_stashed_ = 0;
@@ -499,14 +528,11 @@ std::vector<double> Executor::run(const std::vector<Tensor>& inputs, const std::
                   work_.size(), " micro-batch(es) whose backward never ran");
   } catch (...) {
     clear();
+    losses_.clear();
     throw;
   }
   if (trace != nullptr) timer.emit(*trace);
   inputs_ = targets_ = nullptr;
-  if (losses_.empty()) return {};
-  std::vector<double> losses = ops::concat(losses_, 0).to_vector();  // one copy to the host
-  losses_.clear();
-  return losses;
 }
 
 }  // namespace brigade::pipeline

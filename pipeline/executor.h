@@ -45,6 +45,10 @@ struct ExecutorOptions {
   // happens on NCCL without it (tests/gpu/test_gpu_comm.cpp): links set up at first use can wait in
   // a cycle.
   bool connect_links = true;
+  // Added to every message tag. A channel (peer, tag) keeps one kind, fixed-shape or varying
+  // (comm/handshake.h), so two executors on one communicator whose shapes differ in kind — training
+  // and the forward-only pass (pipeline/forward.cpp) — must not share tags.
+  int tag_base = 0;
 };
 
 class Executor {
@@ -67,6 +71,12 @@ class Executor {
   // Any failure leaves the executor ready for another run (its state is cleared).
   std::vector<double> run(const std::vector<Tensor>& inputs, const std::vector<Tensor>& targets, double loss_scale,
                           Trace* trace = nullptr);
+  // For a forward-only schedule (Schedule::forward_only, evaluation): runs the rank's actions with
+  // no tape, keeping nothing once a stage's output has left. On the last stage's rank returns one
+  // tensor per micro-batch — with `targets`, the loss against them ([1]); without, the last stage's
+  // output passed through `keep` (all of it when `keep` is empty) — and an empty list elsewhere.
+  std::vector<Tensor> run_forward(const std::vector<Tensor>& inputs, const std::vector<Tensor>& targets,
+                                  const std::function<Tensor(const Tensor&)>& keep, Trace* trace = nullptr);
 
   // `hook(c)` runs on the calling thread right after the action that makes chunk c's weight
   // gradients final for the step (its last B or W), so their data-parallel reduction can start while
@@ -96,6 +106,7 @@ class Executor {
   int tag(int boundary, bool gradient, size_t slot) const;
   Work& work_at(const Key& key, const Action& a);
   void clear();
+  void walk(const std::vector<Tensor>& inputs, const std::vector<Tensor>& targets, Trace* trace);
 
   comm::Communicator& comm_;
   Schedule schedule_;
@@ -108,7 +119,12 @@ class Executor {
   const std::vector<Tensor>* inputs_ = nullptr;
   const std::vector<Tensor>* targets_ = nullptr;
   double loss_scale_ = 1;
-  std::vector<Tensor> losses_;  // the last stage's loss per micro-batch, [1] each, on the device
+  // The last stage's result per micro-batch, on the device: the loss ([1]), or in a forward-only run
+  // without targets the output through keep_.
+  std::vector<Tensor> losses_;
+  bool forward_only_ = false;  // the schedule runs no backward
+  bool with_loss_ = true;      // the last stage applies the loss (always, but in run_forward without targets)
+  std::function<Tensor(const Tensor&)> keep_;
   std::map<Key, std::unique_ptr<Work>> work_;     // F done, backward not finished
   std::map<Key, std::shared_ptr<Bundle>> arrived_;       // activations for (stage, m), received or handed over
   std::map<Key, std::shared_ptr<Bundle>> arrived_grads_;  // gradients of (stage, m)'s output

@@ -33,6 +33,21 @@ Schedule empty_schedule(const char* name, int ranks, int microbatches, int chunk
 
 }  // namespace
 
+Schedule forward_only_order(const Layout& layout, int microbatches) {
+  Schedule s = empty_schedule("forward", layout.ranks, microbatches, layout.chunks, layout.placement);
+  for (int r = 0; r < layout.ranks; ++r) {
+    std::vector<std::pair<int, Action>> timed;  // (m + stage, F): sorted, the rank's order
+    for (int m = 0; m < microbatches; ++m)
+      for (int c = 0; c < layout.chunks; ++c) timed.emplace_back(m + layout.stage(r, c), F(m, c));
+    std::stable_sort(timed.begin(), timed.end(), [&](const auto& a, const auto& b) {
+      if (a.first != b.first) return a.first < b.first;
+      return layout.stage(r, a.second.chunk) < layout.stage(r, b.second.chunk);
+    });
+    for (const auto& [t, a] : timed) s.actions[size_t(r)].push_back(a);
+  }
+  return s;
+}
+
 // Micro-batch m goes all the way down and back up before m + 1 starts: only one rank is ever busy.
 Schedule naive_order(int ranks, int microbatches) {
   Schedule s = empty_schedule("naive", ranks, microbatches, 1);

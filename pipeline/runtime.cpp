@@ -10,6 +10,7 @@
 #include "kernels/ops.h"
 #include "nn/activation.h"
 #include "pipeline/exchange.h"
+#include "pipeline/host_values.h"
 
 namespace brigade::pipeline {
 
@@ -57,23 +58,11 @@ void check_recompute_is_deterministic(const std::vector<Chunk>& chunks, int rank
   }
 }
 
-// Small f64 vectors for collectives live on the communicator's device (NCCL takes GPU memory only).
-Tensor doubles_on(const comm::Communicator& comm, const std::vector<double>& values) {
-  Tensor host = zeros({int64_t(values.size())}, DType::f64);
-  std::copy(values.begin(), values.end(), host.data<double>());
-  return host.to(comm.device());
-}
-
-std::vector<double> doubles_of(const Tensor& t) {
-  Tensor host = t.to(Device::cpu()).contiguous();
-  return std::vector<double>(host.data<double>(), host.data<double>() + host.numel());
-}
-
 }  // namespace
 
 Pipeline::Pipeline(const PipelineGroups& groups, Schedule schedule, std::vector<Chunk> chunks, LossFn loss,
                    PipelineOptions options)
-    : options_(std::move(options)) {
+    : options_(std::move(options)), loss_(loss) {
   BRIGADE_CHECK(groups.pipeline != nullptr, "pipeline: no pipeline communicator");
   groups_.pipeline = groups.pipeline;
   groups_.replicas = groups.replicas;

@@ -22,6 +22,8 @@
 // an error naming the rank instead of waiting for the timeout.
 #pragma once
 
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -87,6 +89,25 @@ class Pipeline {
   // pass empty lists). Gradients accumulate into .grad — zero them between steps.
   StepStats forward_backward(const std::vector<Tensor>& inputs, const std::vector<Tensor>& targets);
 
+  // ---- evaluation: forward only (pipeline/forward.cpp) ----
+  // Both run `microbatches` micro-batches forward through the stages on forward_only_schedule() of
+  // this pipeline's layout (any placement, any V), recording no tape and leaving weights and
+  // gradients alone. Micro-batches may differ in shape (the last batch of a validation set, a
+  // sequence growing while decoding). `inputs` as for forward_backward: needed on stage 0's rank.
+  // Every rank of this pipeline calls them, with the same `microbatches`; replicas are independent
+  // (one replica may evaluate while the others do not). A failure aborts the pipeline's
+  // communicator, as in forward_backward.
+  //
+  // Each micro-batch's loss against `targets` (needed on the last stage's rank), on every rank.
+  std::vector<double> forward_losses(int microbatches, const std::vector<Tensor>& inputs,
+                                     const std::vector<Tensor>& targets);
+  // The last stage's output for each micro-batch, passed through `keep` on the last stage's rank
+  // (e.g. the last position's logits, for decoding: what travels is only what is kept), then
+  // broadcast to every rank of the pipeline, in its dtype and shape — so every rank can take the
+  // same next step (choose the same next token) without another message.
+  std::vector<Tensor> forward_outputs(int microbatches, const std::vector<Tensor>& inputs,
+                                      const std::function<Tensor(const Tensor&)>& keep = {});
+
   // Scales every gradient of the whole model so their joint L2 norm is at most max_norm, like
   // optim::clip_grad_norm on one device (each tied weight counted once). Returns the norm before
   // clipping, the same on every rank; a non-finite norm leaves the gradients untouched.
@@ -111,10 +132,15 @@ class Pipeline {
   struct TieGroup;
   void sum_tied_gradients();
   void gather_trace(const Trace& mine);
+  Executor& forward_executor(int microbatches);  // built on first use, one per M
+  std::vector<Tensor> run_forward(int microbatches, const std::vector<Tensor>& inputs,
+                                  const std::vector<Tensor>& targets, const std::function<Tensor(const Tensor&)>& keep);
 
   PipelineGroups groups_;
   std::unique_ptr<Executor> executor_;
+  std::map<int, std::unique_ptr<Executor>> forward_executors_;  // by M
   PipelineOptions options_;
+  LossFn loss_;
   std::vector<std::unique_ptr<TieGroup>> ties_;
   std::unique_ptr<ReplicaBuckets> buckets_;  // with several replicas
   Trace trace_;

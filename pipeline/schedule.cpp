@@ -10,6 +10,17 @@
 
 namespace brigade::pipeline {
 
+bool Schedule::forward_only() const {
+  for (const auto& rank : actions)
+    for (const Action& a : rank)
+      if (is_compute(a.kind) && a.kind != ActionKind::forward) return false;
+  return true;
+}
+
+Schedule forward_only_schedule(const Layout& layout, int microbatches) {
+  return add_communication(forward_only_order(layout, microbatches), MessagePlacement::lock_step);
+}
+
 bool Schedule::split_backward() const {
   for (const auto& rank : actions) {
     for (const Action& a : rank) {

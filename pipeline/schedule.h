@@ -47,6 +47,8 @@ struct Schedule {
   int stages() const { return layout.stages(); }
   // True when backward is split into I and W (zero-bubble schedules).
   bool split_backward() const;
+  // True when no rank runs a backward (B, I or W): an evaluation pass (forward_only_schedule).
+  bool forward_only() const;
 };
 
 // "naive", "gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "dualpipev" (the names the CLI takes).
@@ -79,6 +81,16 @@ Schedule interleaved_order(int ranks, int microbatches, int chunks);
 Schedule zb_h1_order(int ranks, int microbatches);
 Schedule zb_v_order(int ranks, int microbatches);
 Schedule dualpipev_order(int ranks, int microbatches);
+
+// Forward only, for evaluation: every micro-batch through every stage of `layout` (any placement,
+// any V), no backward. Each rank runs its forwards in the order of m + stage (the unit-cost time
+// each could start if ranks never waited for each other; the lower stage first on a tie), which
+// respects every micro-batch's path through the stages, so the order can always finish. Nothing is
+// stashed: an F keeps nothing for a backward. forward_only_schedule() adds the messages in lock step
+// (below), safe under rendezvous sends for every placement — next_to_actions would not be once the
+// activations wrap round from the last rank to the first (V >= 2) with M > P. Named "forward".
+Schedule forward_only_order(const Layout& layout, int microbatches);
+Schedule forward_only_schedule(const Layout& layout, int microbatches);
 
 // Where add_communication puts the messages.
 enum class MessagePlacement {

@@ -37,7 +37,11 @@ enum class Channel { activation, gradient };
 class Simulator {
  public:
   Simulator(const Schedule& schedule, const Costs& costs, int64_t activation_bytes)
-      : s_(schedule), layout_(schedule.layout), costs_(costs), activation_bytes_(activation_bytes) {}
+      : s_(schedule),
+        layout_(schedule.layout),
+        costs_(costs),
+        activation_bytes_(activation_bytes),
+        forward_only_(schedule.forward_only()) {}
 
   SimulationResult run();
 
@@ -80,6 +84,7 @@ class Simulator {
   const Layout layout_;
   const Costs costs_;
   const int64_t activation_bytes_;
+  const bool forward_only_;  // no rank runs a backward: F stashes nothing, and only F is required
 
   std::vector<Progress> progress_;
   std::map<std::tuple<int, int, int>, std::deque<Message>> queues_;  // (from rank, to rank, channel)
@@ -201,7 +206,7 @@ void Simulator::run_compute(int r, int i, const Action& a, Progress& p, int stag
                   ", but no RECV before it received it");
       }
       p.forward = true;
-      stash(r, stage, +1);
+      if (!forward_only_) stash(r, stage, +1);  // an evaluation pass keeps nothing for a backward
       cost = costs_.of(stage).forward;
       break;
     }
@@ -351,11 +356,16 @@ void Simulator::check_complete() const {
     const int end = int(s_.actions[size_t(r)].size());
     for (int m = 0; m < s_.microbatches; ++m) {
       const Progress& p = progress(stage, m);
-      const char* missing = !p.forward ? "F" : !p.input_grad ? "B (or I)" : !p.weight_grad ? "W" : nullptr;
+      const char* missing = !p.forward                       ? "F"
+                            : forward_only_                    ? nullptr
+                            : !p.input_grad                    ? "B (or I)"
+                            : !p.weight_grad                   ? "W"
+                                                               : nullptr;
       if (missing) {
         fail_at(r, end,
                 stage_name(stage) + " never runs " + missing + " for micro-batch " + std::to_string(m) +
-                    ": every micro-batch needs F and B (or I and W) once on every stage");
+                    (forward_only_ ? ": a forward-only schedule runs F once per micro-batch on every stage"
+                                   : ": every micro-batch needs F and B (or I and W) once on every stage"));
       }
     }
   }

@@ -12,7 +12,8 @@
 // stage (or, on the last stage, just their own F: the loss), W its I, a SEND the tensor it sends. A
 // RECV must get exactly the message it expects next from its peer. An overlapped F (DualPipeV's
 // F&B pairs) must be followed directly by the B or I it pairs with; the two run back to back. At the end every micro-batch must
-// have run F and B (or I and W) exactly once on every stage, and every message must have been
+// have run F and B (or I and W) exactly once on every stage — in a forward-only schedule
+// (Schedule::forward_only: evaluation) F alone, which stashes nothing — and every message must have been
 // received. A RECV that can never complete is a deadlock: either its peer never sends the message,
 // or ranks wait for each other in a cycle. Every failure throws ScheduleError, whose message prints
 // the whole rank x step grid with the offending action marked (pipeline/grid.h).

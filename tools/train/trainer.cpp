@@ -24,11 +24,25 @@
 #include "core/stream.h"
 #include "kernels/ops.h"
 #include "pipeline/trace.h"
+#include "pipeline_eval.h"
 #include "text_task.h"
 
 namespace brigade::train {
 
 namespace {
+
+// Eval mode for a scope (the pipeline's chunks share the model's layers), then the mode before.
+class EvalMode {
+ public:
+  explicit EvalMode(nn::GPT& model) : model_(model), was_training_(model.is_training()) { model_.eval(); }
+  ~EvalMode() { model_.train(was_training_); }
+  EvalMode(const EvalMode&) = delete;
+  EvalMode& operator=(const EvalMode&) = delete;
+
+ private:
+  nn::GPT& model_;
+  bool was_training_;
+};
 
 nn::GPTConfig gpt_config(const TrainOptions& o, const Task& task) {
   nn::GPTConfig c;
@@ -333,52 +347,57 @@ double Trainer::train_step() {
   return value;
 }
 
-nn::GPT* Trainer::whole_model() {
-  if (!pipe_) return model_.get();
-  auto [model, optim] = gather_state();
-  if (!is_leader()) return nullptr;
-  // The leader's GPT copy holds its own stages' live weights; the rest are stale until loaded here.
-  model_->load_state_dict(model);
-  return model_.get();
-}
+// In a pipeline, evaluation runs through the stages (pipeline_eval.h): every rank of replica 0 takes
+// part and gets the result. The other replicas hold the same weights and would compute the same
+// numbers, so they skip it (as checkpoints' gathering does) and return the empty result.
+bool Trainer::evaluates_here() const { return !pipe_ || pipe_->replica() == 0; }
 
 Accuracy Trainer::evaluate(int64_t examples) {
   const auto* sort = dynamic_cast<const SortTask*>(task_.get());
   BRIGADE_CHECK(sort != nullptr, "brigade train: held-out accuracy is the sort task's measure; --data runs report "
                 "validation loss");
-  nn::GPT* model = whole_model();
-  return model ? evaluate_sorting(*model, *sort, options_.seed, examples) : Accuracy{};
+  if (!pipe_) return evaluate_sorting(*model_, *sort, options_.seed, examples);
+  if (!evaluates_here()) return Accuracy{};
+  EvalMode eval(*model_);
+  auto through_stages = [&](const std::vector<Tensor>& prompts, int64_t new_tokens) {
+    return pipeline_generate(*pipe_, prompts, new_tokens, model_->config().block_size);
+  };
+  const Accuracy a = evaluate_sorting(through_stages, model_->config().device, *sort, options_.seed, examples);
+  return is_leader() ? a : Accuracy{};
 }
 
 double Trainer::validation_loss(int64_t windows) {
   const auto* lm = dynamic_cast<const TextTask*>(task_.get());
   BRIGADE_CHECK(lm != nullptr && lm->validation() != nullptr,
                 "brigade train: no validation shards to measure a validation loss on");
-  nn::GPT* model = whole_model();
-  if (model == nullptr) return std::numeric_limits<double>::quiet_NaN();
-  return mean_loss(*model, *lm->validation(), std::min(windows, lm->validation()->windows()), options_.batch);
+  windows = std::min(windows, lm->validation()->windows());
+  if (!pipe_) return mean_loss(*model_, *lm->validation(), windows, options_.batch);
+  if (!evaluates_here()) return std::numeric_limits<double>::quiet_NaN();
+  EvalMode eval(*model_);
+  const double loss = pipeline_mean_loss(*pipe_, *lm->validation(), windows, options_.batch, model_->config().device);
+  return is_leader() ? loss : std::numeric_limits<double>::quiet_NaN();
 }
 
 std::string Trainer::sample(int64_t tokens, uint64_t seed) {
   const auto* lm = dynamic_cast<const TextTask*>(task_.get());
   BRIGADE_CHECK(lm != nullptr && lm->tokenizer(), "brigade train: no tokenizer to write a sample with");
-  nn::GPT* model = whole_model();
-  if (model == nullptr) return "";
+  if (!evaluates_here()) return "";
   const text::Tokenizer& tokenizer = *lm->tokenizer();
   // A new document, as every document `brigade data prepare` writes starts; a tokenizer without
   // <|endoftext|> starts from its token 0.
   const double start = tokenizer.has_eot() ? double(tokenizer.eot_id()) : 0.0;
-  const Tensor prompt = full({1, 1}, start, DType::i64, model->config().device);
+  const Tensor prompt = full({1, 1}, start, DType::i64, model_->config().device);
   nn::GenerateOptions g;
   g.temperature = 0.8;
   g.top_k = 40;
   g.seed = seed;
   // Only ids the tokenizer can decode: not the padding, nor ids a larger --vocab adds.
   g.vocab_limit = std::min(lm->tokenizer_vocab(), int64_t(tokenizer.vocab_size()));
-  const bool was_training = model->is_training();
-  model->eval();
-  const std::vector<double> out = model->generate(prompt, std::min(tokens, model->config().block_size - 1), g).to_vector();
-  model->train(was_training);
+  const int64_t block_size = model_->config().block_size, count = std::min(tokens, block_size - 1);
+  EvalMode eval(*model_);
+  const std::vector<double> out = pipe_ ? pipeline_generate(*pipe_, {prompt}, count, block_size, g)[0].to_vector()
+                                        : model_->generate(prompt, count, g).to_vector();
+  if (!is_leader()) return "";
   std::vector<text::TokenId> ids;
   for (size_t i = 1; i < out.size(); ++i) ids.push_back(text::TokenId(out[i]));
   return tokenizer.decode(ids);

@@ -32,8 +32,8 @@ namespace brigade::train {
 // a pipeline (pipeline/runtime.h): every rank builds the whole GPT from the seed (so all start from
 // the same weights), keeps its stages' layers, and its optimizer updates only those. A checkpoint is
 // a directory of shards, each rank writing its own parameters by their full names
-// (nn/sharded_checkpoint.h), so any layout resumes it; evaluation sees the whole model, gathered on
-// the pipeline's rank 0.
+// (nn/sharded_checkpoint.h), so any layout resumes it. Evaluation runs through the stages
+// (pipeline_eval.h): no rank assembles the model.
 class Trainer {
  public:
   // Builds the model and the optimizer; with options.resume, restores that checkpoint, and else with
@@ -51,14 +51,16 @@ class Trainer {
   // 0 writes its own parameters; a rank that fails makes it fail on every rank.
   void save(const std::string& path);
   // Greedy-decoding accuracy of the whole model on the sort task. In a pipeline every rank calls it;
-  // the pipeline's rank 0 (of replica 0) evaluates, the others return an empty Accuracy.
+  // the ranks of replica 0 decode through the stages (forward-only passes, pipeline_eval.h: the model
+  // is never assembled on one rank), the leader returns the result and the others an empty Accuracy.
   Accuracy evaluate(int64_t examples);
   // Mean loss of the whole model on the first `windows` validation windows (--data with validation
   // shards), in the same way: every rank calls it, the leader's result is the one that counts (NaN
-  // elsewhere).
+  // elsewhere). Equal to the one-device number, bit for bit on the CPU.
   double validation_loss(int64_t windows);
   // `tokens` tokens the whole model writes from the start of a new document (temperature 0.8, top-k
-  // 40, `seed`), decoded by the data's tokenizer: the leader's result, "" on the other ranks.
+  // 40, `seed`), decoded by the data's tokenizer, in the same way: the leader's result, "" on the
+  // other ranks.
   std::string sample(int64_t tokens, uint64_t seed);
 
   // Pipeline only: trace the next steps (pipeline/trace.h); the last traced step's timeline.
@@ -98,9 +100,7 @@ class Trainer {
   // one only those, from a single file all of it.
   nn::Checkpoint load_own_part(const std::string& path);
   void init_from(const std::string& path);      // --init-from PATH: the weights only
-  // The whole model, up to date, on the leader (gathered from the stages in a pipeline); nullptr on
-  // the other ranks.
-  nn::GPT* whole_model();
+  bool evaluates_here() const;  // evaluation runs on this rank: one device, or replica 0's pipeline
   void resume_newest(const std::string& dir);   // --save DIR/
   // Checks that `ckpt` belongs to this configuration and loads it; errors start with `context`.
   void restore(const nn::Checkpoint& ckpt, const std::string& context);
@@ -116,8 +116,6 @@ class Trainer {
   std::vector<double> shared_layer_seconds(bool recompute);
   DType compute_dtype() const;                            // what --precision resolved to
   bool owns(const Tensor& parameter) const;  // held by this rank's stages
-  // The whole model's and optimizer's state on the pipeline's rank 0 (empty maps elsewhere).
-  std::pair<nn::StateDict, optim::StateDict> gather_state();
 
   TrainOptions options_;
   std::unique_ptr<Task> task_;

@@ -1,7 +1,7 @@
 // The Trainer's checkpoints: every rank writes its own parameters' shard (sharded_save.h) with the
 // settings that define the run, and on resume reads back only the parameters it holds (checked
-// against this run's settings), whichever layout wrote them. The whole model is still gathered on
-// the pipeline's rank 0 for evaluation (gather_state).
+// against this run's settings), whichever layout wrote them. Nothing is gathered: no rank ever holds
+// another's parameters.
 #include "trainer.h"
 
 #include <charconv>
@@ -71,52 +71,7 @@ std::vector<Setting> settings_of(const TrainOptions& o, const Task& task, DType 
   return settings;
 }
 
-// Messages of the evaluation gather travel on tags far above the executor's (pipeline/executor.cpp).
-constexpr int kGatherTag = 1 << 24;
-
-// A copy on the host that training will not modify.
-Tensor snapshot(const Tensor& t) { return t.device().is_cpu() ? t.clone() : t.to(Device::cpu()); }
-
 }  // namespace
-
-std::pair<nn::StateDict, optim::StateDict> Trainer::gather_state() {
-  if (!pipe_) return {model_->state_dict(), optimizer_->state_dict()};
-  if (groups_->replica != 0) return {};  // every replica holds the same values
-  comm::Communicator& comm = *groups_->pipeline;
-  if (comm.rank() != 0) {
-    // Everything this rank alone knows: its parameters and their optimizer state.
-    std::vector<std::string> names;
-    std::vector<Tensor> tensors;
-    for (auto& [name, p] : model_->named_parameters()) {
-      if (!owns(p)) continue;
-      names.push_back("model:" + name);
-      tensors.push_back(p);
-    }
-    for (auto& [key, t] : optimizer_ ? optimizer_->state_dict() : optim::StateDict{}) {
-      names.push_back("optim:" + key);
-      tensors.push_back(t);
-    }
-    // Everything travels on the communicator's device: the names are made on the host, and the
-    // optimizer's step and lr are host scalars even when the parameters live on a GPU.
-    const Device on = comm.device();
-    comm.send(encode_names(names).to(on), 0, kGatherTag, comm::Shapes::varying);
-    // Copies: the local transport hands the tensor itself over, and training goes on modifying it.
-    for (const Tensor& t : tensors) comm.send(t.device() == on ? t.clone() : t.to(on), 0, kGatherTag + 1, comm::Shapes::varying);
-    return {};
-  }
-  nn::StateDict model;
-  for (auto& [name, t] : model_->state_dict()) model[name] = snapshot(t);
-  optim::StateDict optim = optimizer_ ? optimizer_->state_dict() : optim::StateDict{};
-  for (int r = 1; r < comm.size(); ++r) {
-    for (const std::string& entry : decode_names(comm.recv(r, kGatherTag, comm::Shapes::varying))) {
-      Tensor t = snapshot(comm.recv(r, kGatherTag + 1, comm::Shapes::varying));
-      // "step" and "lr" are the same on every rank, as are the tied weight's copies: first one wins.
-      if (entry.rfind("model:", 0) == 0) model[entry.substr(6)] = t;
-      else optim.emplace(entry.substr(6), t);
-    }
-  }
-  return {model, optim};
-}
 
 void Trainer::save(const std::string& path) {
   ShardContents mine;
