@@ -28,6 +28,27 @@ std::array<uint32_t, 4> philox4x32(uint64_t counter, uint64_t key) {
 double philox_uniform(uint64_t seed, uint64_t counter) { return philox::uniform(seed, counter); }
 double philox_normal(uint64_t seed, uint64_t counter) { return philox::normal(seed, counter); }
 
+uint64_t name_hash(std::string_view name) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a 64: offset basis
+  for (const char c : name) {
+    h ^= uint64_t(static_cast<unsigned char>(c));
+    h *= 0x100000001b3ull;  // FNV prime
+  }
+  return h;
+}
+
+namespace {
+
+uint64_t mix(uint64_t z) {  // SplitMix64's finaliser: a bijection that spreads every bit
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+uint64_t stream_key(uint64_t seed, std::string_view name) { return mix(seed ^ mix(name_hash(name))); }
+
 Generator& default_generator() {
   static Generator gen(0);
   return gen;

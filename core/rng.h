@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string_view>
 
 #include "core/tensor.h"
 
@@ -32,6 +33,22 @@ struct Generator {
   // timing — give each stage its own Generator where reproducibility across runs matters.
   uint64_t advance(uint64_t n) { return __atomic_fetch_add(&offset, n, __ATOMIC_RELAXED); }
 };
+
+// Named streams: one Philox stream per name, so what is drawn under a name does not depend on what
+// else is drawn, or in which order (nn::Init::keyed uses them: a parameter's initial values are a
+// function of the seed and its full name, "blocks.3.attn.qkv.weight", whatever else a process builds).
+//
+//   name_hash(name)        = FNV-1a 64 of the name's bytes: h = 0xcbf29ce484222325, then for each
+//                            byte b: h = (h ^ b) * 0x100000001b3 (mod 2^64)
+//   stream_key(seed, name) = mix(seed ^ mix(name_hash(name))), mix = SplitMix64's finaliser:
+//                            z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9; z = (z ^ (z >> 27)) * 0x94d049bb133111eb;
+//                            z ^ (z >> 31)
+// and the stream is Generator(stream_key(seed, name)): element i of it is Philox at counter i under
+// that key. Both functions are written out here (not std::hash, which differs between standard
+// libraries and builds), so the same name gives the same numbers on every build and machine.
+uint64_t name_hash(std::string_view name);
+uint64_t stream_key(uint64_t seed, std::string_view name);
+inline Generator named_generator(uint64_t seed, std::string_view name) { return Generator(stream_key(seed, name)); }
 
 // The process-wide generator used when none is passed; manual_seed resets it to (seed, 0).
 Generator& default_generator();

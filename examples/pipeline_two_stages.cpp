@@ -2,9 +2,15 @@
 // the 1F1B schedule — and the same model trained on one device, step for step, for comparison.
 //
 // Shows what `brigade train` does for a GPT, with nothing hidden: the model as a list of
-// one-tensor-in, one-tensor-out layers (pipeline/partition.h), each rank's Chunk of them
-// (pipeline/stage.h), a Schedule (pipeline/schedule.h), local communicators that make threads ranks
-// (comm/local.h), and Pipeline::forward_backward (pipeline/runtime.h) for one training step.
+// one-tensor-in, one-tensor-out layers (pipeline/partition.h), each made by a factory that only the
+// rank holding the layer calls (build_rank_chunks, pipeline/gpt_stages.h) — no rank builds another's
+// layers — each rank's Chunk of them (pipeline/stage.h), a Schedule (pipeline/schedule.h), local
+// communicators that make threads ranks (comm/local.h), and Pipeline::forward_backward
+// (pipeline/runtime.h) for one training step.
+//
+// Every layer draws its weights by name (nn::Init::keyed: each parameter from the Philox stream of
+// the seed and its name, "1.up.weight"), so a layer starts from the same values whichever rank
+// builds it and whatever else that rank builds — the same as the one-device model's.
 //
 // What the pipeline computes is the gradient of the mean loss over the micro-batches — exactly what
 // one device computes by running the micro-batches one after another, each backward seeded with 1/M.
@@ -29,26 +35,41 @@ namespace {
 
 constexpr int kStages = 2, kMicrobatches = 4, kSteps = 5;
 
-// A layer of our own: x + W2 gelu(W1 x). Any one-tensor module can be a pipeline layer.
+// A layer of our own: x + W2 gelu(W1 x). Any one-tensor module can be a pipeline layer. Its children
+// get the Init extended by their own names (init.at("up")), so that drawn by name each parameter
+// has a stream of its own ("1.up.weight", "1.down.weight").
 struct ResidualMLP : nn::Module {
   std::shared_ptr<nn::Linear> up, down;
   ResidualMLP(int64_t dim, const nn::Init& init) {
-    up = register_module("up", std::make_shared<nn::Linear>(dim, 2 * dim, true, init));
-    down = register_module("down", std::make_shared<nn::Linear>(2 * dim, dim, true, init));
+    up = register_module("up", std::make_shared<nn::Linear>(dim, 2 * dim, true, init.at("up")));
+    down = register_module("down", std::make_shared<nn::Linear>(2 * dim, dim, true, init.at("down")));
   }
   std::string name() const override { return "ResidualMLP"; }
   Tensor forward(const Tensor& x) override { return x + (*down)(gelu((*up)(x))); }
 };
 
-// The model as a list of layers. Every caller builds it from the same seed, so all copies start equal.
-Layers make_model() {
-  Generator gen(7);
-  const nn::Init init{.generator = &gen};
-  return {std::make_shared<nn::Linear>(4, 16, true, init), std::make_shared<ResidualMLP>(16, init),
-          std::make_shared<ResidualMLP>(16, init), std::make_shared<nn::Linear>(16, 1, true, init)};
+// The model as one factory per layer. Layer i is named "i" (as in an nn::Sequential of them), and its
+// weights are drawn by that name from seed 7: the same wherever and whenever the factory runs.
+// `made` counts the calls, so the example can show that each rank made only its own layers.
+std::vector<LayerFactory> model_factories(std::vector<int>& made) {
+  const nn::Init init = nn::Init::keyed(7);
+  auto counted = [&made](size_t i, LayerFactory make) -> LayerFactory {
+    return [&made, i, make] {
+      ++made[i];
+      return make();
+    };
+  };
+  return {counted(0, [=] { return std::make_shared<nn::Linear>(4, 16, true, init.at("0")); }),
+          counted(1, [=] { return std::make_shared<ResidualMLP>(16, init.at("1")); }),
+          counted(2, [=] { return std::make_shared<ResidualMLP>(16, init.at("2")); }),
+          counted(3, [=] { return std::make_shared<nn::Linear>(16, 1, true, init.at("3")); })};
 }
-// Stage s holds layers [kCuts[s], kCuts[s + 1]).
-constexpr size_t kCuts[kStages + 1] = {0, 2, 4};
+// Stage s holds layers [bounds[s], bounds[s + 1]): two each.
+Partition two_stages() {
+  Partition p;
+  p.bounds = {0, 2, 4};
+  return p;
+}
 
 Tensor mse(const Tensor& output, const Tensor& target) {
   Tensor err = output - target;
@@ -58,12 +79,12 @@ Tensor mse(const Tensor& output, const Tensor& target) {
 struct Run {
   std::vector<double> losses;     // every micro-batch's loss, step after step
   std::vector<Tensor> weights;    // every parameter after training, layer by layer
+  std::vector<int> made = std::vector<int>(4, 0);  // how often each layer's factory ran here
 };
 
 void train_one_device(const std::vector<Tensor>& xs, const std::vector<Tensor>& ys, Run& run) {
-  Layers layers = make_model();
   nn::Sequential model;
-  for (auto& layer : layers) model.push_back(layer);
+  for (const LayerFactory& make : model_factories(run.made)) model.push_back(make());
   optim::AdamW opt(model.named_parameters(), {.lr = 1e-2});
   for (int step = 0; step < kSteps; ++step) {
     for (int m = 0; m < kMicrobatches; ++m) {
@@ -78,16 +99,15 @@ void train_one_device(const std::vector<Tensor>& xs, const std::vector<Tensor>& 
   run.weights = model.parameters();
 }
 
-// Rank `comm.rank()` of the pipeline: it builds the model, keeps its stage's layers, and trains them.
+// Rank `comm.rank()` of the pipeline: it builds its stage's layers (only those) and trains them.
 void train_stage(comm::Communicator& comm, const std::vector<Tensor>& xs, const std::vector<Tensor>& ys, Run& run) {
   const int rank = comm.rank();
-  Layers layers = make_model();
-  Chunk mine;
-  mine.layers.assign(layers.begin() + long(kCuts[rank]), layers.begin() + long(kCuts[rank + 1]));
+  const Schedule schedule = make_schedule(ScheduleKind::one_f_one_b, kStages, kMicrobatches);
+  const std::vector<Chunk> chunks = build_rank_chunks(model_factories(run.made), two_stages(), schedule.layout, rank);
 
   PipelineGroups groups;
   groups.pipeline = &comm;
-  Pipeline pipe(groups, make_schedule(ScheduleKind::one_f_one_b, kStages, kMicrobatches), {mine}, mse);
+  Pipeline pipe(groups, schedule, chunks, mse);
   optim::AdamW opt(pipe.named_parameters(), {.lr = 1e-2});  // each rank steps its own parameters
   for (int step = 0; step < kSteps; ++step) {
     // The first stage needs the inputs, the last the targets; a rank passes empty lists otherwise.
@@ -98,7 +118,7 @@ void train_stage(comm::Communicator& comm, const std::vector<Tensor>& xs, const 
     // Every rank gets the micro-batch losses, not only the last stage.
     run.losses.insert(run.losses.end(), stats.microbatch_losses.begin(), stats.microbatch_losses.end());
   }
-  for (auto& layer : mine.layers)
+  for (auto& layer : chunks[0].layers)
     for (const Tensor& p : layer->parameters()) run.weights.push_back(p);
 }
 
@@ -157,9 +177,13 @@ int main() {
     }
     const bool same_losses = pipelined.losses == reference.losses && ranks[1].losses == reference.losses;
     const bool same_weights = bitwise_equal(pipelined.weights, reference.weights);
-    std::printf("losses %s, trained weights %s\n", same_losses ? "bitwise equal" : "DIFFER",
-                same_weights ? "bitwise equal" : "DIFFER");
-    return same_losses && same_weights ? 0 : 1;
+    // Rank r made exactly the layers of its stage, each once: layers 0-1 on rank 0, 2-3 on rank 1.
+    const bool only_own =
+        ranks[0].made == std::vector<int>{1, 1, 0, 0} && ranks[1].made == std::vector<int>{0, 0, 1, 1};
+    std::printf("losses %s, trained weights %s; rank 0 built layers 0-1, rank 1 layers 2-3: %s\n",
+                same_losses ? "bitwise equal" : "DIFFER", same_weights ? "bitwise equal" : "DIFFER",
+                only_own ? "yes" : "NO");
+    return same_losses && same_weights && only_own ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "pipeline_two_stages: %s\n", e.what());
     return 1;

@@ -25,8 +25,9 @@ Conv2d::Conv2d(int64_t in, int64_t out, int64_t k, int64_t s, int64_t pad, bool 
   BRIGADE_CHECK(k > 0 && s > 0 && pad >= 0, "Conv2d: invalid kernel=", k, ", stride=", s, ", padding=", pad);
   Shape shape{out, in, k, k};
   double fan_in = double(in * k * k);
-  weight = register_parameter("weight", init.std > 0 ? init::normal(shape, init.std, init)
-                                                     : init::uniform(shape, 1.0 / std::sqrt(fan_in), init));
+  const Init named = init.at("weight");
+  weight = register_parameter("weight", init.std > 0 ? init::normal(shape, init.std, named)
+                                                     : init::uniform(shape, 1.0 / std::sqrt(fan_in), named));
   if (with_bias) bias = register_parameter("bias", init::zeros({out}, init));
 }
 

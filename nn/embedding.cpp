@@ -6,7 +6,7 @@ namespace brigade::nn {
 
 Embedding::Embedding(int64_t num, int64_t dim, const Init& init) : num_embeddings(num), embedding_dim(dim) {
   BRIGADE_CHECK(num > 0 && dim > 0, "Embedding: sizes must be positive, got num=", num, ", dim=", dim);
-  weight = register_parameter("weight", init::normal({num, dim}, init.std > 0 ? init.std : 1.0, init));
+  weight = register_parameter("weight", init::normal({num, dim}, init.std > 0 ? init.std : 1.0, init.at("weight")));
 }
 
 std::string Embedding::details() const {

@@ -17,10 +17,12 @@ namespace brigade::nn {
 
 // ---- GPTEmbedding ----
 
-GPTEmbedding::GPTEmbedding(int64_t vocab_size, int64_t block, int64_t n_embd, double dropout, const Init& init)
+GPTEmbedding::GPTEmbedding(int64_t vocab_size, int64_t block, int64_t n_embd, double dropout, const Init& init,
+                           bool positions)
     : block_size(block) {
-  wte = register_module("wte", std::make_shared<Embedding>(vocab_size, n_embd, init));
-  wpe = register_module("wpe", std::make_shared<Embedding>(block, n_embd, init));
+  wte = register_module("wte", std::make_shared<Embedding>(vocab_size, n_embd, init.at("wte")));
+  if (!positions) return;
+  wpe = register_module("wpe", std::make_shared<Embedding>(block, n_embd, init.at("wpe")));
   drop = register_module("drop", std::make_shared<Dropout>(dropout));
 }
 
@@ -29,6 +31,8 @@ Tensor GPTEmbedding::forward(const Tensor& idx) { return forward_at(idx, 0); }
 Tensor GPTEmbedding::forward_at(const Tensor& idx, int64_t first) {
   BRIGADE_CHECK(idx.dim() == 2 && is_integral(idx.dtype()), "GPT: expected token ids [B, T] (i32/i64), got ",
                 shape_str(idx.shape()), " ", dtype_name(idx.dtype()));
+  BRIGADE_CHECK(wpe != nullptr, "GPTEmbedding: this one holds the token table alone (a model holding the head "
+                "but not the embedding), so it cannot embed tokens");
   const int64_t T = idx.size(1);
   BRIGADE_CHECK(first >= 0 && first + T <= block_size, "GPT: sequence length ", T,
                 first > 0 ? " after " + std::to_string(first) + " cached positions" : std::string(),
@@ -47,7 +51,7 @@ Tensor GPTEmbedding::forward_at(const Tensor& idx, int64_t first) {
 GPTHead::GPTHead(int64_t n_embd, bool bias, Tensor tied_weight, const Init& init) {
   BRIGADE_CHECK(tied_weight.defined() && tied_weight.dim() == 2 && tied_weight.size(1) == n_embd,
                 "GPTHead: the tied weight must be [vocab_size, ", n_embd, "]");
-  ln_f = register_module("ln_f", std::make_shared<LayerNorm>(n_embd, 1e-5, true, bias, init));
+  ln_f = register_module("ln_f", std::make_shared<LayerNorm>(n_embd, 1e-5, true, bias, init.at("ln_f")));
   // Registered here too so a pipeline stage holding only the head still sees (and trains) it.
   wte = register_parameter("wte", tied_weight);
 }
@@ -59,53 +63,131 @@ Tensor GPTHead::forward(const Tensor& h) {
 
 // ---- GPT ----
 
-GPT::GPT(const GPTConfig& c) : config_(c) {
+GPT::GPT(const GPTConfig& c) : GPT(c, LayerGrain::block, [&c] {
+  std::vector<int64_t> all(size_t(std::max<int64_t>(c.n_layer + 2, 0)));
+  for (size_t i = 0; i < all.size(); ++i) all[i] = int64_t(i);
+  return all;
+}()) {}
+
+GPT::GPT(const GPTConfig& c, LayerGrain grain, const std::vector<int64_t>& held) : config_(c) {
+  check_config();
+  const int64_t n = layer_count(c, grain), last = n - 1;
+  std::vector<bool> mine(size_t(n), false);
+  for (int64_t i : held) {
+    BRIGADE_CHECK(i >= 0 && i < n, "GPT: layer ", i, " is outside 0..", last, " (", n, " layers of ", details(),
+                  grain == LayerGrain::block ? " in blocks)" : " in half blocks)");
+    mine[size_t(i)] = true;
+  }
+  whole_ = std::all_of(mine.begin(), mine.end(), [](bool b) { return b; });
+
+  // Every random parameter draws from the stream of (seed, its full name): the same values whichever
+  // layers are built (nn/init.h).
+  const Init init = Init::keyed(c.seed, Init{.dtype = c.dtype,
+                                             .device = c.device,
+                                             .std = 0.02,
+                                             .residual_std = 0.02 / std::sqrt(2.0 * double(c.n_layer))});
+  // The embedding, or the token table alone for a head without it (the tied weight, drawn under the
+  // embedding's name: the same bits as the embedding's stage has).
+  if (mine[0] || mine[size_t(last)])
+    embed = register_module("embed", std::make_shared<GPTEmbedding>(c.vocab_size, c.block_size, c.n_embd, c.dropout,
+                                                                    init.at("embed"), /*positions=*/mine[0]));
+  blocks = register_module("blocks", std::make_shared<Sequential>());
+  block_at_.resize(size_t(c.n_layer));
+  for (int64_t i = 0; i < c.n_layer; ++i) {
+    BlockHalves halves;
+    if (grain == LayerGrain::block) {
+      halves.attention = halves.mlp = mine[size_t(1 + i)];
+    } else {
+      halves.attention = mine[size_t(1 + 2 * i)];
+      halves.mlp = mine[size_t(2 + 2 * i)];
+    }
+    if (!halves.attention && !halves.mlp) continue;
+    const std::string name = std::to_string(i);
+    auto block = std::make_shared<TransformerBlock>(c.n_embd, c.n_head, c.dropout, c.bias,
+                                                    init.at("blocks").at(name), halves);
+    if (block->attn) block->attn->fused = c.fused_attention;
+    blocks->push_back(name, block);
+    block_at_[size_t(i)] = block;
+  }
+  if (mine[size_t(last)])
+    head = register_module("head", std::make_shared<GPTHead>(c.n_embd, c.bias, embed->wte->weight, init.at("head")));
+  if (c.compute_dtype) set_compute_dtype(*c.compute_dtype);
+}
+
+void GPT::check_config() const {
+  const GPTConfig& c = config_;
   BRIGADE_CHECK(c.vocab_size > 0 && c.block_size > 0 && c.n_layer > 0 && c.n_head > 0 && c.n_embd > 0,
                 "GPT: vocab_size, block_size, n_layer, n_head and n_embd must be positive, got ", details());
   BRIGADE_CHECK(c.n_embd % c.n_head == 0, "GPT: n_embd=", c.n_embd, " must be divisible by n_head=", c.n_head);
   BRIGADE_CHECK(c.dropout >= 0 && c.dropout < 1, "GPT: dropout must be in [0, 1), got ", c.dropout);
+}
 
-  Generator gen(c.seed);
-  Init init{.dtype = c.dtype,
-            .device = c.device,
-            .generator = &gen,
-            .std = 0.02,
-            .residual_std = 0.02 / std::sqrt(2.0 * double(c.n_layer))};
-  embed = register_module("embed", std::make_shared<GPTEmbedding>(c.vocab_size, c.block_size, c.n_embd, c.dropout, init));
-  blocks = register_module("blocks", std::make_shared<Sequential>());
+void GPT::check_whole(const char* what) const {
+  BRIGADE_CHECK(whole_, "GPT::", what, ": this model holds only some of its layers (a pipeline rank's); run it "
+                "through the pipeline, or build the whole model");
+}
+
+int64_t GPT::layer_count(const GPTConfig& c, LayerGrain grain) {
+  return grain == LayerGrain::block ? c.n_layer + 2 : 2 * c.n_layer + 2;
+}
+
+std::vector<int64_t> GPT::layer_parameter_counts(const GPTConfig& c, LayerGrain grain) {
+  const int64_t C = c.n_embd, b = c.bias ? 1 : 0;
+  const int64_t norm = C + b * C;                                          // LayerNorm weight (and bias)
+  const int64_t attention = norm + (3 * C * C + b * 3 * C) + (C * C + b * C);  // ln1, qkv, proj
+  const int64_t mlp = norm + (4 * C * C + b * 4 * C) + (4 * C * C + b * C);    // ln2, fc, proj
+  std::vector<int64_t> out{c.vocab_size * C + c.block_size * C};           // wte, wpe
   for (int64_t i = 0; i < c.n_layer; ++i) {
-    auto block = std::make_shared<TransformerBlock>(c.n_embd, c.n_head, c.dropout, c.bias, init);
-    block->attn->fused = c.fused_attention;
-    blocks->push_back(block);
+    if (grain == LayerGrain::block) {
+      out.push_back(attention + mlp);
+    } else {
+      out.push_back(attention);
+      out.push_back(mlp);
+    }
   }
-  head = register_module("head", std::make_shared<GPTHead>(c.n_embd, c.bias, embed->wte->weight, init));
-  if (c.compute_dtype) set_compute_dtype(*c.compute_dtype);
+  out.push_back(norm + c.vocab_size * C);  // ln_f and the tied token table
+  return out;
+}
+
+int64_t GPT::whole_parameter_count(const GPTConfig& c) {
+  int64_t total = 0;
+  for (int64_t n : layer_parameter_counts(c, LayerGrain::block)) total += n;
+  return total - c.vocab_size * c.n_embd;  // the tied table once
+}
+
+std::shared_ptr<TransformerBlock> GPT::block(int64_t i) const {
+  BRIGADE_CHECK(i >= 0 && i < config_.n_layer, "GPT::block: ", i, " is outside 0..", config_.n_layer - 1);
+  return block_at_[size_t(i)];
 }
 
 std::string GPT::details() const {
   const GPTConfig& c = config_;
-  return "vocab_size=" + std::to_string(c.vocab_size) + ", block_size=" + std::to_string(c.block_size) +
-         ", n_layer=" + std::to_string(c.n_layer) + ", n_head=" + std::to_string(c.n_head) +
-         ", n_embd=" + std::to_string(c.n_embd);
+  std::string out = "vocab_size=" + std::to_string(c.vocab_size) + ", block_size=" + std::to_string(c.block_size) +
+                    ", n_layer=" + std::to_string(c.n_layer) + ", n_head=" + std::to_string(c.n_head) +
+                    ", n_embd=" + std::to_string(c.n_embd);
+  if (!whole_) out += ", some layers only";
+  return out;
 }
 
 std::vector<std::shared_ptr<Module>> GPT::layers(LayerGrain grain) const {
-  std::vector<std::shared_ptr<Module>> out{embed};
-  for (const auto& layer : blocks->layers()) {
+  std::vector<std::shared_ptr<Module>> out{embed && embed->wpe ? embed : nullptr};
+  for (const auto& block : block_at_) {
+    const bool attention = block && block->has_attention(), mlp = block && block->has_mlp();
     if (grain == LayerGrain::block) {
-      out.push_back(layer);
+      out.push_back(attention && mlp ? block : nullptr);
       continue;
     }
-    auto block = std::dynamic_pointer_cast<TransformerBlock>(layer);
-    BRIGADE_CHECK(block != nullptr, "GPT::layers: ", layer->name(), " is not a TransformerBlock");
-    out.push_back(block->attention_half());
-    out.push_back(block->mlp_half());
+    out.push_back(attention ? block->attention_half() : nullptr);
+    out.push_back(mlp ? block->mlp_half() : nullptr);
   }
   out.push_back(head);
   return out;
 }
 
-Tensor GPT::forward(const Tensor& idx) { return (*head)((*blocks)((*embed)(idx))); }
+Tensor GPT::forward(const Tensor& idx) {
+  check_whole("forward");
+  return (*head)((*blocks)((*embed)(idx)));
+}
 
 Tensor GPT::loss(const Tensor& idx, const Tensor& targets) {
   BRIGADE_CHECK(targets.defined() && targets.shape() == idx.shape(), "GPT::loss: targets shape ",
@@ -128,6 +210,7 @@ Tensor language_model_loss(const Tensor& logits, const Tensor& targets) {
 }
 
 Tensor GPT::forward_cached(const Tensor& idx, KVCache& cache) {
+  check_whole("forward_cached");
   BRIGADE_CHECK(cache.layers.size() == size_t(config_.n_layer) && cache.capacity == config_.block_size,
                 "GPT::forward_cached: a KV cache of ", cache.layers.size(), " layers and ", cache.capacity,
                 " positions does not fit this model's ", config_.n_layer, " and ", config_.block_size);
@@ -191,6 +274,7 @@ Tensor GPT::generate(const Tensor& idx, int64_t max_new_tokens, const GenerateOp
                 options.temperature);
   BRIGADE_CHECK(idx.dim() == 2 && idx.size(1) >= 1, "GPT::generate: expected a prompt [B, T] with T >= 1, got ",
                 shape_str(idx.shape()));
+  check_whole("generate");
   NoGradGuard no_grad;
   Tensor out = ops::to_dtype(idx, DType::i64);
   KVCache cache(config_.n_layer, config_.block_size);

@@ -14,9 +14,20 @@
 // is exactly forward(). A stage that holds the head but not the embedding still holds the tied
 // tensor (as the head's "wte" parameter); keeping the two copies equal is then the pipeline's job.
 //
-// Weights are a pure function of the config: the constructor draws from Generator(config.seed) in
-// construction order — Linear/Embedding weights ~ N(0, 0.02), residual projections (attn.proj and
-// mlp.proj) ~ N(0, 0.02 / sqrt(2 * n_layer)), biases 0, norm weights 1.
+// A GPT can be built with only some of those layers (the constructor that takes a list of layer
+// indices): what a pipeline rank holds. Layers it does not hold are never made — no modules, no
+// tensors — and those it holds keep the whole model's names ("blocks.3.attn.qkv.weight"), so
+// state dicts, checkpoints and optimizer state line up by name with the whole model's. Such a model
+// is run through a pipeline (its layers()), not by forward(). When it holds the head but not the
+// embedding, its `embed` is the token table alone (GPTEmbedding without positions), so the tied
+// weight is listed as "embed.wte.weight" there too.
+//
+// Weights are a pure function of (config.seed, each parameter's name): every random parameter draws
+// from its own Philox stream, keyed by the seed and its full name (nn::Init::keyed, nn/init.h) —
+// Linear/Embedding weights ~ N(0, 0.02), residual projections (attn.proj and mlp.proj) ~
+// N(0, 0.02 / sqrt(2 * n_layer)), biases 0, norm weights 1. So a model holding some layers starts
+// from exactly the values the whole model has in those layers, whatever else was built, and every
+// pipeline layout starts from the same bits as one device.
 #pragma once
 
 #include <memory>
@@ -69,7 +80,11 @@ struct GPTConfig {
 // Stage 0 of the layer list: idx [B, T] (i32/i64) -> wte[idx] + wpe[positions], then dropout.
 class GPTEmbedding : public Module {
  public:
-  GPTEmbedding(int64_t vocab_size, int64_t block_size, int64_t n_embd, double dropout, const Init& init);
+  // Children are built with init.at("wte") and init.at("wpe"). `positions` false builds the token
+  // table alone (wpe and drop stay null, forward refuses to run): what a model holding the head but
+  // not the embedding keeps for the tied weight.
+  GPTEmbedding(int64_t vocab_size, int64_t block_size, int64_t n_embd, double dropout, const Init& init,
+               bool positions = true);
   std::string name() const override { return "GPTEmbedding"; }
   Tensor forward(const Tensor& idx) override;
   // The same for tokens at positions [first, first + T) (generation with a KV cache).
@@ -77,7 +92,7 @@ class GPTEmbedding : public Module {
 
   const int64_t block_size;
   std::shared_ptr<Embedding> wte;  // token embedding [vocab_size, n_embd]
-  std::shared_ptr<Embedding> wpe;  // position embedding [block_size, n_embd]
+  std::shared_ptr<Embedding> wpe;  // position embedding [block_size, n_embd]; null: the token table alone
   std::shared_ptr<Dropout> drop;
 
  private:
@@ -87,7 +102,8 @@ class GPTEmbedding : public Module {
 // Last stage of the layer list: h [B, T, C] -> ln_f -> logits [B, T, vocab_size] = h @ wte^T.
 class GPTHead : public Module {
  public:
-  // `tied_weight` is the token embedding's weight [vocab_size, n_embd] itself (not a copy).
+  // `tied_weight` is the token embedding's weight [vocab_size, n_embd] itself (not a copy). ln_f is
+  // built with init.at("ln_f").
   GPTHead(int64_t n_embd, bool bias, Tensor tied_weight, const Init& init);
   std::string name() const override { return "GPTHead"; }
   Tensor forward(const Tensor& h) override;
@@ -98,7 +114,19 @@ class GPTHead : public Module {
 
 class GPT : public Module {
  public:
+  // The whole model.
   explicit GPT(const GPTConfig& config);
+  // Only the layers `held` of layers(grain) (indices in that numbering, any order, repeats allowed;
+  // checked against layer_count), with the values the whole model has there. Empty: nothing at all.
+  GPT(const GPTConfig& config, LayerGrain grain, const std::vector<int64_t>& held);
+
+  // How many layers layers(grain) lists: n_layer + 2, or 2 n_layer + 2 in halves.
+  static int64_t layer_count(const GPTConfig& config, LayerGrain grain);
+  // Parameter elements of each layer of layers(grain) (the head counts the tied token embedding, which
+  // its stage holds a copy of), from the config alone: what a model holding that layer adds.
+  static std::vector<int64_t> layer_parameter_counts(const GPTConfig& config, LayerGrain grain);
+  // Elements of the whole model's parameters (the tied weight once), from the config alone.
+  static int64_t whole_parameter_count(const GPTConfig& config);
 
   std::string name() const override { return "GPT"; }
   std::string details() const override;
@@ -120,17 +148,29 @@ class GPT : public Module {
 
   // [embed, blocks 0..n_layer-1, head]: applying them in order equals forward(). With
   // LayerGrain::half_block each block is two layers, its attention half and its MLP half
-  // (TransformerBlock::attention_half): finer pieces for a pipeline to balance.
+  // (TransformerBlock::attention_half): finer pieces for a pipeline to balance. A model holding only
+  // some layers lists every index all the same, with nullptr where it does not hold that layer (a
+  // block counts as held when both its halves are).
   std::vector<std::shared_ptr<Module>> layers(LayerGrain grain = LayerGrain::block) const;
 
   const GPTConfig& config() const { return config_; }
+  // Every layer built (the first constructor, or a list that covers them all).
+  bool is_whole() const { return whole_; }
+  // Block i, or null where this model holds none of it.
+  std::shared_ptr<TransformerBlock> block(int64_t i) const;
 
+  // Null where not held (the second constructor); `embed` is the token table alone when the head is
+  // held without the embedding.
   std::shared_ptr<GPTEmbedding> embed;
-  std::shared_ptr<Sequential> blocks;  // of TransformerBlock, named "blocks.0", "blocks.1", ...
+  std::shared_ptr<Sequential> blocks;  // of TransformerBlock, named "blocks.0", "blocks.1", ... (the held ones)
   std::shared_ptr<GPTHead> head;
 
  private:
+  void check_config() const;
+  void check_whole(const char* what) const;
   GPTConfig config_;
+  bool whole_ = true;
+  std::vector<std::shared_ptr<TransformerBlock>> block_at_;  // n_layer entries, null where not held
 };
 
 // The token GPT::generate appends at step `step` (0 for the first new token) to each row, from that

@@ -190,7 +190,8 @@ void load_hf_gpt2(GPT& model, const std::map<std::string, Tensor>& tensors, cons
                 c.n_head, ", ", c.n_embd, ", ", c.block_size, ", ", c.vocab_size, c.bias ? "" : " and no biases");
   std::map<std::string, Tensor> state = state_dict_from_hf_gpt2(tensors, c, path);
   for (auto& [name, t] : state) t = t.to(c.device);
-  model.load_state_dict(state);
+  // A model holding some layers (a pipeline rank's) takes those; `state` has every tensor of the model.
+  model.load_state_dict(state, /*strict=*/model.is_whole());
 }
 
 void save_hf_gpt2(const GPT& model, const std::string& path, int64_t vocab) {

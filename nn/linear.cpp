@@ -10,8 +10,9 @@ namespace brigade::nn {
 
 Linear::Linear(int64_t in, int64_t out, bool with_bias, const Init& init) : in_features(in), out_features(out) {
   BRIGADE_CHECK(in > 0 && out > 0, "Linear: sizes must be positive, got in=", in, ", out=", out);
-  weight = register_parameter("weight", init.std > 0 ? init::normal({out, in}, init.std, init)
-                                                     : init::uniform({out, in}, 1.0 / std::sqrt(double(in)), init));
+  const Init named = init.at("weight");
+  weight = register_parameter("weight", init.std > 0 ? init::normal({out, in}, init.std, named)
+                                                     : init::uniform({out, in}, 1.0 / std::sqrt(double(in)), named));
   if (with_bias) bias = register_parameter("bias", init::zeros({out}, init));
 }
 

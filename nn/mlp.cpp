@@ -4,9 +4,9 @@ namespace brigade::nn {
 
 MLP::MLP(int64_t dim, int64_t hidden, bool bias, double dropout, const Init& init) {
   if (hidden == 0) hidden = 4 * dim;
-  fc = register_module("fc", std::make_shared<Linear>(dim, hidden, bias, init));
+  fc = register_module("fc", std::make_shared<Linear>(dim, hidden, bias, init.at("fc")));
   act = register_module("act", std::make_shared<GELU>());
-  proj = register_module("proj", std::make_shared<Linear>(hidden, dim, bias, init.residual()));
+  proj = register_module("proj", std::make_shared<Linear>(hidden, dim, bias, init.residual().at("proj")));
   drop = register_module("drop", std::make_shared<Dropout>(dropout));
 }
 

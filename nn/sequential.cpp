@@ -11,6 +11,11 @@ void Sequential::push_back(std::shared_ptr<Module> module) {
   layers_.push_back(std::move(module));
 }
 
+void Sequential::push_back(const std::string& name, std::shared_ptr<Module> module) {
+  register_module(name, module);
+  layers_.push_back(std::move(module));
+}
+
 const std::shared_ptr<Module>& Sequential::operator[](size_t i) const {
   BRIGADE_CHECK(i < layers_.size(), "Sequential: index ", i, " is out of range for ", layers_.size(), " modules");
   return layers_[i];

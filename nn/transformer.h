@@ -17,9 +17,20 @@
 
 namespace brigade::nn {
 
+// Which halves of a block to build. A pipeline that cuts blocks in two may hold only one half of a
+// block (nn::GPT built with some of its half-block layers): the other half's modules are then never
+// made, and the parameters that are keep their names ("attn.qkv.weight", "mlp.fc.weight").
+struct BlockHalves {
+  bool attention = true;  // ln1 and attn
+  bool mlp = true;        // ln2 and mlp
+};
+
 class TransformerBlock : public Module {
  public:
-  TransformerBlock(int64_t n_embd, int64_t n_head, double dropout = 0, bool bias = true, const Init& init = {});
+  // The children are built with init.at("ln1"), init.at("attn"), ...: with a by-name Init
+  // (nn/init.h) whose path is the block's full name, each parameter draws from its own stream.
+  TransformerBlock(int64_t n_embd, int64_t n_head, double dropout = 0, bool bias = true, const Init& init = {},
+                   BlockHalves halves = {});
 
   std::string name() const override { return "TransformerBlock"; }
   Tensor forward(const Tensor& x) override;  // [B, T, C] -> [B, T, C]
@@ -33,9 +44,13 @@ class TransformerBlock : public Module {
   // parameters (and their names in the GPT) stay what they are. The halves run the residual add and
   // ln2 as two ops where forward() fuses them: the same bits forward, a backward that may differ in
   // the last bit where the two paths into the residual are summed.
+  // Each needs its half built (see BlockHalves); forward() needs both.
   std::shared_ptr<Module> attention_half();
   std::shared_ptr<Module> mlp_half();
+  bool has_attention() const { return attn != nullptr; }
+  bool has_mlp() const { return mlp != nullptr; }
 
+  // Null when their half was not built.
   std::shared_ptr<LayerNorm> ln1;
   std::shared_ptr<CausalSelfAttention> attn;
   std::shared_ptr<LayerNorm> ln2;

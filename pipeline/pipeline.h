@@ -12,7 +12,7 @@
 //   stage.h      what a rank runs: chunks of layers, the loss, tied weights, skip connections
 //   executor.h   one rank walking its action list with real tensors
 //   runtime.h    Pipeline: a training step across ranks (ties, replicas, global norm, tracing)
-//   gpt_stages.h a GPT cut into a rank's chunks
+//   gpt_stages.h a rank's chunks: of a GPT holding only its layers, or built from layer factories
 #pragma once
 
 #include "pipeline/action.h"

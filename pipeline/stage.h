@@ -4,8 +4,9 @@
 // A model for the pipeline is an ordered list of one-tensor-in, one-tensor-out layers, cut into
 // S = P * V stages (pipeline/partition.h). Rank r holds V chunks; chunk c is global stage c * P + r
 // (interleaved), or, in the V of zb-v and dualpipev, stages r and 2P-1-r (pipeline/action.h's Layout
-// says which). Every rank — a thread or a process — builds its own copy of the model (for a GPT,
-// from the same seed, so the copies start equal) and keeps only its chunks' layers.
+// says which). Every rank — a thread or a process — builds only its chunks' layers (for a GPT,
+// pipeline::gpt_rank_model; for a model of your own, build_rank_chunks: pipeline/gpt_stages.h), each
+// drawn so that it starts as the whole model would (by name: nn/init.h's Init::keyed).
 //
 // Tied weights. GPT's token embedding (stage 0) is also its output projection (the head, stage S-1).
 // On one device that is one tensor whose gradient sums both uses. In a pipeline each of the two

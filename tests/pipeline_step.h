@@ -105,7 +105,10 @@ inline StepResult pipeline_step(std::vector<std::unique_ptr<comm::Communicator>>
     }
     nn::GPTConfig my_config = config;
     my_config.device = device;
-    nn::GPT model(my_config);
+    // Only this rank's layers (drawn by name: the whole model's values there).
+    const std::shared_ptr<nn::GPT> model_ptr =
+        pipeline::gpt_rank_model(my_config, partition, schedule.layout, line.rank());
+    nn::GPT& model = *model_ptr;
     pipeline::GptStages mine = pipeline::gpt_stages(model, partition, schedule.layout, line.rank());
     pipeline::PipelineOptions options;
     options.ties = mine.ties;

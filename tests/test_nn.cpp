@@ -665,6 +665,181 @@ TEST_CASE("GPT weights depend only on the config seed, in any dtype", "[nn]") {
   test::require_close(logits, d(idx).to_vector(), 2e-2, 2e-2);
 }
 
+TEST_CASE("named streams: the hash and the key are the documented ones", "[nn][init]") {
+  // FNV-1a 64's published values.
+  REQUIRE(name_hash("") == 0xcbf29ce484222325ull);
+  REQUIRE(name_hash("a") == 0xaf63dc4c8601ec8cull);
+  REQUIRE(name_hash("foobar") == 0x85944171f73967e8ull);
+  // stream_key(seed, name) = mix(seed ^ mix(name_hash(name))), mix = SplitMix64's finaliser (core/rng.h).
+  auto mix = [](uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  };
+  for (uint64_t seed : {0ull, 3ull, 0x123456789abcdefull})
+    for (const char* name : {"embed.wte.weight", "blocks.3.attn.qkv.weight", "x"}) {
+      INFO(seed << " " << name);
+      REQUIRE(stream_key(seed, name) == mix(seed ^ mix(name_hash(name))));
+      REQUIRE(named_generator(seed, name).seed == stream_key(seed, name));
+      REQUIRE(named_generator(seed, name).offset == 0);
+    }
+  REQUIRE(stream_key(3, "blocks.1.mlp.fc.weight") != stream_key(3, "blocks.10.mlp.fc.weight"));
+  REQUIRE(stream_key(3, "a") != stream_key(4, "a"));
+}
+
+TEST_CASE("Init::keyed: a layer's weights are its name's stream, whatever was built before", "[nn][init]") {
+  const nn::Init keyed = nn::Init::keyed(9, nn::Init{.dtype = DType::f64});
+  // Built in either order, "fc" and "out" draw the same numbers.
+  nn::Linear fc_first(4, 3, true, keyed.at("fc"));
+  nn::Linear out_second(3, 2, true, keyed.at("out"));
+  nn::Linear out_first(3, 2, true, keyed.at("out"));
+  nn::Linear fc_second(4, 3, true, keyed.at("fc"));
+  test::require_equal(fc_first.weight, fc_second.weight);
+  test::require_equal(out_first.weight, out_second.weight);
+  // ... and they are element 0.. of named_generator(9, "<name>.weight"): U(-1/sqrt(in), 1/sqrt(in)).
+  Generator fc_stream = named_generator(9, "fc.weight");
+  test::require_equal(fc_first.weight, uniform({3, 4}, -0.5, 0.5, DType::f64, Device::cpu(), &fc_stream));
+  REQUIRE(fc_first.bias.to_vector() == std::vector<double>(3, 0.0));
+  // A layer built on its own is the whole model: its weight's full name is "weight".
+  nn::Linear alone(4, 3, true, keyed);
+  Generator alone_stream = named_generator(9, "weight");
+  test::require_equal(alone.weight, uniform({3, 4}, -0.5, 0.5, DType::f64, Device::cpu(), &alone_stream));
+  // A draw by name needs a name.
+  REQUIRE_THROWS_WITH(nn::init::normal({2}, 1.0, keyed), Contains("needs the parameter's name"));
+  // Construction order stays the plain way: the same Generator, consumed in turn.
+  Generator a(5), b(5);
+  nn::Linear first(4, 3, true, nn::Init{.dtype = DType::f64, .generator = &a});
+  nn::Linear again(4, 3, true, nn::Init{.dtype = DType::f64, .generator = &b});
+  test::require_equal(first.weight, again.weight);
+  nn::Linear next(4, 3, true, nn::Init{.dtype = DType::f64, .generator = &a});
+  REQUIRE(next.weight.to_vector() != first.weight.to_vector());
+}
+
+TEST_CASE("GPT initial values: every parameter from the stream of (seed, its full name)", "[nn][init]") {
+  // f64 parameters: the stream's values times the std, exactly.
+  const nn::GPTConfig c = tiny_config(DType::f64);
+  nn::GPT gpt(c);
+  const double residual = 0.02 / std::sqrt(2.0 * double(c.n_layer));
+  int random = 0;
+  for (const auto& [name, p] : gpt.named_parameters()) {
+    INFO(name);
+    if (name.ends_with(".bias")) {
+      REQUIRE(p.to_vector() == std::vector<double>(size_t(p.numel()), 0.0));
+    } else if (name.find("ln") != std::string::npos) {
+      REQUIRE(p.to_vector() == std::vector<double>(size_t(p.numel()), 1.0));
+    } else {
+      const double std = name.ends_with("proj.weight") ? residual : 0.02;
+      Generator stream = named_generator(c.seed, name);
+      std::vector<double> want = randn(p.shape(), DType::f64, Device::cpu(), &stream).to_vector();
+      for (double& v : want) v *= std;
+      REQUIRE(p.to_vector() == want);
+      ++random;
+    }
+  }
+  REQUIRE(random == 2 + 4 * c.n_layer);  // wte, wpe; qkv, attn.proj, fc, mlp.proj per block
+}
+
+namespace {
+
+// The parameter elements of each layer of layers(grain), written out here from the shapes.
+std::vector<int64_t> layer_sizes(const nn::GPTConfig& c, nn::LayerGrain grain) {
+  const int64_t C = c.n_embd, b = c.bias ? 1 : 0, V = c.vocab_size;
+  const int64_t attention = (C + b * C) + (3 * C * C + b * 3 * C) + (C * C + b * C);  // ln1, qkv, proj
+  const int64_t mlp = (C + b * C) + (4 * C * C + b * 4 * C) + (4 * C * C + b * C);    // ln2, fc, proj
+  std::vector<int64_t> out{V * C + c.block_size * C};
+  for (int64_t i = 0; i < c.n_layer; ++i) {
+    if (grain == nn::LayerGrain::block) out.push_back(attention + mlp);
+    else out.insert(out.end(), {attention, mlp});
+  }
+  out.push_back((C + b * C) + V * C);  // ln_f and the tied table
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a GPT holding some layers: the whole GPT's parameters there, by name and bit for bit", "[nn][init]") {
+  for (bool bias : {true, false}) {
+    const nn::GPTConfig c{.vocab_size = 11, .block_size = 9, .n_layer = 3, .n_head = 2, .n_embd = 8, .bias = bias,
+                          .seed = 21};
+    const nn::GPT whole(c);
+    std::map<std::string, std::vector<double>> want;
+    for (const auto& [name, p] : whole.named_parameters()) want[name] = p.to_vector();
+    for (nn::LayerGrain grain : {nn::LayerGrain::block, nn::LayerGrain::half_block}) {
+      const int64_t n = nn::GPT::layer_count(c, grain), last = n - 1;
+      REQUIRE(n == (grain == nn::LayerGrain::block ? 5 : 8));
+      // The layer sizes from the config are the whole model's layers' own.
+      const std::vector<int64_t> sizes = layer_sizes(c, grain);
+      REQUIRE(nn::GPT::layer_parameter_counts(c, grain) == sizes);
+      const auto whole_layers = whole.layers(grain);
+      for (int64_t i = 0; i < n; ++i) REQUIRE(whole_layers[size_t(i)]->parameter_count() == sizes[size_t(i)]);
+      REQUIRE(nn::GPT::whole_parameter_count(c) == whole.parameter_count());
+
+      std::vector<std::vector<int64_t>> sets = {{}, {0}, {last}, {0, last}, {1}, {1, 2}, {2, last}, {0, 1, 2},
+                                                {last - 1, last}, {1, last - 1}};
+      std::vector<int64_t> all;
+      for (int64_t i = 0; i < n; ++i) all.push_back(i);
+      sets.push_back(all);
+      for (const std::vector<int64_t>& held : sets) {
+        std::string label;
+        for (int64_t i : held) label += std::to_string(i) + " ";
+        INFO((grain == nn::LayerGrain::block ? "blocks" : "halves") << ", bias " << bias << ", holding " << label);
+        nn::GPT part(c, grain, held);
+        REQUIRE(part.is_whole() == (held.size() == size_t(n)));
+        // Exactly the held layers are there.
+        const auto layers = part.layers(grain);
+        REQUIRE(int64_t(layers.size()) == n);
+        for (int64_t i = 0; i < n; ++i)
+          REQUIRE((layers[size_t(i)] != nullptr) == (std::find(held.begin(), held.end(), i) != held.end()));
+        // Every parameter has its whole-model name and value; a head without the embedding holds the
+        // tied table as "embed.wte.weight", the embedding's own bits.
+        const bool tied_only = std::find(held.begin(), held.end(), last) != held.end() &&
+                               std::find(held.begin(), held.end(), int64_t(0)) == held.end();
+        bool has_wte = false;
+        for (const auto& [name, p] : part.named_parameters()) {
+          INFO(name);
+          REQUIRE(want.count(name));
+          REQUIRE(p.to_vector() == want.at(name));
+          has_wte = has_wte || name == "embed.wte.weight";
+        }
+        if (tied_only) {
+          REQUIRE(has_wte);
+          REQUIRE(part.embed->wpe == nullptr);
+          REQUIRE(part.head->wte.same_as(part.embed->wte->weight));
+        }
+        // Only the held layers' parameters are allocated: their sizes, the tied table once.
+        int64_t expected = 0;
+        for (int64_t i : held) expected += sizes[size_t(i)];
+        const bool both_ends = std::find(held.begin(), held.end(), int64_t(0)) != held.end() &&
+                               std::find(held.begin(), held.end(), last) != held.end();
+        if (both_ends) expected -= c.vocab_size * c.n_embd;
+        REQUIRE(part.parameter_count() == expected);
+        if (!part.is_whole() && !held.empty())
+          REQUIRE_THROWS_WITH(part.forward(ids({1, 2}, {1, 2})), Contains("holds only some of its layers"));
+      }
+    }
+  }
+  REQUIRE_THROWS_WITH(nn::GPT(tiny_config(), nn::LayerGrain::block, {4}), Contains("layer 4 is outside 0..3"));
+  // One half of a block cannot run as a block.
+  const nn::GPT half(tiny_config(), nn::LayerGrain::half_block, {1});
+  REQUIRE(half.block(0)->has_attention());
+  REQUIRE_FALSE(half.block(0)->has_mlp());
+  REQUIRE(half.block(1) == nullptr);
+  REQUIRE_THROWS_WITH(half.block(0)->forward(zeros({1, 2, 8}, DType::f64)), Contains("only its attention half"));
+}
+
+TEST_CASE("a GPT's layers held apart and chained equal the whole GPT's forward", "[nn][init]") {
+  const nn::GPTConfig c = tiny_config();
+  const nn::GPT whole(c);
+  const nn::GPT front(c, nn::LayerGrain::half_block, {0, 1, 2, 3});
+  const nn::GPT back(c, nn::LayerGrain::half_block, {4, 5});
+  Tensor h = ids({0, 6, 2, 2, 5, 1, 3, 4}, {2, 4});
+  const auto a = front.layers(nn::LayerGrain::half_block), b = back.layers(nn::LayerGrain::half_block);
+  for (size_t i = 0; i < a.size(); ++i) h = (*(a[i] ? a[i] : b[i]))(h);
+  Tensor expected = ids({0, 6, 2, 2, 5, 1, 3, 4}, {2, 4});
+  for (const auto& layer : whole.layers(nn::LayerGrain::half_block)) expected = (*layer)(expected);
+  test::require_equal(h, expected);
+}
+
 TEST_CASE("GPT forward shapes, loss against an f64 reference, and bad inputs", "[nn]") {
   nn::GPT gpt(tiny_config());
   Tensor idx = ids({0, 6, 2, 2, 5, 1, 3, 4, 4, 0}, {2, 5});

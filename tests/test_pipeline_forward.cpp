@@ -78,8 +78,9 @@ Got forward_through_stages(ScheduleKind kind, int P, const Batches& b, bool trac
   got.losses.resize(size_t(P));
   std::mutex mutex;
   auto errors = test::run_ranks(comms, [&](comm::Communicator& comm) {
-    nn::GPT model(tiny_gpt());
-    GptStages mine = gpt_stages(model, partition, training.layout, comm.rank());
+    // Only this rank's layers (drawn by name: the whole model's values there).
+    const std::shared_ptr<nn::GPT> model = gpt_rank_model(tiny_gpt(), partition, training.layout, comm.rank());
+    GptStages mine = gpt_stages(*model, partition, training.layout, comm.rank());
     PipelineOptions options;
     options.ties = mine.ties;
     options.trace = trace;

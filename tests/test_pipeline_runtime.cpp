@@ -7,6 +7,8 @@
 // embedding when its two uses sit on different stages: there the two gradient halves are summed per
 // stage first and then added, one rounding order that one device does not share, so it is compared
 // to a tight tolerance instead.
+#include <algorithm>
+#include <atomic>
 #include <map>
 #include <mutex>
 
@@ -124,9 +126,10 @@ Result reference(const Batch& batch, nn::GPTConfig config = tiny_gpt(), nn::Laye
   return r;
 }
 
-// The pipeline on P threads (local communicators), each rank with its own copy of the GPT. With
-// rendezvous sends the threads behave like gloo or NCCL at their strictest (comm/local.h).
-// `partition`: of model.layers(grain); by default uniform.
+// The pipeline on P threads (local communicators), each rank building only its own layers of the
+// GPT (pipeline::gpt_rank_model: the whole model's values there, drawn by name). With rendezvous
+// sends the threads behave like gloo or NCCL at their strictest (comm/local.h). `partition`: of
+// model.layers(grain); by default uniform.
 Result pipelined(const Schedule& schedule, const Batch& batch, PipelineOptions options = {},
                  nn::GPTConfig config = tiny_gpt(), comm::LocalSends sends = comm::LocalSends::queued,
                  nn::LayerGrain grain = nn::LayerGrain::block, Partition partition = {}) {
@@ -141,7 +144,14 @@ Result pipelined(const Schedule& schedule, const Batch& batch, PipelineOptions o
   r.peak_stashed.resize(size_t(P));
   std::mutex mutex;
   auto errors = test::run_ranks(comms, [&](comm::Communicator& comm) {
-    nn::GPT model(config);
+    const std::shared_ptr<nn::GPT> mine_only = gpt_rank_model(config, partition, schedule.layout, comm.rank(), grain);
+    nn::GPT& model = *mine_only;
+    // Nothing of the other ranks' layers is built.
+    const std::vector<int64_t> held = rank_layers(partition, schedule.layout, comm.rank());
+    const Layers built = model.layers(grain);
+    for (size_t i = 0; i < built.size(); ++i)
+      if ((built[i] != nullptr) != std::binary_search(held.begin(), held.end(), int64_t(i)))
+        throw Error("rank " + std::to_string(comm.rank()) + " built layer " + std::to_string(i) + " wrongly");
     GptStages mine = gpt_stages(model, partition, schedule.layout, comm.rank(), grain);
     PipelineOptions opts = options;
     opts.ties = mine.ties;
@@ -583,6 +593,103 @@ TEST_CASE("runtime: a skip connection across stages gives one device's gradients
       }
     }
   }
+}
+
+TEST_CASE("runtime: layer factories build only each rank's layers, and train as one device does",
+          "[pipeline][runtime]") {
+  // Five linear layers of a model of our own, each drawn by its name ("<i>.weight"): the factory of
+  // layer i may run on any rank and still draw what one device draws.
+  const nn::Init keyed = nn::Init::keyed(11);
+  const int64_t widths[] = {4, 8, 8, 8, 8, 3};
+  std::vector<std::atomic<int>> calls(5);
+  auto factories = [&] {
+    std::vector<LayerFactory> out;
+    for (int64_t i = 0; i < 5; ++i)
+      out.push_back([&, i] {
+        ++calls[size_t(i)];
+        return std::make_shared<nn::Linear>(widths[i], widths[i + 1], true, keyed.at(std::to_string(i)));
+      });
+    return out;
+  };
+  const int M = 4;
+  std::vector<Tensor> inputs, targets;
+  for (int m = 0; m < M; ++m) {
+    inputs.push_back(test::random({3, 4}, uint64_t(80 + m), DType::f32));
+    targets.push_back(test::random({3, 3}, uint64_t(90 + m), DType::f32));
+  }
+  // One device: every layer from its factory, in order.
+  Layers ref;
+  for (const LayerFactory& make : factories()) ref.push_back(make());
+  for (int m = 0; m < M; ++m) {
+    Tape tape;
+    Tensor loss;
+    {
+      TapeGuard recording(tape);
+      Tensor x = inputs[size_t(m)];
+      for (auto& layer : ref) x = (*layer)(x);
+      loss = test::mse(x, targets[size_t(m)]);
+    }
+    tape.backward({loss}, {full({}, 1.0 / M)});
+  }
+  struct Config {
+    ScheduleKind kind;
+    int P, V;
+  };
+  for (const Config& c : {Config{ScheduleKind::one_f_one_b, 2, 1}, Config{ScheduleKind::gpipe, 3, 1},
+                          Config{ScheduleKind::interleaved, 2, 2}, Config{ScheduleKind::zb_v, 2, 2}}) {
+    DYNAMIC_SECTION(schedule_name(c.kind) << " P=" << c.P << " V=" << c.V) {
+      for (auto& n : calls) n = 0;
+      const Schedule schedule = make_schedule(c.kind, c.P, M, c.V);
+      const Partition partition = partition_uniform(5, schedule.stages());
+      auto comms = comm::local_group(c.P);
+      std::vector<std::map<int64_t, std::vector<double>>> grads(size_t(c.P));  // per rank: layer -> weight grad
+      std::vector<std::vector<int64_t>> built(size_t(c.P));
+      auto errors = test::run_ranks(comms, [&](comm::Communicator& comm) {
+        const std::vector<Chunk> chunks = build_rank_chunks(factories(), partition, schedule.layout, comm.rank());
+        PipelineGroups groups;
+        groups.pipeline = &comm;
+        Pipeline pipe(groups, schedule, chunks, test::mse);
+        pipe.forward_backward(inputs, targets);
+        const std::vector<int64_t> mine = rank_layers(partition, schedule.layout, comm.rank());
+        built[size_t(comm.rank())] = mine;
+        // Chunk c holds stage layout.stage(rank, c): its layers are partition.begin(stage) onwards.
+        for (int ch = 0; ch < schedule.chunks(); ++ch) {
+          const int stage = schedule.layout.stage(comm.rank(), ch);
+          for (int64_t l = partition.begin(stage); l < partition.end(stage); ++l) {
+            const auto& layer = chunks[size_t(ch)].layers[size_t(l - partition.begin(stage))];
+            const auto* fc = dynamic_cast<const nn::Linear*>(layer.get());
+            grads[size_t(comm.rank())][l] = fc->weight.grad().to_vector();
+          }
+        }
+      });
+      for (size_t r = 0; r < errors.size(); ++r) {
+        INFO("rank " << r << ": " << errors[r]);
+        REQUIRE(errors[r].empty());
+      }
+      // Each layer was made once, by the rank that holds it.
+      for (int64_t l = 0; l < 5; ++l) REQUIRE(calls[size_t(l)] == 1);
+      int64_t total = 0;
+      for (int r = 0; r < c.P; ++r) {
+        total += int64_t(built[size_t(r)].size());
+        REQUIRE(grads[size_t(r)].size() == built[size_t(r)].size());
+      }
+      REQUIRE(total == 5);
+      // Every layer's gradient is one device's, bit for bit.
+      for (int r = 0; r < c.P; ++r)
+        for (const auto& [l, g] : grads[size_t(r)]) {
+          INFO("layer " << l << " on rank " << r);
+          REQUIRE(dynamic_cast<nn::Linear&>(*ref[size_t(l)]).weight.grad().to_vector() == g);
+        }
+    }
+  }
+  // A factory is called only where its layer lives: an empty one elsewhere is never touched.
+  std::vector<LayerFactory> sparse(5);
+  sparse[0] = [&] { return std::make_shared<nn::Linear>(4, 8, true, keyed.at("0")); };
+  const Partition two = partition_uniform(5, 2);
+  Partition first_alone;
+  first_alone.bounds = {0, 1, 5};
+  REQUIRE(build_rank_chunks(sparse, first_alone, Layout{2, 1}, 0).at(0).layers.size() == 1);
+  REQUIRE_THROWS_WITH(build_rank_chunks(sparse, two, Layout{2, 1}, 0), Contains("the factory of layer 1 is empty"));
 }
 
 TEST_CASE("runtime: bad configurations are clear errors", "[pipeline][runtime]") {

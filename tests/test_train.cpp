@@ -8,9 +8,12 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <sstream>
 
+#include "comm/local.h"
 #include "comm/run_command.h"
+#include "comm/thread_ranks.h"
 #include "test_util.h"
 #include "train/command.h"
 #include "train/options.h"
@@ -538,6 +541,73 @@ TEST_CASE("training: the thread count does not change the numbers", "[train]") {
   for (auto& [name, tensor] : one) {
     INFO(name);
     test::require_equal(three.at(name), tensor);
+  }
+}
+
+TEST_CASE("training: a pipeline rank builds only its layers, with the whole model's names and first values",
+          "[train]") {
+  TrainOptions o = tiny_options();
+  o.layers = 2;
+  o.steps = 2;
+  o.microbatches = 4;
+  o.eval_examples = 10;
+  o.trace = o.svg = "none";
+  // The one-device model: the names and initial values every rank must reproduce for its part.
+  TrainOptions single_options = o;
+  single_options.stages = 0;
+  Trainer single(single_options);
+  std::map<std::string, std::vector<double>> whole;
+  for (const auto& [name, p] : single.model().named_parameters()) whole[name] = p.to_vector();
+  const nn::GPTConfig config = single.model().config();
+
+  for (const std::string partition : {"layers", "balanced"}) {
+    DYNAMIC_SECTION("--partition " << partition) {
+      const int P = 3;
+      o.stages = P;
+      o.partition = partition;
+      const nn::LayerGrain grain = partition == "balanced" ? nn::LayerGrain::half_block : nn::LayerGrain::block;
+      const std::vector<int64_t> sizes = nn::GPT::layer_parameter_counts(config, grain);
+      auto comms = comm::local_group(P);
+      std::vector<std::map<std::string, std::vector<double>>> held(static_cast<size_t>(P));
+      std::vector<int64_t> counts(static_cast<size_t>(P), 0), expected(static_cast<size_t>(P), 0);
+      // A checkpoint directory: each rank writes its own parameters' shard.
+      const std::string checkpoint = (std::filesystem::temp_directory_path() / "brigade_test_rank_layers").string();
+      std::filesystem::remove_all(checkpoint);
+      const auto errors = test::run_ranks(comms, [&](comm::Communicator& comm) {
+        pipeline::PipelineGroups groups;
+        groups.pipeline = &comm;
+        Trainer t(o, &groups);
+        const size_t r = size_t(comm.rank());
+        for (const auto& [name, p] : t.model().named_parameters()) held[r][name] = p.to_vector();
+        counts[r] = t.model().parameter_count();
+        // What its layers hold, from the config: the tied table once when it has both ends.
+        const std::vector<int64_t> mine = pipeline::rank_layers(t.partition(), t.schedule().layout, comm.rank());
+        for (int64_t i : mine) expected[r] += sizes[size_t(i)];
+        if (!mine.empty() && mine.front() == 0 && mine.back() == t.layer_count() - 1)
+          expected[r] -= config.vocab_size * config.n_embd;
+        t.train_step();
+        t.save(checkpoint);       // every rank its own tensors, by their whole-model names
+        t.evaluate(10);           // through the stages: no rank builds the whole model
+      });
+      REQUIRE(test::all_ok(errors));
+      std::set<std::string> names;
+      for (int r = 0; r < P; ++r) {
+        INFO("rank " << r);
+        REQUIRE(counts[size_t(r)] == expected[size_t(r)]);
+        REQUIRE(counts[size_t(r)] < single.model().parameter_count());
+        for (const auto& [name, values] : held[size_t(r)]) {
+          INFO(name);
+          REQUIRE(whole.count(name));
+          REQUIRE(values == whole.at(name));  // drawn by name: the same bits as one device
+          names.insert(name);
+        }
+      }
+      REQUIRE(names.size() == whole.size());  // together, every parameter of the model
+      nn::Checkpoint saved = nn::load_checkpoint(checkpoint);
+      std::filesystem::remove_all(checkpoint);
+      REQUIRE(saved.model.size() == single.model().state_dict().size());
+      for (const auto& [name, t] : single.model().state_dict()) REQUIRE(saved.model.count(name));
+    }
   }
 }
 

@@ -1,6 +1,9 @@
 // `brigade train`'s memory report: on the CPU each rank's measured peak over the last step is within
-// 10% of the prediction (pipeline/analysis/memory.h, tools/train/memory_report.h).
+// 10% of the prediction, or within a few boundary messages of it (pipeline/analysis/memory.h,
+// tools/train/memory_report.h).
 #include <catch2/catch.hpp>
+#include <algorithm>
+#include <cmath>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -30,6 +33,23 @@ std::vector<double> ratios(const std::string& text, std::vector<std::string>* pa
   return out;
 }
 
+// "55.9 KiB", "64 B", "1.2 MiB" -> bytes.
+double bytes_of(const std::string& amount, const std::string& unit) {
+  const double scale = unit == "B" ? 1 : unit == "KiB" ? 1024.0 : unit == "MiB" ? 1024.0 * 1024 : 1024.0 * 1024 * 1024;
+  return std::stod(amount) * scale;
+}
+
+// Each rank line's predicted and measured peak in bytes, in rank order.
+std::vector<std::pair<double, double>> peaks(const std::string& text) {
+  std::vector<std::pair<double, double>> out;
+  const std::regex line(R"(  rank (\d+): predicted ([0-9.]+) (B|KiB|MiB|GiB) [^\n]*, measured ([0-9.]+) (B|KiB|MiB|GiB), )");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), line); it != std::sregex_iterator(); ++it) {
+    REQUIRE(std::stoi((*it)[1]) == int(out.size()));
+    out.emplace_back(bytes_of((*it)[2], (*it)[3]), bytes_of((*it)[4], (*it)[5]));
+  }
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("train: each rank's measured peak memory is within 10% of the prediction", "[train][memory]") {
@@ -55,7 +75,22 @@ TEST_CASE("train: each rank's measured peak memory is within 10% of the predicti
       std::vector<std::string> parameters;
       const std::vector<double> r = ratios(out.str(), &parameters);
       REQUIRE(r.size() == 4);
-      for (double ratio : r) CHECK((ratio >= 0.9 && ratio <= 1.1));
+      // Each rank holds only its own layers, so the end stages' peaks are a few tens of KiB (the
+      // head's: an 11 x 32 table, a norm, a micro-batch's logits), and there the prediction's
+      // absolute error shows: the peak moves with thread timing on shared cores (how long a
+      // receiver takes to copy a gradient sent to it) by a message or three — by up to 12 KiB on
+      // the head's rank under gpipe with recomputation, as it did when every rank also held the
+      // whole model (~100 KiB more, which kept the ratio within 10%). So: within 10%, or within
+      // four messages of one micro-batch's activations (4 sequences x 8 tokens x 32 wide, f32).
+      const double message = 4.0 * 8 * 32 * 4;
+      const auto p = peaks(out.str());
+      REQUIRE(p.size() == 4);
+      for (size_t rank = 0; rank < p.size(); ++rank) {
+        const auto [predicted, measured] = p[rank];
+        INFO("rank " << rank << ": predicted " << predicted << " B, measured " << measured << " B (ratio "
+                     << r[rank] << ")");
+        CHECK(std::abs(measured - predicted) <= std::max(0.1 * predicted, 4 * message));
+      }
       // Ranks 1 and 2 train one transformer block each: 12 e² + 13 e parameters of 4 bytes (e = 32:
       // two layer norms, the attention's qkv and projection, the MLP's two layers, with biases).
       CHECK(parameters[1] == "12,704 parameters (49.6 KiB)");

@@ -1,8 +1,8 @@
 // Predicting each rank's peak memory over one training step, from what each stage holds.
 //
 // A rank holds, all step long, its stages' parameters, their optimizer state (AdamW: two moments
-// per parameter), anything else it keeps (`resident`: in `brigade train` every rank builds the whole
-// model, so the other stages' parameters too) and a transport's own buffers. On top of that, walking
+// per parameter), anything else it keeps (`resident`: in `brigade train` the step's batch, which
+// every rank builds) and a transport's own buffers. On top of that, walking
 // its actions in order (the order the simulator runs them; only sent gradients depend on timing):
 //   F  stashes one micro-batch's activations of that stage (with recomputation: only its input);
 //   B  frees that stash when done; I keeps it (W reads the layer inputs again) and adds what W

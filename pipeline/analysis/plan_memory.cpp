@@ -10,7 +10,7 @@ std::vector<LayerMemory> layer_memory(const PlannedPipeline& p) {
   std::vector<LayerMemory> out;
   for (const LayerEstimate& layer : p.layers) {
     LayerMemory m;
-    m.fixed = layer.parameters * kTrainingStateBytes;
+    m.fixed = layer.parameters * (kParameterBytes + kTrainingStateBytes);
     // With recomputation the stash is rebuilt inside every backward: once, not per micro-batch. Under
     // a split backward the rebuilt stash then lives on from I to W, once per micro-batch between them.
     if (p.recompute) m.fixed += layer.stash;
@@ -21,17 +21,13 @@ std::vector<LayerMemory> layer_memory(const PlannedPipeline& p) {
 }
 
 int64_t memory_overhead(const PlannedPipeline& p, const std::vector<int>& in_flight) {
-  int64_t parameters = 0, workspace = 0;
-  for (size_t i = 0; i < p.layers.size(); ++i) {
-    parameters += p.layers[i].parameters;
-    workspace = std::max(workspace, p.layers[i].workspace);
-  }
-  parameters -= tied_parameters(p.shape);  // counted by both the embedding and the head
+  int64_t workspace = 0;
+  for (size_t i = 0; i < p.layers.size(); ++i) workspace = std::max(workspace, p.layers[i].workspace);
   const int most = in_flight.empty() ? 1 : *std::max_element(in_flight.begin(), in_flight.end());
   // Per stage and micro-batch in flight, at most: a received activation, a received gradient and,
   // with recomputation, the input it keeps — and one more of each being received.
   const int64_t messages = int64_t(p.layout.chunks) * (most + 1) * 3 * p.boundary;
-  return parameters * kParameterBytes + p.batch_bytes + messages + workspace;
+  return p.batch_bytes + messages + workspace;
 }
 
 MemoryModel memory_model(const PlannedPipeline& p, const std::vector<int64_t>& bounds) {
@@ -41,7 +37,6 @@ MemoryModel memory_model(const PlannedPipeline& p, const std::vector<int64_t>& b
                 "memory_model: the split has ", bounds.size(), " bounds for ", S, " stages of ", n, " layers");
   MemoryModel model;
   model.stages.resize(size_t(S));
-  std::vector<int64_t> own(size_t(p.layout.ranks), 0);  // parameters each rank trains, the tied matrix once
   std::vector<bool> holds_tied(size_t(p.layout.ranks), false);
   // A rank's stages in chunk order, so that the tied matrix is charged to the first stage holding it.
   for (int c = 0; c < p.layout.chunks; ++c) {
@@ -60,7 +55,6 @@ MemoryModel memory_model(const PlannedPipeline& p, const std::vector<int64_t>& b
           holds_tied[size_t(r)] = true;
         }
       }
-      own[size_t(r)] += parameters;
       m.parameters = parameters * kParameterBytes;
       m.gradients = parameters * kParameterBytes;
       m.optimizer = parameters * (kTrainingStateBytes - kParameterBytes);
@@ -72,10 +66,8 @@ MemoryModel memory_model(const PlannedPipeline& p, const std::vector<int64_t>& b
       if (s > 0 && p.layout.rank_of(s - 1) != r) m.activation_in = p.boundary;
     }
   }
-  int64_t whole = -tied_parameters(p.shape);
-  for (const LayerEstimate& layer : p.layers) whole += layer.parameters;
-  for (int r = 0; r < p.layout.ranks; ++r)
-    model.resident.push_back((whole - own[size_t(r)]) * kParameterBytes + p.batch_bytes);
+  // Besides its own layers (counted per stage above), a rank holds the step's batch.
+  for (int r = 0; r < p.layout.ranks; ++r) model.resident.push_back(p.batch_bytes);
   return model;
 }
 

@@ -9,10 +9,11 @@
 //                                    rank's peak: the judge of whether a configuration fits.
 //
 // The sizes are those of `brigade train` on GPUs under `brigade launch` (one process per rank):
-//   - every rank builds the whole model (pipeline/gpt_stages.h), so all parameters are resident
-//     everywhere (f32: the master weights, also under bf16 compute); a rank's own layers add their
-//     f32 gradients and AdamW's two f32 moments (12 bytes per parameter). A rank holding both the
-//     embedding and the head holds the tied matrix once;
+//   - every rank builds only its own layers (pipeline/gpt_stages.h: gpt_rank_model), so a layer's
+//     parameters are resident on its rank alone (f32: the master weights, also under bf16 compute),
+//     with their f32 gradients and AdamW's two f32 moments (16 bytes per parameter in all). A rank
+//     holding the head holds the tied matrix too; one holding both the embedding and the head holds
+//     it once (layer_memory, which sees one layer at a time, counts it in both: an upper bound);
 //   - a stage stashes its layers' stash per micro-batch in flight; with recomputation only its input,
 //     and the whole stash reappears for a moment in each backward (its workspace); a split backward's
 //     I keeps `deferred` until W (with recomputation, the replayed stash too);
@@ -35,8 +36,8 @@
 
 namespace brigade::pipeline {
 
-// Bytes of training state per parameter a rank trains: its f32 gradient and AdamW's two f32 moments
-// (the f32 parameter itself is resident on every rank anyway).
+// Bytes of training state per parameter a rank trains: its f32 gradient and AdamW's two f32 moments;
+// and the f32 parameter itself, held by the rank whose layer it is.
 constexpr int64_t kTrainingStateBytes = 4 + 2 * 4;
 constexpr int64_t kParameterBytes = 4;
 
@@ -55,8 +56,8 @@ struct PlannedPipeline {
 // backward rebuilds) and per micro-batch in flight (its stash, plus what I keeps for W when split).
 std::vector<LayerMemory> layer_memory(const PlannedPipeline& pipeline);
 
-// What a rank holds besides its layers' memory: all parameters, the batch, message buffers and one
-// backward's workspace, for `in_flight` (per stage: micro-batches stashed at once).
+// What a rank holds besides its layers' memory: the batch, message buffers and one backward's
+// workspace, for `in_flight` (per stage: micro-batches stashed at once).
 int64_t memory_overhead(const PlannedPipeline& pipeline, const std::vector<int>& in_flight);
 
 // The model predict_memory needs, for the split `bounds` (P*V + 1 entries, as Partition::bounds).

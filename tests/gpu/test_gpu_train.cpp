@@ -206,7 +206,9 @@ TEST_CASE("gpu pipeline: 4 rank threads, each on its own stream, give one device
         auto errors = test::run_ranks(comms, [&](comm::Communicator& comm) {
           Stream stream = Stream::create(kGpu);
           StreamGuard on_stream(stream);
-          nn::GPT model(config);
+          // Only this rank's layers (drawn by name: the whole model's values there).
+          const std::shared_ptr<nn::GPT> mine_only = gpt_rank_model(config, partition, schedule.layout, comm.rank());
+          nn::GPT& model = *mine_only;
           GptStages mine = gpt_stages(model, partition, schedule.layout, comm.rank());
           PipelineOptions options;
           options.ties = mine.ties;

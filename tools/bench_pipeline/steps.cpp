@@ -113,10 +113,13 @@ PipelinedSteps run_pipelined(const pipeline::Schedule& schedule, const Workload&
         groups.replicas = split->replicas;
         groups.replica = split->replica;
       }
-      // Every rank builds the whole model from the same seed and keeps its chunks (gpt_stages.h).
+      // Every rank builds only its chunks' layers, each parameter drawn by its name: the whole model's
+      // values there (gpt_stages.h).
       nn::GPTConfig config = work.model;
       config.device = mine_on;
-      nn::GPT model(config);
+      const std::shared_ptr<nn::GPT> model_ptr =
+          pipeline::gpt_rank_model(config, partition, schedule.layout, groups.pipeline->rank());
+      nn::GPT& model = *model_ptr;
       pipeline::GptStages mine = pipeline::gpt_stages(model, partition, schedule.layout, groups.pipeline->rank());
       pipeline::PipelineOptions options;
       options.trace = true;

@@ -58,10 +58,12 @@ std::string describe_rank_memory(Trainer& trainer, const pipeline::PipelineGroup
   for (const Tensor& p : own) grads.push_back(p.grad());
   const Held gradients = held(grads, seen);
   const size_t optimizer = trainer.optimizer().state_bytes();
-  const Held others = held(trainer.model().parameters(), seen);  // the layers of the other stages
+  // Parameters the model holds that this rank does not train: none, as a rank builds only its own
+  // layers (pipeline::gpt_rank_model); counted should that ever change.
+  const Held others = held(trainer.model().parameters(), seen);
   os << ": parameters " << bytes(params.bytes) << " (" << with_commas(params.elements) << "), gradients "
      << bytes(gradients.bytes) << ", optimizer state " << bytes(optimizer);
-  if (others.bytes > 0) os << ", the other stages' layers (every rank builds the whole model) " << bytes(others.bytes);
+  if (others.bytes > 0) os << ", parameters held but not trained here " << bytes(others.bytes);
   if (device.is_cuda()) {
     const size_t in_use = cuda_memory_stats(device).allocated;
     const size_t counted = params.bytes + gradients.bytes + optimizer + others.bytes;

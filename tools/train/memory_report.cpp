@@ -1,59 +1,42 @@
 #include "memory_report.h"
 
 #include <cstdio>
-#include <set>
 
 #include "comm/comm.h"
 #include "core/error.h"
 #include "core/format.h"
+#include "pipeline/gpt_stages.h"
 #include "pipeline/partition.h"
 
 namespace brigade::train {
 
-namespace {
-
-// What the CPU allocator hands out for `t`'s bytes: rounded up to 64 (core/storage.cpp).
-int64_t allocated_bytes(size_t nbytes) { return int64_t(std::max<size_t>((nbytes + 63) / 64 * 64, 64)); }
-
-// Each distinct parameter tensor once (a tied weight appears in two layers of one model).
-std::vector<Tensor> distinct_parameters(const pipeline::Layers& layers) {
-  std::vector<Tensor> out;
-  std::set<const void*> seen;
-  for (const auto& layer : layers)
-    for (const Tensor& p : layer->parameters())
-      if (seen.insert(p.storage().data()).second) out.push_back(p);
-  return out;
-}
-
-int64_t parameter_bytes(const std::vector<Tensor>& params) {
-  int64_t total = 0;
-  for (const Tensor& p : params) total += allocated_bytes(p.storage().nbytes());
-  return total;
-}
-
-}  // namespace
 
 pipeline::MemoryModel memory_model(Trainer& trainer, const pipeline::Trace& trace) {
   const pipeline::Schedule& schedule = trainer.schedule();
-  const pipeline::Layers layers = trainer.layers();
+  const std::vector<LayerBytes>& layers = trainer.layer_bytes();
+  BRIGADE_CHECK(int64_t(layers.size()) == trainer.layer_count(), "memory report: the layer sizes are world rank 0's");
   const std::vector<pipeline::MeasuredStageMemory> measured = pipeline::stage_memory({trace}, schedule.layout);
   pipeline::MemoryModel model;
   const TrainOptions& o = trainer.options();
   const int64_t rows = o.batch / o.replicas / o.microbatches;  // one micro-batch
-  const int64_t boundary = allocated_bytes(size_t(rows * trainer.task().sequence_length() *
-                                                  trainer.model().config().n_embd) *
-                                           dtype_size(trainer.model().config().compute_dtype.value_or(trainer.model().config().dtype)));
+  const nn::GPTConfig& config = trainer.model().config();
+  const int64_t boundary = host_allocated_bytes(size_t(rows * trainer.task().sequence_length() * config.n_embd) *
+                                                dtype_size(config.compute_dtype.value_or(config.dtype)));
   const bool processes = comm::read_launch_env().world_size > 1;
+  const pipeline::Partition& partition = trainer.partition();
+  const int64_t last = partition.layers() - 1;
   for (int s = 0; s < schedule.stages(); ++s) {
     pipeline::StageMemory m;
-    for (const Tensor& p : distinct_parameters(pipeline::stage_layers(layers, trainer.partition(), s))) {
-      const int64_t bytes = allocated_bytes(p.storage().nbytes());
-      m.parameters += bytes;
-      if (p.requires_grad()) {
-        m.gradients += bytes;
-        // AdamW's two moments, f32 like the parameter here (bf16 runs keep f32 master weights).
-        m.optimizer += 2 * allocated_bytes(size_t(p.numel()) * 4);
-      }
+    for (int64_t i = partition.begin(s); i < partition.end(s); ++i) {
+      m.parameters += layers[size_t(i)].parameters;
+      m.gradients += layers[size_t(i)].gradients;
+      m.optimizer += layers[size_t(i)].optimizer;
+    }
+    if (last > 0 && partition.stage_of_layer(0) == s && partition.stage_of_layer(last) == s) {
+      // The embedding and the head in one stage share one token table.
+      m.parameters -= trainer.tied_bytes().parameters;
+      m.gradients -= trainer.tied_bytes().gradients;
+      m.optimizer -= trainer.tied_bytes().optimizer;
     }
     // Messages: the executor receives a gradient into a buffer of its own (its shape is known in
     // advance); an activation arrives as the sender's tensor between threads, as a new one between
@@ -66,20 +49,12 @@ pipeline::MemoryModel memory_model(Trainer& trainer, const pipeline::Trace& trac
     m.workspace = int64_t(measured[size_t(s)].workspace);
     model.stages.push_back(m);
   }
-  // Every rank holds the whole model: what its stages do not use is resident all the same. So is
-  // the step's batch (inputs and targets), which every rank builds.
-  const int64_t whole = parameter_bytes(distinct_parameters(layers));
+  // Every rank holds its own layers only (counted above), and the step's batch (inputs and
+  // targets), which every rank builds.
   const Batch batch = trainer.task().train_batch(0, o.batch / o.replicas);
   const int64_t batch_bytes =
-      allocated_bytes(batch.inputs.storage().nbytes()) + allocated_bytes(batch.targets.storage().nbytes());
-  for (int r = 0; r < schedule.ranks(); ++r) {
-    pipeline::Layers mine;
-    for (int c = 0; c < schedule.chunks(); ++c) {
-      const pipeline::Layers stage = pipeline::stage_layers(layers, trainer.partition(), schedule.layout.stage(r, c));
-      mine.insert(mine.end(), stage.begin(), stage.end());
-    }
-    model.resident.push_back(whole - parameter_bytes(distinct_parameters(mine)) + batch_bytes);
-  }
+      host_allocated_bytes(batch.inputs.storage().nbytes()) + host_allocated_bytes(batch.targets.storage().nbytes());
+  for (int r = 0; r < schedule.ranks(); ++r) model.resident.push_back(batch_bytes);
   return model;
 }
 
@@ -90,7 +65,7 @@ std::vector<double> report_memory(Trainer& trainer, const pipeline::Trace& trace
   BRIGADE_CHECK(int(measured_peaks.size()) == schedule.ranks(), "report_memory: ", measured_peaks.size(),
                 " measured peaks for ", schedule.ranks(), " ranks");
   const pipeline::MemoryModel model = memory_model(trainer, trace);
-  const pipeline::Layers layers = trainer.layers();
+  const std::vector<LayerBytes>& layers = trainer.layer_bytes();
   const std::vector<pipeline::RankMemory> predicted = pipeline::predict_memory(schedule, model, &simulated);
   out << "memory (last step, host), predicted peak (held all step + gradients + stashed activations + workspace) "
          "vs measured; the parameters each rank trains:\n";
@@ -99,16 +74,17 @@ std::vector<double> report_memory(Trainer& trainer, const pipeline::Trace& trace
     const pipeline::RankMemory& p = predicted[size_t(r)];
     const double ratio = p.peak > 0 ? measured_peaks[size_t(r)] / double(p.peak) : 0.0;
     ratios.push_back(ratio);
-    // Its stages' parameters, each tensor once (a tied weight is held by both stages that use it).
-    pipeline::Layers mine;
-    for (int c = 0; c < schedule.chunks(); ++c) {
-      const pipeline::Layers stage = pipeline::stage_layers(layers, trainer.partition(), schedule.layout.stage(r, c));
-      mine.insert(mine.end(), stage.begin(), stage.end());
-    }
+    // Its stages' parameters, each tensor once (a rank holding the embedding and the head holds
+    // their tied table once).
     int64_t count = 0, bytes = 0;
-    for (const Tensor& t : distinct_parameters(mine)) {
-      count += t.numel();
-      bytes += int64_t(t.storage().nbytes());
+    const std::vector<int64_t> mine = pipeline::rank_layers(trainer.partition(), schedule.layout, r);
+    for (int64_t i : mine) {
+      count += layers[size_t(i)].elements;
+      bytes += layers[size_t(i)].nbytes;
+    }
+    if (mine.size() > 1 && mine.front() == 0 && mine.back() == trainer.layer_count() - 1) {
+      count -= trainer.tied_bytes().elements;
+      bytes -= trainer.tied_bytes().nbytes;
     }
     char line[400];
     std::snprintf(line, sizeof line,

@@ -2,13 +2,16 @@
 // step (pipeline/analysis/memory.h) beside the peak its HostMemoryAccount measured.
 //
 // The prediction's sizes: parameters, gradients and AdamW state from the stages' parameter tensors
-// (as the CPU allocator rounds them); each rank also keeps the rest of the model, because every rank
-// builds the whole GPT before taking its stages; one micro-batch's stash and the workspace per stage
+// (as the CPU allocator rounds them; Trainer::layer_bytes, measured on a sample of the layers), and
+// nothing else of the model, since every rank builds only its own layers; the step's batch, which
+// every rank builds; one micro-batch's stash and the workspace per stage
 // from the last step's trace (pipeline/trace.h: stage_memory). Messages between ranks that are
 // threads pass tensors without copies: a sent activation is counted in its sender's stash, and a
 // sent gradient stays with its sender until the receiver copies it into its own buffer.
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <ostream>
 #include <vector>
 
@@ -16,6 +19,9 @@
 #include "trainer.h"
 
 namespace brigade::train {
+
+// What the CPU allocator hands out for `nbytes`: rounded up to 64 (core/storage.cpp), at least 64.
+inline int64_t host_allocated_bytes(size_t nbytes) { return int64_t(std::max<size_t>((nbytes + 63) / 64 * 64, 64)); }
 
 // The memory model of the trainer's pipeline, with the stash and workspace measured by `trace`.
 pipeline::MemoryModel memory_model(Trainer& trainer, const pipeline::Trace& trace);

@@ -12,7 +12,8 @@ namespace brigade::train {
 
 double training_flops_per_token(const nn::GPT& model) {
   const nn::GPTConfig& c = model.config();
-  const double N = double(model.parameter_count() - c.block_size * c.n_embd);  // minus the position embedding
+  // The whole model's (a pipeline rank's model holds only its layers), minus the position embedding.
+  const double N = double(nn::GPT::whole_parameter_count(c) - c.block_size * c.n_embd);
   return 6.0 * N + 12.0 * double(c.n_layer) * double(c.n_embd) * double(c.block_size);
 }
 

@@ -60,7 +60,7 @@ void print_header(Trainer& trainer, std::ostream& out) {
   const Task& task = trainer.task();
   out << task.describe() << "\n";
   out << "model: " << (o.model.empty() ? "GPT" : o.model) << ", " << o.layers << " layers, " << o.heads << " heads, " << o.embd << " wide, "
-      << with_commas(trainer.model().parameter_count()) << " parameters (sequence length "
+      << with_commas(nn::GPT::whole_parameter_count(trainer.model().config())) << " parameters (sequence length "
       << task.sequence_length() << ", vocabulary " << task.vocab_size() << ")\n";
   out << "optimizer: AdamW, lr " << scientific(o.lr) << " (warm-up " << std::min(o.warmup, o.steps)
       << " steps, cosine to " << scientific(o.lr * TrainOptions::min_lr_ratio) << "), weight decay "
@@ -74,7 +74,7 @@ void print_header(Trainer& trainer, std::ostream& out) {
         << (o.replicas > 1 ? ", " + std::to_string(o.replicas) + " data-parallel replicas" : "")
         << (o.recompute ? ", recomputation on" : "") << "\n";
     out << "partition: " << trainer.partition_method() << " (" << trainer.partition_reason() << ")\n";
-    out << pipeline::describe_partition(trainer.partition(), trainer.layers(), schedule.layout);
+    out << trainer.partition_table();
   }
   const nn::GPTConfig& config = trainer.model().config();
   out << "run: " << o.steps << " steps of " << o.batch << " sequences, seed " << o.seed << ", " << o.device

@@ -25,6 +25,7 @@
 #include "kernels/ops.h"
 #include "pipeline/trace.h"
 #include "pipeline_eval.h"
+#include "memory_report.h"
 #include "text_task.h"
 
 namespace brigade::train {
@@ -101,14 +102,16 @@ Trainer::Trainer(const TrainOptions& options, const pipeline::PipelineGroups* gr
       task_(make_task(options)),
       groups_(groups),
       first_loss_(std::numeric_limits<double>::quiet_NaN()) {
-  nn::GPTConfig config = gpt_config(options_, *task_);
+  nn::GPTConfig& config = config_;
+  config = gpt_config(options_, *task_);
   config.device = resolve_device(options_.device);
   // Under `brigade launch` each process drives the GPU of its local rank, which its communicator
   // was made for: the model goes there too (not to cuda:0 in every process).
   if (groups_ != nullptr && config.device.is_cuda()) config.device = groups_->pipeline->device();
   config.compute_dtype = resolve_precision(options_.precision, config.device);
-  model_ = std::make_shared<nn::GPT>(config);
-  if (groups_ != nullptr) {
+  if (groups_ == nullptr) {
+    model_ = std::make_shared<nn::GPT>(config);
+  } else {
     const int P = groups_->pipeline->size();
     pipeline::Schedule schedule =
         options_.schedule_file.empty()
@@ -117,8 +120,44 @@ Trainer::Trainer(const TrainOptions& options, const pipeline::PipelineGroups* gr
             : pipeline::schedule_from_file(pipeline::read_schedule_csv(options_.schedule_file));
     partition_method_ = resolve_partition(config);
     const nn::LayerGrain grain = partition_method_ == "balanced" ? nn::LayerGrain::half_block : nn::LayerGrain::block;
-    layers_ = model_->layers(grain);
-    partition_ = choose_partition(schedule);
+    layer_count_ = nn::GPT::layer_count(config, grain);
+    // World rank 0 measures and describes the layers on a sample of the model (sample_layers_), freed
+    // before this rank builds its own layers: no rank ever holds the whole model for training.
+    const bool world_first = groups_->pipeline->rank() == 0 && (!groups_->replicas || groups_->replicas->rank() == 0);
+    if (world_first) {
+      const int64_t last = layer_count_ - 1;
+      std::vector<int64_t> held = {0, 1, last};
+      if (grain == nn::LayerGrain::half_block) held.push_back(2);
+      const nn::GPT sample(config, grain, held);
+      const pipeline::Layers some = sample.layers(grain);
+      for (int64_t i = 0; i < layer_count_; ++i)
+        sample_layers_.push_back(i == 0 || i == last ? some[size_t(i)]
+                                 : grain == nn::LayerGrain::block ? some[1]
+                                                                  : some[size_t(2 - i % 2)]);  // odd: attention
+      partition_ = choose_partition(schedule);
+      partition_table_ = pipeline::describe_partition(partition_, sample_layers_, schedule.layout);
+      auto bytes_of = [](const std::vector<Tensor>& params) {
+        LayerBytes b;
+        for (const Tensor& p : params) {
+          const int64_t n = host_allocated_bytes(p.storage().nbytes());
+          b.parameters += n;
+          b.elements += p.numel();
+          b.nbytes += int64_t(p.storage().nbytes());
+          if (p.requires_grad()) {
+            b.gradients += n;
+            b.optimizer += 2 * host_allocated_bytes(size_t(p.numel()) * 4);  // AdamW's two f32 moments
+          }
+        }
+        return b;
+      };
+      for (const auto& layer : sample_layers_) layer_bytes_.push_back(bytes_of(layer->parameters()));
+      tied_bytes_ = bytes_of({sample.embed->wte->weight});
+      sample_layers_.clear();
+    } else {
+      partition_ = choose_partition(schedule);
+    }
+    // This rank's layers only, drawn by name: what the whole model holds there (nn/gpt.h).
+    model_ = pipeline::gpt_rank_model(config, partition_, schedule.layout, groups_->pipeline->rank(), grain);
     pipeline::GptStages mine =
         pipeline::gpt_stages(*model_, partition_, schedule.layout, groups_->pipeline->rank(), grain);
     pipeline::PipelineOptions po;
@@ -189,9 +228,15 @@ std::string Trainer::resolve_partition(const nn::GPTConfig& config) {
 
 pipeline::Partition Trainer::choose_partition(const pipeline::Schedule& schedule) {
   const int64_t stages = schedule.stages();
-  if (partition_method_ == "params") return pipeline::partition_by_parameters(layers_, stages);
+  if (partition_method_ == "params") {
+    // Counted from the config (the same numbers as the layers' parameter_count()): no rank builds them.
+    const nn::GPTConfig& c = config_;
+    std::vector<double> counts;
+    for (int64_t n : nn::GPT::layer_parameter_counts(c, nn::LayerGrain::block)) counts.push_back(double(n));
+    return pipeline::partition_by_cost(counts, stages, "parameters");
+  }
   if (partition_method_ == "balanced") return balanced_partition(schedule);
-  if (partition_method_ != "time") return pipeline::partition_uniform(int64_t(layers_.size()), stages);
+  if (partition_method_ != "time") return pipeline::partition_uniform(layer_count_, stages);
   return pipeline::partition_by_cost(shared_layer_seconds(false), stages, "seconds");
 }
 
@@ -199,10 +244,11 @@ std::vector<double> Trainer::shared_layer_seconds(bool recompute) {
   // Timings differ from rank to rank (and run to run), and every rank must cut the model the same
   // way: world rank 0 profiles one micro-batch and its numbers go to every rank.
   comm::Communicator& comm = *groups_->pipeline;
-  const int64_t n = int64_t(layers_.size());
+  const int64_t n = layer_count_;
   Tensor seconds = zeros({n}, DType::f64, comm.device());
-  // One rank measures, world rank 0, and only once every rank has built its model: rank threads
-  // share a GPU (or cores) here, and another's work would show in the timings.
+  // One rank measures, world rank 0, on its sample of the layers, while the others wait (before
+  // they build their own layers): rank threads share a GPU (or cores) here, and another's work would
+  // show in the timings.
   comm.barrier();
   if (groups_->replicas) groups_->replicas->barrier();
   if (comm.rank() == 0 && (!groups_->replicas || groups_->replicas->rank() == 0)) {
@@ -211,7 +257,7 @@ std::vector<double> Trainer::shared_layer_seconds(bool recompute) {
     std::vector<double> each;
     // With recomputation each backward runs the layer's forward once more.
     for (const pipeline::LayerProfile& p :
-         pipeline::profile_layer_costs(layers_, sample.inputs.to(model_->config().device)))
+         pipeline::profile_layer_costs(sample_layers_, sample.inputs.to(config_.device)))
       each.push_back(p.seconds + (recompute ? p.forward_seconds : 0));
     seconds = from_vector(each, {n}, DType::f64, comm.device());
   }
@@ -231,8 +277,8 @@ pipeline::Partition Trainer::balanced_partition(const pipeline::Schedule& schedu
   const pipeline::PlannedPipeline planned = planned_pipeline(schedule);
   const std::vector<pipeline::LayerMemory> memory = pipeline::layer_memory(planned);
   // The budget is for everything a rank holds, as `brigade plan` counts it (plan_memory.h): what
-  // every rank holds whatever the split (all parameters, the batch, message buffers, one backward's
-  // workspace) comes off first; the rest is for the layers' training state and stashes.
+  // every rank holds whatever the split (the batch, message buffers, one backward's workspace) comes
+  // off first; the rest is for the layers' parameters, training state and stashes.
   const int64_t overhead = pipeline::memory_overhead(planned, simulated.peak_activations);
   auto split_within = [&](int64_t budget) {
     return pipeline::partition_within_memory(
@@ -257,7 +303,7 @@ pipeline::Partition Trainer::balanced_partition(const pipeline::Schedule& schedu
   // Say what would fit: the least budget, by bisection (fits() only grows with the budget).
   int64_t low = options_.memory_budget, high = std::max<int64_t>(2 * overhead, 2 * low);
   while (!fits(high)) {
-    BRIGADE_CHECK(high < (int64_t(1) << 60), "--memory-budget: no budget up to 1 EiB fits the ", layers_.size(),
+    BRIGADE_CHECK(high < (int64_t(1) << 60), "--memory-budget: no budget up to 1 EiB fits the ", layer_count_,
                   " layers into ", schedule.stages(), " stages");
     high *= 2;
   }
@@ -265,15 +311,15 @@ pipeline::Partition Trainer::balanced_partition(const pipeline::Schedule& schedu
     const int64_t mid = low + (high - low) / 2;
     (fits(mid) ? high : low) = mid;
   }
-  fail("--memory-budget ", format_bytes(double(options_.memory_budget)), ": no split of the ", layers_.size(),
+  fail("--memory-budget ", format_bytes(double(options_.memory_budget)), ": no split of the ", layer_count_,
        " layers into ", schedule.stages(), " stages fits (every rank holds ", format_bytes(double(overhead)),
-       " whatever the split: all parameters, the batch, message buffers, a backward's workspace; each stage its "
-       "layers' training state and a stash per micro-batch in flight); the least that fits is about ",
+       " whatever the split: the batch, message buffers, a backward's workspace; each stage its "
+       "layers' parameters, training state and a stash per micro-batch in flight); the least that fits is about ",
        format_bytes(double(high)), ". Give more, use more stages, or --recompute");
 }
 
 pipeline::PlannedPipeline Trainer::planned_pipeline(const pipeline::Schedule& schedule) const {
-  const nn::GPTConfig& c = model_->config();
+  const nn::GPTConfig& c = config_;
   const int64_t rows = options_.batch / options_.replicas / options_.microbatches;  // one micro-batch
   const int64_t T = task_->sequence_length();
   const DType compute = c.compute_dtype.value_or(c.dtype);
@@ -351,6 +397,20 @@ double Trainer::train_step() {
 // part and gets the result. The other replicas hold the same weights and would compute the same
 // numbers, so they skip it (as checkpoints' gathering does) and return the empty result.
 bool Trainer::evaluates_here() const { return !pipe_ || pipe_->replica() == 0; }
+
+void Trainer::load_model_state(const nn::StateDict& state) {
+  if (model_->is_whole()) {
+    model_->load_state_dict(state);
+    return;
+  }
+  // Only the tensors of this rank's layers; strict, so any of them missing from `state` is an error.
+  nn::StateDict mine;
+  for (const auto& [name, t] : model_->state_dict()) {
+    auto it = state.find(name);
+    if (it != state.end()) mine[name] = it->second;
+  }
+  model_->load_state_dict(mine);
+}
 
 Accuracy Trainer::evaluate(int64_t examples) {
   const auto* sort = dynamic_cast<const SortTask*>(task_.get());

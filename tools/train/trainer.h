@@ -28,10 +28,19 @@
 
 namespace brigade::train {
 
+// What one pipeline layer's parameters take on the host, as the CPU allocator rounds each tensor:
+// the parameters, their gradients and AdamW's two f32 moments (the memory report's sizes); and
+// their elements and bytes as they are (what the report says each rank trains).
+struct LayerBytes {
+  int64_t parameters = 0, gradients = 0, optimizer = 0;
+  int64_t elements = 0, nbytes = 0;
+};
+
 // One trainer per rank. Without groups it is the whole model on one device; with them, one rank of
-// a pipeline (pipeline/runtime.h): every rank builds the whole GPT from the seed (so all start from
-// the same weights), keeps its stages' layers, and its optimizer updates only those. A checkpoint is
-// a directory of shards, each rank writing its own parameters by their full names
+// a pipeline (pipeline/runtime.h): every rank builds only its stages' layers (nn::GPT holding some
+// layers, pipeline::gpt_rank_model), whose parameters keep the whole model's names and initial
+// values (each drawn by the seed and its name), and its optimizer updates those. A checkpoint is a
+// directory of shards, each rank writing its own parameters by their full names
 // (nn/sharded_checkpoint.h), so any layout resumes it. Evaluation runs through the stages
 // (pipeline_eval.h): no rank assembles the model.
 class Trainer {
@@ -68,8 +77,14 @@ class Trainer {
   const pipeline::Trace& last_trace() const;
   const pipeline::Schedule& schedule() const;
   const pipeline::Partition& partition() const { return partition_; }
-  // The layers the partition cuts: the GPT's blocks whole, or in halves with --partition balanced.
-  const pipeline::Layers& layers() const { return layers_; }
+  // How many layers the partition cuts: the GPT's blocks whole, or in halves with --partition balanced.
+  int64_t layer_count() const { return layer_count_; }
+  // The partition as a table (pipeline::describe_partition), made on world rank 0 ("" elsewhere).
+  const std::string& partition_table() const { return partition_table_; }
+  // Each layer's parameter bytes (the head's include the tied token table, as its stage holds a
+  // copy), and the tied table's alone, made on world rank 0 (empty elsewhere).
+  const std::vector<LayerBytes>& layer_bytes() const { return layer_bytes_; }
+  const LayerBytes& tied_bytes() const { return tied_bytes_; }
   // How the layers were cut (balanced, layers, params or time: --partition, with auto resolved) and why.
   const std::string& partition_method() const { return partition_method_; }
   const std::string& partition_reason() const { return partition_reason_; }
@@ -101,6 +116,9 @@ class Trainer {
   nn::Checkpoint load_own_part(const std::string& path);
   void init_from(const std::string& path);      // --init-from PATH: the weights only
   bool evaluates_here() const;  // evaluation runs on this rank: one device, or replica 0's pipeline
+  // Loads `state` into model_: every tensor model_ holds must be there; in a pipeline, the tensors of
+  // the layers other ranks hold are passed over.
+  void load_model_state(const nn::StateDict& state);
   void resume_newest(const std::string& dir);   // --save DIR/
   // Checks that `ckpt` belongs to this configuration and loads it; errors start with `context`.
   void restore(const nn::Checkpoint& ckpt, const std::string& context);
@@ -112,19 +130,27 @@ class Trainer {
   pipeline::Partition balanced_partition(const pipeline::Schedule& schedule);
   pipeline::PlannedPipeline planned_pipeline(const pipeline::Schedule& schedule) const;
   // Each layer's forward + backward seconds (with `recompute`, one more forward), measured by world
-  // rank 0 on one micro-batch; every rank gets its numbers.
+  // rank 0 on one micro-batch (on sample_layers_); every rank gets its numbers.
   std::vector<double> shared_layer_seconds(bool recompute);
   DType compute_dtype() const;                            // what --precision resolved to
   bool owns(const Tensor& parameter) const;  // held by this rank's stages
 
   TrainOptions options_;
   std::unique_ptr<Task> task_;
+  nn::GPTConfig config_;  // the whole model's
   std::shared_ptr<nn::GPT> model_;
   std::unique_ptr<optim::AdamW> optimizer_;
   optim::CosineSchedule schedule_;
   const pipeline::PipelineGroups* groups_;
   std::string partition_method_, partition_reason_;
-  pipeline::Layers layers_;
+  int64_t layer_count_ = 0;
+  // While the constructor chooses the partition, on world rank 0: one entry per layer, from a small
+  // GPT holding the embedding, block 0 and the head — every block is that block (the blocks are alike
+  // in shapes, parameters and work). For measuring and describing layers without the whole model.
+  pipeline::Layers sample_layers_;
+  std::string partition_table_;
+  std::vector<LayerBytes> layer_bytes_;
+  LayerBytes tied_bytes_;
   pipeline::Partition partition_;
   std::unique_ptr<pipeline::Pipeline> pipe_;
   int64_t step_ = 0;

@@ -211,9 +211,9 @@ void Trainer::init_from(const std::string& path) {
   const bool sharded = std::filesystem::is_directory(path, ec);
   Safetensors file = sharded ? Safetensors{} : load_safetensors(path);
   try {
-    if (sharded) model_->load_state_dict(nn::load_checkpoint(path).model);
+    if (sharded) load_model_state(nn::load_checkpoint(path).model);
     else if (nn::is_hf_gpt2(file.tensors)) nn::load_hf_gpt2(*model_, file.tensors, path);
-    else model_->load_state_dict(nn::checkpoint_from(std::move(file), path).model);
+    else load_model_state(nn::checkpoint_from(std::move(file), path).model);
   } catch (const Error& e) {
     fail("--init-from ", path, ": its weights do not fit this model (", e.what(),
          "); the model flags (--model, --layers, --heads, --embd, --context, --vocab) must describe the model it holds");
