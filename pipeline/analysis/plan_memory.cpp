@@ -21,17 +21,13 @@ std::vector<LayerMemory> layer_memory(const PlannedPipeline& p) {
 }
 
 int64_t memory_overhead(const PlannedPipeline& p, const std::vector<int>& in_flight) {
-  int64_t parameters = 0, workspace = 0;
-  for (size_t i = 0; i < p.layers.size(); ++i) {
-    parameters += p.layers[i].parameters;
-    workspace = std::max(workspace, p.layers[i].workspace);
-  }
-  parameters -= tied_parameters(p.shape);  // counted by both the embedding and the head
+  int64_t workspace = 0;
+  for (const LayerEstimate& layer : p.layers) workspace = std::max(workspace, layer.workspace);
   const int most = in_flight.empty() ? 1 : *std::max_element(in_flight.begin(), in_flight.end());
   // Per stage and micro-batch in flight, at most: a received activation, a received gradient and,
   // with recomputation, the input it keeps — and one more of each being received.
   const int64_t messages = int64_t(p.layout.chunks) * (most + 1) * 3 * p.boundary;
-  return parameters * kParameterBytes + p.batch_bytes + messages + workspace;
+  return p.batch_bytes + messages + workspace;
 }
 
 MemoryModel memory_model(const PlannedPipeline& p, const std::vector<int64_t>& bounds) {
@@ -41,7 +37,6 @@ MemoryModel memory_model(const PlannedPipeline& p, const std::vector<int64_t>& b
                 "memory_model: the split has ", bounds.size(), " bounds for ", S, " stages of ", n, " layers");
   MemoryModel model;
   model.stages.resize(size_t(S));
-  std::vector<int64_t> own(size_t(p.layout.ranks), 0);  // parameters each rank trains, the tied matrix once
   std::vector<bool> holds_tied(size_t(p.layout.ranks), false);
   // A rank's stages in chunk order, so that the tied matrix is charged to the first stage holding it.
   for (int c = 0; c < p.layout.chunks; ++c) {
@@ -60,10 +55,9 @@ MemoryModel memory_model(const PlannedPipeline& p, const std::vector<int64_t>& b
           holds_tied[size_t(r)] = true;
         }
       }
-      own[size_t(r)] += parameters;
       m.parameters = parameters * kParameterBytes;
-      m.gradients = parameters * kParameterBytes;
-      m.optimizer = parameters * (kTrainingStateBytes - kParameterBytes);
+      m.gradients = parameters * kGradientBytes;
+      m.optimizer = parameters * kOptimizerStateBytes;
       m.activations = p.recompute ? (s == 0 ? p.input_bytes : p.boundary) : stash;
       if (p.split_backward) m.deferred = deferred + (p.recompute ? stash : 0);
       m.workspace = workspace + (p.recompute ? stash : 0);
@@ -72,10 +66,8 @@ MemoryModel memory_model(const PlannedPipeline& p, const std::vector<int64_t>& b
       if (s > 0 && p.layout.rank_of(s - 1) != r) m.activation_in = p.boundary;
     }
   }
-  int64_t whole = -tied_parameters(p.shape);
-  for (const LayerEstimate& layer : p.layers) whole += layer.parameters;
-  for (int r = 0; r < p.layout.ranks; ++r)
-    model.resident.push_back((whole - own[size_t(r)]) * kParameterBytes + p.batch_bytes);
+  // Besides its own layers, a rank holds the step's batch (every rank builds it).
+  model.resident.assign(size_t(p.layout.ranks), p.batch_bytes);
   return model;
 }
 
