@@ -7,6 +7,7 @@
 
 #include "nn/gpt.h"
 #include "pipeline/analysis/gpt_costs.h"
+#include "pipeline/analysis/plan_memory.h"
 #include "pipeline/analysis/planner.h"
 #include "pipeline/partition.h"
 #include "plan/command.h"
@@ -272,6 +273,45 @@ TEST_CASE("plan: when nothing fits, the error names the least memory that does",
   // ... and a byte less is not.
   spec.hardware.memory = needed - 1;
   REQUIRE_THROWS_AS(plan(spec, 1), NoPlanError);
+}
+
+TEST_CASE("plan: a model larger than one device: the fewest devices that hold it, and no fewer", "[plan]") {
+  // GPT-2 XL (1.56 billion parameters) on 16 GiB devices: its weights, gradients and AdamW moments
+  // alone (16 bytes a parameter, about 23 GiB) are more than one device holds. A rank holds only its
+  // own layers, so enough stages hold it; the plan itself is the independent check: it fits on the
+  // number found and on no fewer.
+  PlanSpec spec = spec_of(GptShape{48, 25, 1600, 1024, 50304}, 1, 16, int64_t(16) << 30);
+  spec.hardware.flops = 240e12;
+  spec.hardware.bandwidth = 200e9;
+  REQUIRE(gpt_parameter_count(spec.model) * kTrainingStateBytes > spec.hardware.memory);
+  const FewestDevices fewest = fewest_devices(spec, 16);
+  INFO(fewest.candidate.describe() << " needs " << fewest.needed);
+  REQUIRE(fewest.devices > 1);
+  REQUIRE(fewest.needed <= spec.hardware.memory);
+  spec.hardware.devices = fewest.devices;
+  const Plan found = plan(spec, 1);
+  REQUIRE(found.best.front().peak <= spec.hardware.memory);
+  for (int n = 1; n < fewest.devices; ++n) {
+    spec.hardware.devices = n;
+    INFO(n << " devices");
+    REQUIRE_THROWS_AS(plan(spec, 1), NoPlanError);
+  }
+  // A memory nothing up to the bound holds: none.
+  spec.hardware.memory = int64_t(64) << 20;
+  REQUIRE(fewest_devices(spec, 4).devices == 0);
+}
+
+TEST_CASE("brigade plan: a model too large for one device names the fewest devices that hold it", "[plan]") {
+  std::string out, err;
+  REQUIRE(run_plan({"--model", "gpt2-xl", "--devices", "1", "--memory", "16GiB", "--batch", "16"}, out, err) == 1);
+  INFO(out << err);
+  REQUIRE_THAT(out, Catch::Contains("fewest devices that hold it: "));
+  REQUIRE_THAT(err, Catch::Contains("more --devices (fewest that hold it: "));
+  const size_t at = out.find("fewest devices that hold it: ") + std::string("fewest devices that hold it: ").size();
+  const int n = std::stoi(out.substr(at));
+  REQUIRE(n > 1);
+  REQUIRE(run_plan({"--model", "gpt2-xl", "--devices", std::to_string(n), "--memory", "16GiB", "--batch", "16"}, out,
+                   err) == 0);
 }
 
 TEST_CASE("brigade plan: the table, the summary and a brigade train line per configuration", "[plan]") {

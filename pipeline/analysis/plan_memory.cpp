@@ -10,7 +10,7 @@ std::vector<LayerMemory> layer_memory(const PlannedPipeline& p) {
   std::vector<LayerMemory> out;
   for (const LayerEstimate& layer : p.layers) {
     LayerMemory m;
-    m.fixed = layer.parameters * (kParameterBytes + kTrainingStateBytes);
+    m.fixed = layer.parameters * kTrainingStateBytes;
     // With recomputation the stash is rebuilt inside every backward: once, not per micro-batch. Under
     // a split backward the rebuilt stash then lives on from I to W, once per micro-batch between them.
     if (p.recompute) m.fixed += layer.stash;
@@ -22,7 +22,7 @@ std::vector<LayerMemory> layer_memory(const PlannedPipeline& p) {
 
 int64_t memory_overhead(const PlannedPipeline& p, const std::vector<int>& in_flight) {
   int64_t workspace = 0;
-  for (size_t i = 0; i < p.layers.size(); ++i) workspace = std::max(workspace, p.layers[i].workspace);
+  for (const LayerEstimate& layer : p.layers) workspace = std::max(workspace, layer.workspace);
   const int most = in_flight.empty() ? 1 : *std::max_element(in_flight.begin(), in_flight.end());
   // Per stage and micro-batch in flight, at most: a received activation, a received gradient and,
   // with recomputation, the input it keeps — and one more of each being received.
@@ -56,8 +56,8 @@ MemoryModel memory_model(const PlannedPipeline& p, const std::vector<int64_t>& b
         }
       }
       m.parameters = parameters * kParameterBytes;
-      m.gradients = parameters * kParameterBytes;
-      m.optimizer = parameters * (kTrainingStateBytes - kParameterBytes);
+      m.gradients = parameters * kGradientBytes;
+      m.optimizer = parameters * kOptimizerStateBytes;
       m.activations = p.recompute ? (s == 0 ? p.input_bytes : p.boundary) : stash;
       if (p.split_backward) m.deferred = deferred + (p.recompute ? stash : 0);
       m.workspace = workspace + (p.recompute ? stash : 0);
@@ -66,8 +66,8 @@ MemoryModel memory_model(const PlannedPipeline& p, const std::vector<int64_t>& b
       if (s > 0 && p.layout.rank_of(s - 1) != r) m.activation_in = p.boundary;
     }
   }
-  // Besides its own layers (counted per stage above), a rank holds the step's batch.
-  for (int r = 0; r < p.layout.ranks; ++r) model.resident.push_back(p.batch_bytes);
+  // Besides its own layers, a rank holds the step's batch (every rank builds it).
+  model.resident.assign(size_t(p.layout.ranks), p.batch_bytes);
   return model;
 }
 

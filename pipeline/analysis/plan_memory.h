@@ -9,11 +9,10 @@
 //                                    rank's peak: the judge of whether a configuration fits.
 //
 // The sizes are those of `brigade train` on GPUs under `brigade launch` (one process per rank):
-//   - every rank builds only its own layers (pipeline/gpt_stages.h: gpt_rank_model), so a layer's
-//     parameters are resident on its rank alone (f32: the master weights, also under bf16 compute),
-//     with their f32 gradients and AdamW's two f32 moments (16 bytes per parameter in all). A rank
-//     holding the head holds the tied matrix too; one holding both the embedding and the head holds
-//     it once (layer_memory, which sees one layer at a time, counts it in both: an upper bound);
+//   - a rank builds only its own layers (pipeline/gpt_stages.h), and holds for each of their
+//     parameters the f32 master weight (also under bf16 compute), its f32 gradient and AdamW's two f32
+//     moments: 16 bytes. The head's stage holds a copy of the tied embedding matrix when another
+//     rank holds the embedding; a rank holding both holds it once;
 //   - a stage stashes its layers' stash per micro-batch in flight; with recomputation only its input,
 //     and the whole stash reappears for a moment in each backward (its workspace); a split backward's
 //     I keeps `deferred` until W (with recomputation, the replayed stash too);
@@ -36,10 +35,11 @@
 
 namespace brigade::pipeline {
 
-// Bytes of training state per parameter a rank trains: its f32 gradient and AdamW's two f32 moments;
-// and the f32 parameter itself, held by the rank whose layer it is.
-constexpr int64_t kTrainingStateBytes = 4 + 2 * 4;
+// Bytes per parameter a rank trains: the f32 parameter, its f32 gradient and AdamW's two f32 moments.
 constexpr int64_t kParameterBytes = 4;
+constexpr int64_t kGradientBytes = 4;
+constexpr int64_t kOptimizerStateBytes = 2 * 4;
+constexpr int64_t kTrainingStateBytes = kParameterBytes + kGradientBytes + kOptimizerStateBytes;
 
 struct PlannedPipeline {
   GptShape shape;
@@ -52,8 +52,8 @@ struct PlannedPipeline {
   int64_t batch_bytes = 0;       // the replica's token ids and targets for the step, on every rank
 };
 
-// Per layer: bytes held all step (training state; with recomputation also its stash, which each
-// backward rebuilds) and per micro-batch in flight (its stash, plus what I keeps for W when split).
+// Per layer: bytes held all step (its parameters' training state, the tied matrix in both the
+// embedding and the head; with recomputation also its stash, which each backward rebuilds) and per micro-batch in flight (its stash, plus what I keeps for W when split).
 std::vector<LayerMemory> layer_memory(const PlannedPipeline& pipeline);
 
 // What a rank holds besides its layers' memory: the batch, message buffers and one backward's

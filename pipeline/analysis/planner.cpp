@@ -438,4 +438,19 @@ int64_t least_memory_needed(const PlanSpec& spec, Candidate* candidate) {
   return least_memory_with(planner, plan_candidates(spec), candidate);
 }
 
+FewestDevices fewest_devices(const PlanSpec& spec, int most) {
+  for (int n = 1; n <= most; ++n) {
+    PlanSpec on_n = spec;
+    on_n.hardware.devices = n;
+    if (plan_candidates(on_n).empty()) continue;  // e.g. a batch no replica count of n divides
+    FewestDevices found;
+    found.needed = least_memory_needed(on_n, &found.candidate);
+    if (found.needed <= spec.hardware.memory) {
+      found.devices = n;
+      return found;
+    }
+  }
+  return {};
+}
+
 }  // namespace brigade::pipeline

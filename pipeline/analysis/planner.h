@@ -138,4 +138,14 @@ Plan plan(const PlanSpec& spec, int top);
 // reports): for each, the smallest budget partition_within_memory accepts, plus the overhead.
 int64_t least_memory_needed(const PlanSpec& spec, Candidate* candidate = nullptr);
 
+// The fewest devices, up to `most`, on which some configuration fits the spec's device memory (its
+// `devices` ignored): `devices` 0 when none up to `most` does. What it takes for a model too large
+// for one device. Cheap: it sizes the splits (least_memory_needed) and simulates nothing.
+struct FewestDevices {
+  int devices = 0;
+  Candidate candidate;  // one that fits on that many
+  int64_t needed = 0;   // the memory per device it needs (at most the spec's)
+};
+FewestDevices fewest_devices(const PlanSpec& spec, int most);
+
 }  // namespace brigade::pipeline

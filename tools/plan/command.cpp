@@ -50,6 +50,9 @@ std::string memory_flag_value(int64_t bytes) {
   return format_fixed(tenths / 10, 1) + unit;
 }
 
+// How far `brigade plan` looks for the fewest devices that hold a model, when --devices is smaller.
+constexpr int kFewestDevicesSearched = 64;
+
 int run(const PlanOptions& o, std::ostream& out, std::ostream& err) {
   const PlanSpec spec = o.spec();
   const GptShape& m = o.shape;
@@ -66,12 +69,24 @@ int run(const PlanOptions& o, std::ostream& out, std::ostream& err) {
       << format_significant(o.bandwidth, 4) << " GB/s + " << format_significant(o.latency, 4) << " us per message\n";
   out << "batch: " << o.batch << " sequences (" << with_commas(o.batch * m.context) << " tokens) per step\n";
 
+  // What the model takes at the least: the fewest devices of this memory that hold it (ranks build
+  // only their own layers, so a model larger than one device fits on several).
+  const FewestDevices fewest = fewest_devices(spec, std::max(o.devices, kFewestDevicesSearched));
+  const std::string fewest_line =
+      fewest.devices == 0
+          ? "no configuration of up to " + std::to_string(std::max(o.devices, kFewestDevicesSearched)) +
+                " devices of " + format_bytes(double(o.memory)) + " holds it"
+          : std::to_string(fewest.devices) + " device" + (fewest.devices > 1 ? "s" : "") + " of " +
+                format_bytes(double(o.memory)) + " (" + fewest.candidate.describe() + ", " +
+                format_bytes(double(fewest.needed)) + " per device)";
+  out << "fewest devices that hold it: " << fewest_line << "\n";
+
   Plan result;
   try {
     result = plan(spec, o.top);
   } catch (const NoPlanError& e) {
     err << "brigade plan: error: " << e.what() << ". Give --memory " << memory_flag_value(e.needed)
-        << " or more, more --devices, or a smaller --batch\n";
+        << " or more, more --devices (fewest that hold it: " << fewest_line << "), or a smaller --batch\n";
     return 1;
   }
   out << "searched " << result.candidates << " configurations: " << result.out_of_memory << " out of memory, "
