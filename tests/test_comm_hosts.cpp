@@ -260,7 +260,7 @@ TEST_CASE("hosts: with --max-restarts both hosts restart after a rank dies, and 
   const std::string program = train(150, "--save " + dir + "/ck/ --save-every 10");
   Background node1(launch_on(hosts.b, 1, "--timeout 20 --max-restarts 1", program), dir + "/b.log");
   Background node0(launch_on(hosts.a, 0, "--timeout 20 --max-restarts 1", program), dir + "/a.log");
-  REQUIRE(node0.wait_for_output("saved " + dir + "/ck/step-00000020.safetensors", 120));
+  REQUIRE(node0.wait_for_output("saved " + dir + "/ck/step-00000020 ", 120));
   REQUIRE(kill_a_trainer(hosts.b));
   const int status0 = node0.wait(240), status1 = node1.wait(30);
   INFO("node 0:\n" << node0.output() << "\nnode 1:\n" << node1.output());
@@ -271,7 +271,7 @@ TEST_CASE("hosts: with --max-restarts both hosts restart after a rank dies, and 
   test::CommandResult threads = test::run_command(train(150, "--save " + dir + "/threads.safetensors"));
   INFO(threads.output);
   REQUIRE(threads.status == 0);
-  test::require_same_checkpoint(dir + "/ck/step-00000150.safetensors", dir + "/threads.safetensors");
+  test::require_same_checkpoint(dir + "/ck/step-00000150", dir + "/threads.safetensors");
   std::filesystem::remove_all(dir);
 }
 
