@@ -3,6 +3,9 @@
 // the ranks' (prefixed) messages, and that failures end in bounded time. Then ranks as threads of
 // this process, where Catch can look at the tensors directly.
 #include <catch2/catch.hpp>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <map>
@@ -416,5 +419,53 @@ TEST_CASE("launch: --max-restarts restarts the job after a rank dies; it resumes
     INFO(name);
     REQUIRE(got.optimizer.at(name).to_vector() == t.to_vector());
   }
+  std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+// The peak resident set size (KiB) of `command` and every process it started and waited for, as the
+// kernel counts it (wait4's rusage: the largest of the process tree): nothing brigade counts itself.
+long peak_rss_kib(const std::string& command) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", (command + " >/dev/null 2>&1").c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  rusage usage{};
+  REQUIRE(wait4(pid, &status, 0, &usage) == pid);
+  INFO(command);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  return usage.ru_maxrss;
+}
+
+}  // namespace
+
+TEST_CASE("launch: a parameter-dominated GPT on four processes needs under half of one device's memory per rank",
+          "[comm][launch][memory]") {
+  // Each rank builds only its own layers, so the busiest of four holds about a quarter of the
+  // weights, gradients and AdamW moments. The OS measures (peak RSS, net of what a tiny run's process
+  // holds: libraries, the runtime); bench/rank_memory.py records the ratio on a larger model (0.32).
+  const std::string dir = "/tmp/brigade-test-rank-memory-" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string common = " --batch 8 --microbatches 4 --digits 4 --eval 8 --threads 1 --device cpu --trace none "
+                             "--svg none --steps 2";
+  const std::string model = " --layers 8 --embd 384 --heads 6";  // 14M parameters: 230 MB of training state
+  const std::string cli = std::string(BRIGADE_CLI);
+  const long tiny = peak_rss_kib(cli + " train --stages 0 --layers 1 --embd 16 --heads 1" + common + " --save " + dir +
+                                 "/tiny/");
+  const long one = peak_rss_kib(cli + " train --stages 0" + model + common + " --save " + dir + "/one/");
+  // wait4 on the launcher: the largest of it and its four ranks, i.e. the busiest rank.
+  const long busiest = peak_rss_kib(cli + " launch -n 4 -- " + cli + " train --stages 4" + model + common +
+                                    " --save " + dir + "/four/");
+  const double ratio = double(busiest - tiny) / double(one - tiny);
+  INFO("tiny " << tiny << " KiB, one device " << one << " KiB, busiest of four ranks " << busiest << " KiB: "
+               << ratio << " of one device, net");
+  REQUIRE(one - tiny > 150 * 1024);  // the model dominates what one device holds
+  CHECK(ratio < 0.5);
+  CHECK(ratio > 0.1);  // each rank does hold its share
   std::filesystem::remove_all(dir);
 }
