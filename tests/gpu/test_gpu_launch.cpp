@@ -93,3 +93,29 @@ TEST_CASE("gpu launch: several NCCL ranks in one process need eager module loadi
   CHECK(eager.status == 0);
   CHECK_THAT(eager.output, Catch::Contains("1f1b"));
 }
+
+TEST_CASE("gpu launch: a GPT that one device's memory limit refuses trains on four NCCL ranks under the same limit",
+          "[gpu][launch][nccl][memory]") {
+  // Each rank builds only its own layers, so a limit one device cannot train under is enough for each
+  // of four stages. The allocator's per-process limit (--memory-limit) is the measure: what it
+  // reserves from cudaMalloc, cached blocks included (core/cuda/caching_allocator.h).
+  if (cuda_device_count() < 4 && !comm::nccl_multi_rank_per_gpu()) {
+    WARN(cuda_device_count() << " GPU(s) and NCCL " << comm::nccl_version() << " < 2.30.3: nothing to run");
+    return;
+  }
+  const std::string model = " --layers 4 --embd 256 --heads 4 --batch 8 --microbatches 4 --digits 4 --steps 2 "
+                            "--eval 8 --threads 1 --trace none --svg none --log-every 1 --device cuda "
+                            "--memory-limit 64MiB";
+  test::CommandResult one = test::run_command(std::string(BRIGADE_CLI) + " train --stages 0" + model);
+  INFO(one.output);
+  CHECK(one.status != 0);
+  CHECK_THAT(one.output, Catch::Contains("out of memory on cuda:0") &&
+                             Catch::Contains("that would pass this process's limit of 64.00 MiB") &&
+                             Catch::Contains("To fit, try: more pipeline stages"));
+  test::CommandResult four = test::run_command("BRIGADE_COMM_TIMEOUT=120 " + std::string(BRIGADE_CLI) +
+                                               " launch -n 4 -- " + std::string(BRIGADE_CLI) + " train --stages 4" +
+                                               model);
+  INFO(four.output);
+  CHECK(four.status == 0);
+  CHECK_THAT(four.output, Catch::Contains("[rank 0] step 2/2") && Catch::Contains("held-out accuracy"));
+}
