@@ -1,5 +1,6 @@
 #include "nn/sharded_checkpoint.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <system_error>
@@ -40,18 +41,46 @@ const std::vector<std::pair<std::string, Json>>& members(const Json& root, const
 
 }  // namespace
 
-std::string shard_name(int rank, int64_t step) {
-  char name[64];
-  std::snprintf(name, sizeof name, "rank-%05d-step-%08lld.safetensors", rank, static_cast<long long>(step));
+std::string shard_name(int rank, int64_t step, int generation) {
+  char name[80];
+  if (generation == 0)
+    std::snprintf(name, sizeof name, "rank-%05d-step-%08lld.safetensors", rank, static_cast<long long>(step));
+  else
+    std::snprintf(name, sizeof name, "rank-%05d-step-%08lld.g%d.safetensors", rank, static_cast<long long>(step),
+                  generation);
   return name;
 }
 
-bool is_shard_name(const std::string& name) {
-  int rank = 0;
-  long long step = 0;
+bool parse_shard_name(const std::string& name, int* rank, int64_t* step, int* generation) {
+  int r = 0, g = 0;
+  long long s = 0;
   char end = 0;
-  return std::sscanf(name.c_str(), "rank-%5d-step-%8lld.safetensor%c", &rank, &step, &end) == 3 && end == 's' &&
-         rank >= 0 && step >= 0 && shard_name(rank, step) == name;
+  const bool with_generation =
+      std::sscanf(name.c_str(), "rank-%5d-step-%8lld.g%d.safetensor%c", &r, &s, &g, &end) == 4 && end == 's';
+  if (!with_generation) {
+    g = 0;
+    end = 0;
+    if (std::sscanf(name.c_str(), "rank-%5d-step-%8lld.safetensor%c", &r, &s, &end) != 3 || end != 's') return false;
+  }
+  if (r < 0 || s < 0 || g < 0 || shard_name(r, s, g) != name) return false;
+  if (rank) *rank = r;
+  if (step) *step = s;
+  if (generation) *generation = g;
+  return true;
+}
+
+bool is_shard_name(const std::string& name) { return parse_shard_name(name, nullptr, nullptr, nullptr); }
+
+int next_shard_generation(const std::string& dir, int64_t step) {
+  int next = 0;
+  std::error_code ec;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+    int64_t s = 0;
+    int g = 0;
+    if (entry.is_regular_file(ec) && parse_shard_name(entry.path().filename().string(), nullptr, &s, &g) && s == step)
+      next = std::max(next, g + 1);
+  }
+  return next;
 }
 
 void remove_stale_shards(const std::string& dir, const ShardedIndex& index) {

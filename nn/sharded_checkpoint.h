@@ -31,8 +31,14 @@ inline constexpr const char* kShardedIndexName = "index.json";
 // "rank-00003-step-00000500.safetensors": the shard the pipeline's rank 3 writes at step 500. The
 // step is in the name so that a save over an older checkpoint in the same directory (--save PATH
 // again and again) never overwrites a shard the old index still points at: the old checkpoint stays
-// whole until the new index replaces the old one.
-std::string shard_name(int rank, int64_t step);
+// whole until the new index replaces the old one. A save of a step whose shards are already there (a
+// run resumed at its last step and saved again) takes the next generation,
+// "rank-00003-step-00000500.g1.safetensors", for the same reason.
+std::string shard_name(int rank, int64_t step, int generation = 0);
+// The parts of a shard's name; false when `name` is not one (any out-pointer may be null).
+bool parse_shard_name(const std::string& name, int* rank, int64_t* step, int* generation);
+// The generation a new save of `step` into `dir` uses: one past every shard of that step there (0: none).
+int next_shard_generation(const std::string& dir, int64_t step);
 
 struct ShardedIndex {
   std::map<std::string, std::string> metadata;

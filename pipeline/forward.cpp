@@ -18,7 +18,7 @@ namespace {
 constexpr int kMaxDims = 8;
 constexpr size_t kHeader = 2 + kMaxDims;
 // Where the forward-only executors' message tags start: far above the training executor's
-// ((boundary * 2 + 1) * (1 + skips) + slot), below brigade train's checkpoint gathering (1 << 24).
+// ((boundary * 2 + 1) * (1 + skips) + slot), below brigade train's checkpoint messages (1 << 24).
 constexpr int kForwardTags = 1 << 22;
 
 }  // namespace
@@ -52,12 +52,11 @@ std::vector<Tensor> Pipeline::run_forward(int microbatches, const std::vector<Te
     BRIGADE_CHECK(int(inputs.size()) == microbatches, "pipeline forward: M=", microbatches, " micro-batches but rank ",
                   rank(), " (stage 0) was given ", inputs.size(), " inputs");
   Executor& executor = forward_executor(microbatches);
-  Trace mine;
-  mine.ranks = layout.ranks;
-  if (options_.trace) groups_.pipeline->barrier();  // line the ranks' clocks up, as a step does
-  std::vector<Tensor> outputs = executor.run_forward(inputs, targets, keep, options_.trace ? &mine : nullptr);
-  if (options_.trace) gather_trace(mine);
-  return outputs;
+  // Not traced, even while training steps are: last_trace() stays the last training step's, which
+  // the timeline, the bubble and the memory report compare with the training schedule (an
+  // evaluation after the last step used to replace it, and the comparison then failed the run
+  // before its final save).
+  return executor.run_forward(inputs, targets, keep, nullptr);
 }
 
 std::vector<double> Pipeline::forward_losses(int microbatches, const std::vector<Tensor>& inputs,

@@ -1,10 +1,12 @@
 // Sharded checkpoints (nn/sharded_checkpoint.h, tools/train/sharded_save.h): written by every
 // pipeline rank, atomic as a whole, and resumed under any other layout bit for bit.
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "nn/sharded_checkpoint.h"
 #include "test_util.h"
+#include "train/checkpoint_dir.h"
 #include "train/command.h"
 
 using namespace brigade;
@@ -134,4 +136,71 @@ TEST_CASE("sharded checkpoints: a single-file checkpoint of an older build still
   const std::string text = train_ok(run_args(layout, {"--save", dir.file("old/")}));
   REQUIRE_THAT(text, Catch::Contains("resumed from " + dir.file("old/step-00000006.safetensors") + " at step 6"));
   test::require_same_checkpoint(dir.file("old/step-00000012"), dir.file("new/step-00000012"));
+}
+
+TEST_CASE("sharded checkpoints: saving a step again keeps the old checkpoint whole until the new index",
+          "[train_sharded]") {
+  // A finished run started again with the same --save directory resumes its last step, runs nothing,
+  // and saves that step once more. Its shards take the next generation, so the old index never
+  // points at a shard being rewritten: a save that fails half-way leaves the old checkpoint loadable.
+  ScratchDir dir("again");
+  const std::vector<std::string> two = {"--stages", "2"};
+  train_ok(run_args(two, {"--save", dir.file("run/")}));
+  const std::string step = dir.file("run/step-00000012");
+  const nn::Checkpoint first = nn::load_checkpoint(step);
+  // Rank 1 cannot write its next-generation shard: the save fails, the old checkpoint stays.
+  fs::create_directories(step + "/rank-00001-step-00000012.g1.safetensors");
+  std::ostringstream out, err;
+  REQUIRE(train::train_command(run_args(two, {"--save", dir.file("run/")}), out, err) == 1);
+  INFO(out.str() << err.str());
+  REQUIRE_THAT(err.str(), Catch::Contains("rank 1 could not write its shard " + step +
+                                          "/rank-00001-step-00000012.g1.safetensors"));
+  const nn::Checkpoint still = nn::load_checkpoint(step);
+  REQUIRE(still.model.size() == first.model.size());
+  for (const auto& [name, t] : first.model) test::require_equal(still.model.at(name), t);
+  // Unblocked, the save goes through under a later generation (past the failed save's leftover shard
+  // too: no file there is ever overwritten), and every other shard of the directory is gone.
+  fs::remove(step + "/rank-00001-step-00000012.g1.safetensors");
+  train_ok(run_args(two, {"--save", dir.file("run/")}));
+  const nn::ShardedIndex index = nn::read_sharded_index(step);
+  REQUIRE(!index.shards.empty());
+  for (const auto& [shard, bytes] : index.shards) {
+    int generation = -1;
+    REQUIRE(nn::parse_shard_name(shard, nullptr, nullptr, &generation));
+    REQUIRE(generation == 2);  // 0: the first save; 1: the failed save's rank 0 left its shard
+  }
+  size_t files = 0;
+  for (const auto& entry : fs::directory_iterator(step)) files += entry.path().filename() != "index.json";
+  REQUIRE(files == index.shards.size());
+  const nn::Checkpoint again = nn::load_checkpoint(step);
+  REQUIRE(again.model.size() == first.model.size());
+  for (const auto& [name, t] : first.model) test::require_equal(again.model.at(name), t);
+}
+
+TEST_CASE("sharded checkpoints: --save onto an older build's single file is refused before training",
+          "[train_sharded]") {
+  // Checkpoints are directories: the file would fail the first save, after all the training.
+  ScratchDir dir("old_file");
+  const std::string old_file = dir.file("run.safetensors");
+  { std::ofstream(old_file) << "an older checkpoint"; }
+  std::ostringstream out, err;
+  REQUIRE(train::train_command(run_args({"--stages", "2"}, {"--save", old_file}), out, err) != 0);
+  INFO(out.str() << err.str());
+  REQUIRE_THAT(err.str(), Catch::Contains("--save " + old_file + ": a file is in the way") &&
+                              Catch::Contains("--resume " + old_file));
+  REQUIRE_THAT(out.str(), !Catch::Contains("run: 12 steps"));  // refused before the run began
+}
+
+TEST_CASE("sharded checkpoints: a first save killed half-way leaves a checkpoint path, not a directory of them",
+          "[train_sharded]") {
+  // `--save PATH` (no trailing '/') made PATH and was killed while writing: only a temporary shard
+  // is there. PATH is still the checkpoint's own directory, so the next run saves the same way.
+  ScratchDir dir("killed_first");
+  const std::string path = dir.file("run");
+  fs::create_directories(path);
+  REQUIRE(train::is_checkpoint_dir(path));  // an empty directory: a directory of checkpoints
+  { std::ofstream(path + "/rank-00000-step-00000012.safetensors.tmp.4242.0") << "half"; }
+  REQUIRE(!train::is_checkpoint_dir(path));
+  train_ok(run_args({"--stages", "2"}, {"--save", path}));
+  REQUIRE(fs::exists(path + "/index.json"));
 }

@@ -680,7 +680,12 @@ TEST_CASE("emulated nccl: abort wakes a blocked receive; a bad pointer is a CUDA
   std::vector<float> host(4, 1.0f);
   Member& m = members[1];
   cudaSetDevice(m.device);
+  float* landing = to_device(std::vector<float>(4, 0.0f));
+  // A send to itself needs its receive in the same group (NCCL refuses a lone one).
+  REQUIRE(ncclGroupStart() == ncclSuccess);
   REQUIRE(ncclSend(host.data(), 4, ncclFloat32, 1, m.comm, m.stream) == ncclSuccess);
+  REQUIRE(ncclRecv(landing, 4, ncclFloat32, 1, m.comm, m.stream) == ncclSuccess);
+  REQUIRE(ncclGroupEnd() == ncclSuccess);
   cudaError_t fault = cudaStreamSynchronize(m.stream);
   if (fault == cudaSuccess) fault = cudaGetLastError();  // work that ran on this thread reports here
   CHECK(fault == cudaErrorLaunchFailure);
@@ -688,6 +693,7 @@ TEST_CASE("emulated nccl: abort wakes a blocked receive; a bad pointer is a CUDA
   CHECK_THAT(ncclGetLastError(m.comm), Contains("not inside one device allocation"));
   ncclCommAbort(m.comm);
   m.comm = nullptr;
+  cudaFree(landing);
   destroy(members);
 }
 

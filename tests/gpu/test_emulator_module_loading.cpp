@@ -95,9 +95,10 @@ TEST_CASE("emulator module loading: eager, a kernel's launch never waits for run
   CHECK_FALSE(second_launch_waits(f, 2000ms));
 }
 
-// Run by the next case in a child process with CUDA_MODULE_LOADING=LAZY (hidden: not run by default).
+// Run by the next case in a child process with CUDA_MODULE_LOADING=LAZY (hidden: not run by default;
+// [async] keeps it out of the synchronous-streams run, whose filter ~[async] would pick it up).
 TEST_CASE("emulator module loading (child): lazy, a first launch waits for the device to be idle",
-          "[.lazy_module_loading_child]") {
+          "[.lazy_module_loading_child][async]") {
   REQUIRE(brigade::cuda::module_loading() == brigade::cuda::ModuleLoading::lazy);
   Fixture f;
   CHECK(second_launch_waits(f, 300ms));  // write_ones' first launch waits for wait_for_flag to end

@@ -49,10 +49,12 @@ bool is_checkpoint_dir(const std::string& save) {
   std::error_code ec;
   if (!fs::is_directory(save, ec)) return false;
   // A sharded checkpoint is a directory too, that of `--save PATH` saved before: not a directory of
-  // checkpoints.
+  // checkpoints. So is what a first save to PATH that was killed half-way leaves: shards or their
+  // temporary files ("<shard>.tmp.<pid>.<n>", core/atomic_file.h), no index yet.
   for (const fs::directory_entry& entry : fs::directory_iterator(save, ec)) {
     const std::string name = entry.path().filename().string();
-    if (name == nn::kShardedIndexName || nn::is_shard_name(name)) return false;
+    const std::string written = name.substr(0, name.find(".tmp."));
+    if (name == nn::kShardedIndexName || nn::is_shard_name(written)) return false;
   }
   return true;
 }

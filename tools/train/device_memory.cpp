@@ -52,12 +52,13 @@ std::string describe_rank_memory(Trainer& trainer, const pipeline::PipelineGroup
   }
   // The optimizer holds exactly this rank's parameters.
   std::set<const void*> seen;
-  const std::vector<Tensor> own = trainer.optimizer().parameters();
+  const optim::AdamW* adamw = trainer.optimizer_if_any();
+  const std::vector<Tensor> own = adamw ? adamw->parameters() : std::vector<Tensor>{};
   const Held params = held(own, seen);
   std::vector<Tensor> grads;
   for (const Tensor& p : own) grads.push_back(p.grad());
   const Held gradients = held(grads, seen);
-  const size_t optimizer = trainer.optimizer().state_bytes();
+  const size_t optimizer = adamw ? adamw->state_bytes() : 0;
   // Parameters the model holds that this rank does not train: none, as a rank builds only its own
   // layers (pipeline::gpt_rank_model); counted should that ever change.
   const Held others = held(trainer.model().parameters(), seen);

@@ -127,6 +127,10 @@ void report_tuned_gemms(const TrainOptions& o, std::ostream& out) {
 void check_save_path(const std::string& path) {
   if (path.empty()) return;
   if (is_checkpoint_dir(path)) return make_checkpoint_dir(path);
+  // Checkpoints are directories now: an older build's single file at PATH would fail the first save,
+  // after training. It still resumes (--resume PATH); the new checkpoint needs a path of its own.
+  BRIGADE_CHECK(!std::filesystem::is_regular_file(path), "--save ", path, ": a file is in the way (a single-file "
+                "checkpoint of an older brigade? it still resumes with --resume ", path, "; save to another path)");
   std::filesystem::path dir = std::filesystem::path(path).parent_path();
   if (dir.empty()) dir = ".";
   BRIGADE_CHECK(std::filesystem::is_directory(dir), "--save ", path, ": the directory ", dir.string(),

@@ -16,51 +16,37 @@ namespace fs = std::filesystem;
 namespace {
 
 // Messages of the save travel on tags far above the executor's (pipeline/executor.cpp) and the
-// evaluation gather's (trainer_state.cpp).
+// forward-only passes' (pipeline/forward.cpp).
 constexpr int kNamesTag = (1 << 24) + 16;
 
-// Step 1 on the pipeline's rank 0: the directory exists, and holds no index that names shards this
-// save is about to overwrite (a save of the same step again): a crash half-way must not leave an
-// index over a mix of old and new shards. An index of another step stays: it is the previous
-// checkpoint, whole until the new index replaces it.
-void prepare_directory(const std::string& dir, int64_t step) {
+// Step 1 on the pipeline's rank 0: the directory exists, and the generation of this save's shards:
+// one no file of this step there uses yet (a save of the same step again), so no shard an existing
+// index points at is overwritten. The old checkpoint, whatever its step, stays whole until the new
+// index replaces it; a crash half-way leaves it as it was.
+int prepare_directory(const std::string& dir, int64_t step) {
   std::error_code ec;
   BRIGADE_CHECK(!fs::exists(dir, ec) || fs::is_directory(dir, ec), "save checkpoint ", dir,
                 ": a file is in the way (a single-file checkpoint of an older brigade? it still resumes with "
                 "--resume; save to another path)");
   fs::create_directory(dir, ec);
   BRIGADE_CHECK(fs::is_directory(dir, ec), "save checkpoint ", dir, ": cannot create the directory: ", ec.message());
-  const fs::path index = fs::path(dir) / nn::kShardedIndexName;
-  if (!fs::exists(index, ec)) return;
-  const std::string tail = nn::shard_name(0, step).substr(std::string("rank-00000").size());  // "-step-...safetensors"
-  bool same_step = true;  // an index that does not read is torn: it goes too
-  try {
-    same_step = false;
-    for (const auto& [shard, bytes] : nn::read_sharded_index(dir).shards)
-      same_step = same_step || (shard.size() > tail.size() && shard.compare(shard.size() - tail.size(), tail.size(), tail) == 0);
-  } catch (const Error&) {
-    same_step = true;
-  }
-  if (same_step) {
-    fs::remove(index, ec);
-    BRIGADE_CHECK(!ec, "save checkpoint ", dir, ": cannot remove the old ", index.string(), ": ", ec.message());
-  }
+  return nn::next_shard_generation(dir, step);
 }
 
 // Step 1 between the ranks: which of `mine` this rank writes (a name a lower rank holds too is that
 // rank's), and on rank 0, every name's shard.
-std::set<std::string> names_to_skip(comm::Communicator& comm, int64_t step, const std::vector<std::string>& mine,
-                                    std::map<std::string, std::string>& where) {
+std::set<std::string> names_to_skip(comm::Communicator& comm, int64_t step, int generation,
+                                    const std::vector<std::string>& mine, std::map<std::string, std::string>& where) {
   if (comm.rank() != 0) {
     comm.send(encode_names(mine).to(comm.device()), 0, kNamesTag, comm::Shapes::varying);
     const std::vector<std::string> skip = decode_names(comm.recv(0, kNamesTag + 1, comm::Shapes::varying));
     return {skip.begin(), skip.end()};
   }
-  for (const std::string& name : mine) where.emplace(name, nn::shard_name(0, step));
+  for (const std::string& name : mine) where.emplace(name, nn::shard_name(0, step, generation));
   for (int r = 1; r < comm.size(); ++r) {
     std::vector<std::string> skip;
     for (const std::string& name : decode_names(comm.recv(r, kNamesTag, comm::Shapes::varying)))
-      if (!where.emplace(name, nn::shard_name(r, step)).second) skip.push_back(name);
+      if (!where.emplace(name, nn::shard_name(r, step, generation)).second) skip.push_back(name);
     comm.send(encode_names(skip).to(comm.device()), r, kNamesTag + 1, comm::Shapes::varying);
   }
   return {};
@@ -102,8 +88,6 @@ void save_sharded(const std::string& dir, int64_t step, const pipeline::Pipeline
                   const ShardContents& mine) {
   const bool writer = groups == nullptr || groups->replica == 0;
   const int rank = groups ? groups->pipeline->rank() : 0, ranks = groups ? groups->pipeline->size() : 1;
-  const std::string shard = nn::shard_name(rank, step);
-  const std::string shard_path = (fs::path(dir) / shard).string();
 
   // No rank may still be reading a checkpoint at `dir` (a run resumed from the path it saves to, with
   // no steps left) when rank 0 starts replacing it.
@@ -113,18 +97,29 @@ void save_sharded(const std::string& dir, int64_t step, const pipeline::Pipeline
   }
   // 1. The directory and who writes what. A failure here is a failure of this rank's part.
   std::string error;
+  int generation = 0;
+  bool prepared = true;
+  if (writer && rank == 0) {
+    try {
+      generation = prepare_directory(dir, step);
+    } catch (const Error& e) {
+      error = e.what();
+      prepared = false;
+    }
+  }
+  // Every rank writes under rank 0's generation, and none writes when rank 0 could not prepare.
+  const std::vector<double> agreed = from_leader(groups, {double(generation), prepared ? 1.0 : 0.0}, false);
+  generation = int(agreed[0]);
+  const bool go = agreed[1] == 1;
+  const std::string shard = nn::shard_name(rank, step, generation);
+  const std::string shard_path = (fs::path(dir) / shard).string();
   std::map<std::string, std::string> where;  // on rank 0: parameter -> shard
   std::map<std::string, Tensor> model, optim;
   if (writer) {
-    try {
-      if (rank == 0) prepare_directory(dir, step);
-    } catch (const Error& e) {
-      error = e.what();
-    }
     std::vector<std::string> names;
     for (const auto& [name, t] : mine.parameters) names.push_back(name);
     std::set<std::string> skip;
-    if (groups) skip = names_to_skip(*groups->pipeline, step, names, where);
+    if (groups) skip = names_to_skip(*groups->pipeline, step, generation, names, where);
     else
       for (const std::string& name : names) where.emplace(name, shard);
     for (const auto& [name, t] : mine.parameters)
@@ -136,7 +131,7 @@ void save_sharded(const std::string& dir, int64_t step, const pipeline::Pipeline
   }
   // 2. This rank's shard (none when it holds no parameters of its own).
   double outcome = 0;  // the shard's bytes; 0: no shard; -1: failed
-  if (writer && !model.empty() && error.empty()) {
+  if (writer && go && !model.empty() && error.empty()) {
     try {
       nn::save_checkpoint(shard_path, model, optim);
       outcome = double(fs::file_size(shard_path));
@@ -153,10 +148,10 @@ void save_sharded(const std::string& dir, int64_t step, const pipeline::Pipeline
     if (outcomes[size_t(r)] >= 0) continue;
     if (r == rank && writer)
       fail("save checkpoint ", dir, ": rank ", r, " could not write its shard ", shard_path, ": ", error,
-           "; no index was written, so this checkpoint is never resumed from");
+           "; no new index was written, so this save is never resumed from");
     fail("save checkpoint ", dir, ": rank ", r, " could not write its shard ",
-         (fs::path(dir) / nn::shard_name(r, step)).string(),
-         " (that rank's error says why); no index was written, so this checkpoint is never resumed from");
+         (fs::path(dir) / nn::shard_name(r, step, generation)).string(),
+         " (that rank's error says why); no new index was written, so this save is never resumed from");
   }
   // 4. The index, last.
   double indexed = 1;
@@ -165,7 +160,7 @@ void save_sharded(const std::string& dir, int64_t step, const pipeline::Pipeline
     index.metadata = mine.metadata;
     index.parameters = where;
     for (int r = 0; r < ranks; ++r)
-      if (outcomes[size_t(r)] > 0) index.shards[nn::shard_name(r, step)] = int64_t(outcomes[size_t(r)]);
+      if (outcomes[size_t(r)] > 0) index.shards[nn::shard_name(r, step, generation)] = int64_t(outcomes[size_t(r)]);
     try {
       nn::write_sharded_index(dir, index);
     } catch (const Error& e) {

@@ -108,6 +108,8 @@ class Trainer {
   const Task& task() const { return *task_; }
   nn::GPT& model() { return *model_; }
   optim::AdamW& optimizer() { return *optimizer_; }
+  // Null on a rank whose stages hold no parameters (more stages than layers): nothing to update.
+  const optim::AdamW* optimizer_if_any() const { return optimizer_.get(); }
 
  private:
   void resume(const std::string& path);         // --resume PATH
