@@ -127,6 +127,10 @@ std::vector<std::string> save_hf_shards(const std::string& dir, const std::vecto
                      metadata);
     written.push_back(kHfSingleName);
   } else {
+    // An older export's index goes first: its shards are about to be overwritten, and a directory
+    // without an index is plainly unfinished where one with a stale index would be a mixed model.
+    std::error_code ec;
+    fs::remove(fs::path(dir) / kHfIndexName, ec);
     std::string map_json;
     for (int64_t i = 0; i < n; ++i) {
       const std::string name = shard_file(i + 1, n);

@@ -48,7 +48,8 @@ std::map<std::string, Tensor> load_hf_shards(const HfIndex& index,
 
 // Writes `tensors`, in that order, into `dir` (which must exist): greedily filled shards of at most
 // `max_shard_bytes` of tensor data each (a tensor larger than that alone in its own), every shard
-// atomically, then the index last, so that a directory whose index is there is complete. One shard
+// atomically, then the index last, so that a directory whose index is there is complete (an older
+// export's index is removed before the first shard is written). One shard
 // is written as model.safetensors without an index. Files of an earlier export to `dir` that the
 // new one does not use (other shard names, the single file or the index) are removed afterwards.
 // Returns the files written, in order.
