@@ -2,14 +2,17 @@
 
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <vector>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/factory.h"
 #include "core/json.h"
 #include "core/read_file.h"
 #include "core/safetensors.h"
+#include "nn/hf_shards.h"
 #include "kernels/ops.h"
 
 namespace brigade::nn {
@@ -42,16 +45,54 @@ std::vector<Name> names_of(int64_t n_layer) {
   return names;
 }
 
-// The file's tensors with the "transformer." prefix of save_pretrained removed, and without the
+// A file's tensor name without the "transformer." prefix of save_pretrained; nothing for the
 // causal-mask buffers, which are not weights.
+std::optional<std::string> normalized_name(const std::string& name) {
+  const std::string n = name.starts_with("transformer.") ? name.substr(12) : name;
+  const bool mask = n.starts_with("h.") && (n.ends_with(".attn.bias") || n.ends_with(".attn.masked_bias"));
+  if (mask) return std::nullopt;
+  return n;
+}
+
 std::map<std::string, Tensor> normalized(const std::map<std::string, Tensor>& hf) {
   std::map<std::string, Tensor> out;
-  for (const auto& [name, t] : hf) {
-    const std::string n = name.starts_with("transformer.") ? name.substr(12) : name;
-    const bool mask = n.starts_with("h.") && (n.ends_with(".attn.bias") || n.ends_with(".attn.masked_bias"));
-    if (!mask) out.emplace(n, t);
-  }
+  for (const auto& [name, t] : hf)
+    if (auto n = normalized_name(name)) out.emplace(*n, t);
   return out;
+}
+
+// Every tensor an `n_layer`-layer GPT-2 has is among `names` (normalized), and nothing else but a
+// tied lm_head.weight: checked on names alone, so that a reader of some tensors checks all of them.
+void check_names(const std::set<std::string>& names, int64_t n_layer, const std::string& source) {
+  std::set<std::string> unused = names;
+  unused.erase("lm_head.weight");
+  for (const Name& n : names_of(n_layer)) {
+    BRIGADE_CHECK(names.count(n.hf), source, ": no tensor '", n.hf, "' (not a GPT-2 file in the Hugging Face layout?)");
+    unused.erase(n.hf);
+  }
+  if (!unused.empty()) {
+    std::string list;
+    for (const std::string& n : unused) list += (list.empty() ? "'" : ", '") + n + "'";
+    fail(source, ": tensors a ", n_layer, "-layer GPT-2 does not have: ", list);
+  }
+}
+
+// The "n_head" of the config.json beside `path`, when there is one that gives it.
+std::optional<int64_t> config_json_n_head(const std::string& path) {
+  const std::filesystem::path config_json = std::filesystem::path(path).parent_path() / "config.json";
+  if (!std::filesystem::exists(config_json)) return std::nullopt;
+  const std::string file = config_json.string();
+  JsonLimits limits;
+  limits.context = "'" + file + "'";
+  limits.object_root = true;
+  const Json config = parse_json(read_file(file, "hf_gpt2_config"), limits);
+  for (const auto& [key, value] : config.members) {
+    if (key != "n_head") continue;
+    BRIGADE_CHECK(value.kind == Json::Kind::number && value.integer && !value.negative, limits.context,
+                  "': n_head is not a whole number");
+    return int64_t(value.magnitude);
+  }
+  return std::nullopt;
 }
 
 int64_t count_layers(const std::map<std::string, Tensor>& hf) {
@@ -90,22 +131,9 @@ GPTConfig hf_gpt2_config(const std::map<std::string, Tensor>& tensors, const std
   c.bias = true;
   BRIGADE_CHECK(c.n_layer > 0, path, ": no transformer blocks (h.0.ln_1.weight ...)");
   // The head count is not in the weights: Hugging Face keeps it in config.json.
-  const std::filesystem::path config_json = std::filesystem::path(path).parent_path() / "config.json";
-  bool from_config = false;
-  if (std::filesystem::exists(config_json)) {
-    const std::string file = config_json.string();
-    JsonLimits limits;
-    limits.context = "'" + file + "'";
-    limits.object_root = true;
-    const Json config = parse_json(read_file(file, "hf_gpt2_config"), limits);
-    for (const auto& [key, value] : config.members) {
-      if (key != "n_head") continue;
-      BRIGADE_CHECK(value.kind == Json::Kind::number && value.integer && !value.negative, limits.context,
-                    "': n_head is not a whole number");
-      c.n_head = int64_t(value.magnitude);
-      from_config = true;
-    }
-  }
+  const std::optional<int64_t> n_head = config_json_n_head(path);
+  const bool from_config = n_head.has_value();
+  if (from_config) c.n_head = *n_head;
   if (!from_config) {
     const std::map<int64_t, int64_t> gpt2_heads = {{768, 12}, {1024, 16}, {1280, 20}, {1600, 25}};
     auto it = gpt2_heads.find(c.n_embd);
@@ -119,14 +147,18 @@ GPTConfig hf_gpt2_config(const std::map<std::string, Tensor>& tensors, const std
 }
 
 std::map<std::string, Tensor> state_dict_from_hf_gpt2(const std::map<std::string, Tensor>& file,
-                                                      const GPTConfig& config, const std::string& source) {
+                                                      const GPTConfig& config, const std::string& source,
+                                                      const std::set<std::string>* held) {
   const auto hf = normalized(file);
-  std::set<std::string> unused;
-  for (const auto& [name, t] : hf) unused.insert(name);
+  if (held == nullptr) {
+    std::set<std::string> names;
+    for (const auto& [name, t] : hf) names.insert(name);
+    check_names(names, config.n_layer, source);
+  }
   std::map<std::string, Tensor> out;
   for (const Name& n : names_of(config.n_layer)) {
+    if (held && !held->count(n.ours)) continue;
     Tensor t = need(hf, n.hf, source);
-    unused.erase(n.hf);
     if (n.transposed) {
       BRIGADE_CHECK(t.dim() == 2, source, ": '", n.hf, "' is ", shape_str(t.shape()), ", not a matrix");
       t = t.transpose(0, 1);
@@ -140,8 +172,7 @@ std::map<std::string, Tensor> state_dict_from_hf_gpt2(const std::map<std::string
     }
     out[n.ours] = t;
   }
-  if (hf.count("lm_head.weight")) {
-    unused.erase("lm_head.weight");
+  if (hf.count("lm_head.weight") && hf.count("wte.weight")) {
     const Tensor& head = hf.at("lm_head.weight");
     const Tensor& wte = hf.at("wte.weight");
     // load_safetensors gives contiguous CPU tensors: equal means the same bytes.
@@ -149,11 +180,6 @@ std::map<std::string, Tensor> state_dict_from_hf_gpt2(const std::map<std::string
                       std::memcmp(head.raw_data(), wte.raw_data(), head.nbytes()) == 0;
     BRIGADE_CHECK(same, source,
                   ": lm_head.weight differs from wte.weight; brigade's GPT ties them, so it cannot hold this model");
-  }
-  if (!unused.empty()) {
-    std::string list;
-    for (const std::string& n : unused) list += (list.empty() ? "'" : ", '") + n + "'";
-    fail(source, ": tensors a ", config.n_layer, "-layer GPT-2 does not have: ", list);
   }
   return out;
 }
@@ -176,6 +202,14 @@ std::map<std::string, Tensor> hf_gpt2_from_state_dict(const std::map<std::string
   return out;
 }
 
+std::string hf_gpt2_config_json(const GPTConfig& config, int64_t vocab) {
+  return "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n  \"n_embd\": " +
+         std::to_string(config.n_embd) + ",\n  \"n_head\": " + std::to_string(config.n_head) +
+         ",\n  \"n_layer\": " + std::to_string(config.n_layer) + ",\n  \"n_positions\": " +
+         std::to_string(config.block_size) + ",\n  \"vocab_size\": " +
+         std::to_string(vocab > 0 ? vocab : config.vocab_size) + "\n}\n";
+}
+
 void load_hf_gpt2(GPT& model, const std::string& path) {
   load_hf_gpt2(model, load_safetensors(path).tensors, path);
 }
@@ -194,9 +228,55 @@ void load_hf_gpt2(GPT& model, const std::map<std::string, Tensor>& tensors, cons
   model.load_state_dict(state, /*strict=*/model.is_whole());
 }
 
+void load_hf_gpt2_sharded(GPT& model, const std::string& index_path) {
+  const HfIndex index = read_hf_index(index_path);
+  if (model.is_whole()) {
+    load_hf_gpt2(model, load_hf_shards(index), index_path);
+    return;
+  }
+  // A pipeline rank's part: the names are checked on the whole weight map, the head count against
+  // config.json, the shapes by load_state_dict; only the tensors of the part's layers are read.
+  const GPTConfig& c = model.config();
+  std::set<std::string> names;
+  for (const auto& [name, shard] : index.weight_map)
+    if (auto n = normalized_name(name)) names.insert(*n);
+  check_names(names, c.n_layer, index_path);
+  const std::optional<int64_t> n_head = config_json_n_head(index_path);
+  BRIGADE_CHECK(!n_head || *n_head == c.n_head, index_path, ": its config.json gives ", n_head.value_or(0),
+                " heads; the model has ", c.n_head);
+  std::set<std::string> held, wanted;
+  for (const auto& [name, t] : model.state_dict()) held.insert(name);
+  for (const Name& n : names_of(c.n_layer))
+    if (held.count(n.ours)) wanted.insert(n.hf);
+  if (wanted.count("wte.weight")) wanted.insert("lm_head.weight");  // to check that it is tied
+  const auto tensors = load_hf_shards(index, [&wanted](const std::string& name) {
+    auto n = normalized_name(name);
+    return n && wanted.count(*n) > 0;
+  });
+  std::map<std::string, Tensor> state = state_dict_from_hf_gpt2(tensors, c, index_path, &held);
+  for (auto& [name, t] : state) t = t.to(c.device);
+  model.load_state_dict(state);  // strict: every tensor the part holds
+}
+
 void save_hf_gpt2(const GPT& model, const std::string& path, int64_t vocab) {
   save_safetensors(path, hf_gpt2_from_state_dict(model.state_dict(), model.config().n_layer, vocab),
                    {{"format", "pt"}});
+}
+
+std::vector<std::string> save_hf_gpt2_dir(const GPT& model, const std::string& dir, int64_t max_shard_bytes,
+                                          int64_t vocab) {
+  const GPTConfig& c = model.config();
+  std::filesystem::create_directories(dir);
+  write_file_atomically((std::filesystem::path(dir) / "config.json").string(), hf_gpt2_config_json(c, vocab),
+                        "save_hf_gpt2_dir " + dir);
+  auto hf = hf_gpt2_from_state_dict(model.state_dict(), c.n_layer, vocab);
+  // In the model's order (embeddings, block 0, block 1, ..., ln_f), so that a pipeline rank's layers
+  // sit in few shards.
+  std::vector<std::pair<std::string, Tensor>> ordered;
+  for (const Name& n : names_of(c.n_layer)) ordered.emplace_back(n.hf, hf.at(n.hf));
+  std::vector<std::string> written = save_hf_shards(dir, ordered, max_shard_bytes, {{"format", "pt"}});
+  written.insert(written.begin(), "config.json");
+  return written;
 }
 
 }  // namespace brigade::nn

@@ -28,7 +28,9 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
 #include "nn/gpt.h"
@@ -50,8 +52,11 @@ GPTConfig hf_gpt2_config(const std::map<std::string, Tensor>& tensors, const std
 // Hugging Face names and layout -> brigade's state_dict for a model with `config` (whose vocabulary
 // may be larger than the file's: padding rows are zero). Tensors are converted to config.dtype.
 // Throws naming `source` when a tensor is missing, unexpected, or of the wrong shape.
+// With `held` (brigade names: a pipeline rank's part of the model), only those are converted and
+// required, and the names are not checked (load_hf_gpt2_sharded checks them on the index).
 std::map<std::string, Tensor> state_dict_from_hf_gpt2(const std::map<std::string, Tensor>& hf, const GPTConfig& config,
-                                                      const std::string& source);
+                                                      const std::string& source,
+                                                      const std::set<std::string>* held = nullptr);
 // brigade's state_dict -> Hugging Face names and layout, wte cut to its first `vocab` rows.
 std::map<std::string, Tensor> hf_gpt2_from_state_dict(const std::map<std::string, Tensor>& state, int64_t n_layer,
                                                       int64_t vocab);
@@ -59,8 +64,27 @@ std::map<std::string, Tensor> hf_gpt2_from_state_dict(const std::map<std::string
 // Loads `path` into `model` (its config must match the file's, the vocabulary possibly padded).
 void load_hf_gpt2(GPT& model, const std::string& path);
 void load_hf_gpt2(GPT& model, const std::map<std::string, Tensor>& tensors, const std::string& path);
+// Loads GPT-2 sharded in Hugging Face's layout (nn/hf_shards.h; `index_path` is the
+// model.safetensors.index.json, config.json beside it gives n_head) into `model`. A model holding
+// some layers (a pipeline rank's) reads only the shards, and the tensors, of those layers; the
+// names of the whole index are checked all the same. Errors name the index.
+void load_hf_gpt2_sharded(GPT& model, const std::string& index_path);
+
 // Writes `model` to `path` in the Hugging Face layout, f32, with its first `vocab` token rows (0: all
 // of them), atomically; metadata {"format": "pt"} as Hugging Face's own files have.
 void save_hf_gpt2(const GPT& model, const std::string& path, int64_t vocab = 0);
+
+// The config.json of a Hugging Face GPT-2 with `config`'s sizes and `vocab` tokens (0: all): only
+// the fields that are not GPT-2's defaults in transformers' GPT2Config — architectures,
+// model_type, n_embd, n_head, n_layer, n_positions, vocab_size (layer_norm_epsilon 1e-5 and
+// activation_function "gelu_new" are the defaults and brigade's).
+std::string hf_gpt2_config_json(const GPTConfig& config, int64_t vocab = 0);
+
+// Writes `model` as a Hugging Face model directory `dir` (created if need be): config.json, then the
+// weights as save_hf_gpt2 would, in shards of at most `max_shard_bytes` of tensor data with their
+// index written last (nn/hf_shards.h), or one model.safetensors when they fit in one. Returns the
+// files written, in order.
+std::vector<std::string> save_hf_gpt2_dir(const GPT& model, const std::string& dir, int64_t max_shard_bytes,
+                                          int64_t vocab = 0);
 
 }  // namespace brigade::nn

@@ -1,10 +1,16 @@
 // nn/gpt2_hf.h: GPT-2 weights in the Hugging Face layout, read into an nn::GPT and written back.
 #include "test_util.h"
 
+#include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "core/safetensors.h"
+#include "core/json.h"
+#include "core/read_file.h"
 #include "nn/gpt2_hf.h"
+#include "nn/hf_shards.h"
 #include "temp_dir.h"
 
 using namespace brigade;
@@ -51,6 +57,23 @@ std::map<std::string, Tensor> hf_layout_by_hand(const nn::GPT& model, const std:
   hf[prefix + "ln_f.weight"] = s.at("head.ln_f.weight");
   hf[prefix + "ln_f.bias"] = s.at("head.ln_f.bias");
   return hf;
+}
+
+// Bit for bit: the same shape, dtype and bytes.
+void require_same_bits(const Tensor& got, const Tensor& want) {
+  REQUIRE(got.shape() == want.shape());
+  REQUIRE(got.dtype() == want.dtype());
+  const Tensor g = got.contiguous(), w = want.contiguous();
+  REQUIRE(std::memcmp(g.raw_data(), w.raw_data(), g.nbytes()) == 0);
+}
+
+// The bytes of a safetensors file's data area, from the file itself: its size less the 8-byte
+// length and the header (the format's layout, core/safetensors.h).
+int64_t data_bytes_of(const std::string& path) {
+  const std::string bytes = read_file(path, "test");
+  uint64_t header = 0;
+  for (int i = 7; i >= 0; --i) header = header * 256 + uint64_t(static_cast<unsigned char>(bytes[size_t(i)]));
+  return int64_t(bytes.size()) - 8 - int64_t(header);
 }
 
 Tensor some_tokens(int64_t B, int64_t T, int64_t vocab) {
@@ -193,4 +216,147 @@ TEST_CASE("gpt2_hf: files that are not a GPT-2 this model can hold are refused, 
   nn::GPT bigger(small_config(2));
   REQUIRE_THROWS_WITH(nn::load_hf_gpt2(bigger, dir.file("model.safetensors")),
                       Catch::Contains("holds a GPT-2 of 1 layers"));
+}
+
+TEST_CASE("gpt2_hf: a GPT exported in shards reads back bit for bit; the index maps every tensor once and counts "
+          "its bytes", "[checkpoint][gpt2_hf]") {
+  TempDir dir("brigade_test_gpt2_hf_shards");
+  nn::GPT original(small_config());
+  // 4000 bytes: wte alone is 3200, a block's tensors about 12 KB, so many shards.
+  const auto written = nn::save_hf_gpt2_dir(original, dir.file("hf"), 4000);
+  REQUIRE(written.front() == "config.json");
+  REQUIRE(written.back() == "model.safetensors.index.json");
+  const int64_t shards = int64_t(written.size()) - 2;
+  REQUIRE(shards > 4);
+  // The index, parsed as JSON on its own, against the shards read back one by one.
+  const std::string hf = dir.file("hf");
+  const Json index = parse_json(read_file(hf + "/model.safetensors.index.json", "test"));
+  std::map<std::string, std::string> where;  // tensor -> the shard that holds it, from the shards
+  int64_t data_bytes = 0;
+  for (int64_t i = 1; i <= shards; ++i) {
+    char name[64];
+    std::snprintf(name, sizeof name, "model-%05lld-of-%05lld.safetensors", (long long)i, (long long)shards);
+    REQUIRE(written[size_t(i)] == name);
+    const auto shard = load_safetensors(hf + "/" + name);
+    REQUIRE(shard.metadata.at("format") == "pt");
+    int64_t bytes = 0;
+    for (const auto& [tensor, t] : shard.tensors) {
+      REQUIRE(where.emplace(tensor, name).second);  // in one shard only
+      bytes += int64_t(t.nbytes());
+    }
+    REQUIRE(bytes == data_bytes_of(hf + "/" + name));
+    // At most the maximum, unless one tensor alone is larger.
+    REQUIRE((bytes <= 4000 || shard.tensors.size() == 1));
+    data_bytes += bytes;
+  }
+  REQUIRE(index["metadata"]["total_size"].as_number() == double(data_bytes));
+  const Json& map = index["weight_map"];
+  REQUIRE(map.members.size() == where.size());
+  for (const auto& [tensor, shard] : map.members) {
+    INFO(tensor);
+    REQUIRE(where.count(tensor));
+    REQUIRE(shard.string == where.at(tensor));
+  }
+  // The shards together are the single-file export, tensor for tensor.
+  nn::save_hf_gpt2(original, dir.file("single.safetensors"));
+  const auto single = load_safetensors(dir.file("single.safetensors")).tensors;
+  REQUIRE(single.size() == where.size());
+  for (const auto& [tensor, shard] : where) {
+    INFO(tensor);
+    require_same_bits(load_safetensors(hf + "/" + shard).tensors.at(tensor), single.at(tensor));
+  }
+  // config.json: the fields transformers needs beyond GPT-2's defaults.
+  const Json config = parse_json(read_file(hf + "/config.json", "test"));
+  REQUIRE(config["model_type"].string == "gpt2");
+  REQUIRE(config["architectures"][0].string == "GPT2LMHeadModel");
+  REQUIRE(config["n_layer"].as_number() == 2);
+  REQUIRE(config["n_head"].as_number() == 2);
+  REQUIRE(config["n_embd"].as_number() == 16);
+  REQUIRE(config["n_positions"].as_number() == 16);
+  REQUIRE(config["vocab_size"].as_number() == 50);
+  // Read back, by the directory or by the index's path: the original's weights, bit for bit.
+  REQUIRE(nn::hf_index_path(hf) == hf + "/model.safetensors.index.json");
+  REQUIRE(nn::hf_index_path(hf + "/model.safetensors.index.json") == hf + "/model.safetensors.index.json");
+  REQUIRE(nn::hf_index_path(dir.file("single.safetensors")).empty());
+  nn::GPTConfig other_seed = small_config();
+  other_seed.seed = 99;
+  nn::GPT loaded(other_seed);
+  nn::load_hf_gpt2_sharded(loaded, nn::hf_index_path(hf));
+  for (const auto& [name, t] : original.state_dict()) {
+    INFO(name);
+    require_same_bits(loaded.state_dict().at(name), t);
+  }
+  // A large maximum: one model.safetensors and no index, and the shards of before are gone.
+  const auto one = nn::save_hf_gpt2_dir(original, hf, int64_t(1) << 30);
+  REQUIRE(one == std::vector<std::string>{"config.json", "model.safetensors"});
+  std::set<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator(hf)) left.insert(e.path().filename().string());
+  REQUIRE(left == std::set<std::string>{"config.json", "model.safetensors"});
+}
+
+TEST_CASE("gpt2_hf: a sharded export that fails leaves no index; a missing shard or tensor is named", "[checkpoint][gpt2_hf]") {
+  TempDir dir("brigade_test_gpt2_hf_shards");
+  nn::GPT model(small_config());
+  const std::string hf = dir.file("hf"), index = hf + "/model.safetensors.index.json";
+  // The disk fills while the first shard is written: the index, written last, is not there.
+  testing::fail_next_save_after(100);
+  REQUIRE_THROWS(nn::save_hf_gpt2_dir(model, hf, 4000));
+  testing::fail_next_save_after(-1);
+  REQUIRE(nn::hf_index_path(hf).empty());
+  REQUIRE(!std::filesystem::exists(index));
+  const auto written = nn::save_hf_gpt2_dir(model, hf, 4000);
+  nn::GPT loaded(small_config());
+  // A tensor the weight map leaves out.
+  const std::string text = read_file(index, "test");
+  const std::string entry = "\"h.1.mlp.c_fc.bias\": ";
+  const size_t at = text.find(entry);
+  REQUIRE(at != std::string::npos);
+  const size_t end = text.find('\n', at);
+  std::string dropped = text.substr(0, at) + text.substr(end + 1);
+  std::ofstream(index, std::ios::trunc) << dropped;
+  REQUIRE_THROWS_WITH(nn::load_hf_gpt2_sharded(loaded, index),
+                      Catch::Contains(index) && Catch::Contains("no tensor 'h.1.mlp.c_fc.bias'"));
+  nn::GPT part(small_config(), nn::LayerGrain::block, {0, 1});  // a pipeline rank's: it does not hold h.1
+  REQUIRE_THROWS_WITH(nn::load_hf_gpt2_sharded(part, index), Catch::Contains("no tensor 'h.1.mlp.c_fc.bias'"));
+  std::ofstream(index, std::ios::trunc) << text;
+  REQUIRE_NOTHROW(nn::load_hf_gpt2_sharded(loaded, index));
+  // A shard the index names that is not there.
+  const std::string gone = hf + "/" + written[2];
+  std::filesystem::remove(gone);
+  REQUIRE_THROWS_WITH(nn::load_hf_gpt2_sharded(loaded, index), Catch::Contains(index) && Catch::Contains(gone) &&
+                                                                   Catch::Contains("missing"));
+}
+
+TEST_CASE("gpt2_hf: a pipeline rank's part reads only the shards of its own layers", "[checkpoint][gpt2_hf]") {
+  TempDir dir("brigade_test_gpt2_hf_shards");
+  nn::GPT original(small_config());
+  const std::string hf = dir.file("hf"), index = hf + "/model.safetensors.index.json";
+  nn::save_hf_gpt2_dir(original, hf, 4000);
+  // Every shard that holds only block 1's tensors is overwritten with garbage: reading it would fail.
+  const Json map = parse_json(read_file(index, "test"))["weight_map"];
+  std::map<std::string, bool> only_block1;
+  for (const auto& [tensor, shard] : map.members) {
+    const bool mine = tensor.starts_with("h.1.");
+    only_block1.emplace(shard.string, true).first->second &= mine;
+  }
+  int spoiled = 0;
+  for (const auto& [shard, only] : only_block1)
+    if (only) {
+      std::ofstream(hf + "/" + shard, std::ios::trunc) << "not a safetensors file";
+      ++spoiled;
+    }
+  REQUIRE(spoiled > 0);
+  // The first rank of two: the embedding and block 0.
+  nn::GPTConfig other_seed = small_config();
+  other_seed.seed = 99;
+  nn::GPT part(other_seed, nn::LayerGrain::block, {0, 1});
+  nn::load_hf_gpt2_sharded(part, index);
+  const auto whole = original.state_dict();
+  for (const auto& [name, t] : part.state_dict()) {
+    INFO(name);
+    require_same_bits(t, whole.at(name));
+  }
+  // The whole model needs them, and says which file it could not read.
+  nn::GPT all(other_seed);
+  REQUIRE_THROWS_WITH(nn::load_hf_gpt2_sharded(all, index), Catch::Contains(hf + "/model-"));
 }

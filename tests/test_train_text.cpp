@@ -19,6 +19,7 @@
 #include "test_util.h"
 #include "data_prepare/command.h"
 #include "data_prepare/prepare.h"
+#include "export/command.h"
 #include "generate/command.h"
 #include "text/tokenizer_files.h"
 #include "text/train.h"
@@ -200,6 +201,32 @@ TEST_CASE("train --data: --init-from starts from saved weights (brigade's or Hug
   from_hf.init_from = ckpt.file("model.safetensors");
   Trainer hf_started(from_hf);
   require_same_state(trained, hf_started);
+  // `brigade export` of the checkpoint: once as one file, once in shards of at most 20000 bytes
+  // (several), each directory with its config.json; --init-from either gives the same weights.
+  std::vector<nn::StateDict> exported;
+  for (const std::string size : {"1GB", "20000"}) {
+    INFO("--max-shard-size " << size);
+    const std::string dir = ckpt.file("export-" + size);
+    std::ostringstream out, err;
+    REQUIRE(export_cli::export_command({"--checkpoint", ckpt.file("w.safetensors"), "--out", dir, "--max-shard-size", size},
+                                       out, err) == 0);
+    const bool sharded = size == "20000";
+    REQUIRE(std::filesystem::exists(dir + "/model.safetensors.index.json") == sharded);
+    REQUIRE(std::filesystem::exists(dir + "/model.safetensors") == !sharded);
+    int shards = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir)) shards += e.path().filename().string().starts_with("model-");
+    REQUIRE(shards == (sharded ? 5 : 0));
+    TrainOptions from_dir = o;
+    from_dir.init_from = sharded ? dir : dir + "/model.safetensors";
+    Trainer dir_started(from_dir);
+    REQUIRE(dir_started.step() == 0);
+    require_same_state(trained, dir_started);
+    exported.push_back(dir_started.model().state_dict());
+  }
+  for (const auto& [name, t] : exported[0]) {
+    INFO(name);
+    test::require_equal(exported[1].at(name), t);
+  }
   init.embd = 64;
   REQUIRE_THROWS_WITH(Trainer(init), Catch::Contains("--init-from " + ckpt.file("w.safetensors")) &&
                                          Catch::Contains("do not fit this model"));

@@ -9,6 +9,7 @@
 //   brigade tokenizer ... train, or encode and decode with, a byte-level BPE tokenizer (tools/tokenizer/)
 //   brigade data ...      prepare token shards from text files (tools/data_prepare/)
 //   brigade generate ...  continue a prompt with a trained GPT (tools/generate/)
+//   brigade export ...    write a trained GPT in Hugging Face's layout (tools/export/)
 #include <iostream>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "bench_pipeline/command.h"
 #include "bench_step/command.h"
 #include "data_prepare/command.h"
+#include "export/command.h"
 #include "generate/command.h"
 #include "launch/command.h"
 #include "plan/command.h"
@@ -39,6 +41,9 @@ int run_data(const std::vector<std::string>& args) {
 }
 int run_generate(const std::vector<std::string>& args) {
   return brigade::generate_cli::generate_command(args, std::cout, std::cerr);
+}
+int run_export(const std::vector<std::string>& args) {
+  return brigade::export_cli::export_command(args, std::cout, std::cerr);
 }
 int run_tokenizer(const std::vector<std::string>& args) {
   return brigade::tokenizer_cli::tokenizer_command(args, std::cout, std::cerr);
@@ -84,6 +89,7 @@ const Subcommand kSubcommands[] = {
     {"data", "'data prepare': text files to llm.c token shards for `train --data`", run_data},
     {"generate", "continue a prompt with a trained GPT (a --data checkpoint, or Hugging Face GPT-2 weights)",
      run_generate},
+    {"export", "write a trained GPT as a Hugging Face GPT-2 directory, one file or shards with an index", run_export},
 };
 
 void print_usage(std::ostream& os) {

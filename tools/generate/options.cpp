@@ -18,7 +18,7 @@ Flag text_flag(std::string name, std::string value, std::string help, std::strin
 
 const std::vector<Flag>& flags() {
   static const std::vector<Flag> table = {
-      text_flag("--checkpoint", "PATH", "a `brigade train --data` checkpoint, or a Hugging Face GPT-2 model.safetensors",
+      text_flag("--checkpoint", "PATH", "a `brigade train --data` checkpoint, or Hugging Face GPT-2: a model.safetensors, or a directory of shards and their model.safetensors.index.json",
                 &GenerateOptions::checkpoint, "required"),
       text_flag("--tokenizer", "DIR", "vocab.json + merges.txt (for a Hugging Face file; else the checkpoint's own)",
                 &GenerateOptions::tokenizer, "the checkpoint's"),

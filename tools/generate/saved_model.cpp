@@ -8,6 +8,7 @@
 #include "core/safetensors.h"
 #include "nn/checkpoint.h"
 #include "nn/gpt2_hf.h"
+#include "nn/hf_shards.h"
 #include "text/tokenizer_files.h"
 
 namespace brigade::generate_cli {
@@ -28,16 +29,20 @@ int64_t metadata_int(const std::map<std::string, std::string>& meta, const std::
 
 SavedModel load_saved_model(const std::string& path, Device device, const std::string& tokenizer_dir) {
   // A `brigade train` checkpoint is a directory of shards (nn/sharded_checkpoint.h), or a single file
-  // from an older build; a single file may also be Hugging Face's GPT-2.
+  // from an older build; a single file may also be Hugging Face's GPT-2, and so may a directory
+  // holding (or the path of) a model.safetensors.index.json and its shards.
+  const std::string hf_index = nn::hf_index_path(path);
   std::error_code ec;
-  const bool sharded = std::filesystem::is_directory(path, ec);
-  Safetensors file = sharded ? Safetensors{} : load_safetensors(path);
+  const bool sharded = hf_index.empty() && std::filesystem::is_directory(path, ec);
+  Safetensors file = sharded ? Safetensors{} : hf_index.empty() ? load_safetensors(path)
+                                                                : Safetensors{nn::load_hf_shards(nn::read_hf_index(hf_index)), {}};
+  const std::string source = hf_index.empty() ? path : hf_index;  // config.json is beside it
   SavedModel saved;
   if (!sharded && nn::is_hf_gpt2(file.tensors)) {
-    nn::GPTConfig config = nn::hf_gpt2_config(file.tensors, path);
+    nn::GPTConfig config = nn::hf_gpt2_config(file.tensors, source);
     config.device = device;
     saved.model = std::make_shared<nn::GPT>(config);
-    nn::load_hf_gpt2(*saved.model, file.tensors, path);
+    nn::load_hf_gpt2(*saved.model, file.tensors, source);
     saved.vocab = config.vocab_size;
   } else {
     const nn::Checkpoint ckpt = sharded ? nn::load_checkpoint(path) : nn::checkpoint_from(std::move(file), path);

@@ -16,6 +16,7 @@
 #include "core/safetensors.h"
 #include "nn/checkpoint.h"
 #include "nn/gpt2_hf.h"
+#include "nn/hf_shards.h"
 #include "nn/sharded_checkpoint.h"
 #include "sharded_save.h"
 #include "text/tokenizer_files.h"
@@ -206,12 +207,15 @@ void Trainer::restore(const nn::Checkpoint& ckpt, const std::string& context) {
 
 void Trainer::init_from(const std::string& path) {
   // A brigade checkpoint (sharded or a single file), or GPT-2 weights in the Hugging Face layout
-  // (nn/gpt2_hf.h).
+  // (nn/gpt2_hf.h), one file or sharded (a directory with model.safetensors.index.json, or that file),
+  // of which a pipeline rank reads only its own layers' shards.
+  const std::string hf_index = nn::hf_index_path(path);
   std::error_code ec;
-  const bool sharded = std::filesystem::is_directory(path, ec);
+  const bool sharded = !hf_index.empty() || std::filesystem::is_directory(path, ec);
   Safetensors file = sharded ? Safetensors{} : load_safetensors(path);
   try {
-    if (sharded) load_model_state(nn::load_checkpoint(path).model);
+    if (!hf_index.empty()) nn::load_hf_gpt2_sharded(*model_, hf_index);
+    else if (sharded) load_model_state(nn::load_checkpoint(path).model);
     else if (nn::is_hf_gpt2(file.tensors)) nn::load_hf_gpt2(*model_, file.tensors, path);
     else load_model_state(nn::checkpoint_from(std::move(file), path).model);
   } catch (const Error& e) {

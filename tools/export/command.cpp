@@ -1,0 +1,91 @@
+#include "export/command.h"
+
+#include <ostream>
+#include <sstream>
+
+#include "core/device.h"
+#include "generate/saved_model.h"
+#include "nn/gpt2_hf.h"
+#include "text/tokenizer_files.h"
+#include "tools/cli/command.h"
+
+namespace brigade::export_cli {
+
+namespace {
+
+struct ExportOptions {
+  std::string checkpoint;                // what to export (required)
+  std::string out;                       // the directory to write (required)
+  int64_t max_shard_bytes = 5000000000;  // 5GB, save_pretrained's default max_shard_size
+  std::string tokenizer;                 // a tokenizer directory to include (wins over the checkpoint's)
+};
+
+struct ParsedExportArgs {
+  ExportOptions options;
+  bool help = false;
+};
+
+using Flag = cli::Flag<ExportOptions>;
+
+const std::vector<Flag>& flags() {
+  static const std::vector<Flag> table = {
+      {"--checkpoint", "PATH",
+       "a `brigade train --data` checkpoint (file or sharded directory), or Hugging Face GPT-2 to reshard",
+       [](ExportOptions& o, const std::string& v) { o.checkpoint = v; },
+       [](const ExportOptions&) { return std::string("required"); }},
+      {"--out", "DIR", "the Hugging Face model directory to write (created if need be)",
+       [](ExportOptions& o, const std::string& v) { o.out = v; },
+       [](const ExportOptions&) { return std::string("required"); }},
+      {"--max-shard-size", "SIZE", "most tensor bytes per shard (5GB, 500MiB, bytes); all in one: model.safetensors",
+       [](ExportOptions& o, const std::string& v) { o.max_shard_bytes = cli::parse_bytes("--max-shard-size", v); },
+       [](const ExportOptions&) { return std::string("5GB"); }},
+      {"--tokenizer", "DIR", "vocab.json + merges.txt to write beside the weights (else the checkpoint's, if any)",
+       [](ExportOptions& o, const std::string& v) { o.tokenizer = v; },
+       [](const ExportOptions&) { return std::string("the checkpoint's"); }},
+  };
+  return table;
+}
+
+ParsedExportArgs parse_export_args(const std::vector<std::string>& args) {
+  ParsedExportArgs out;
+  cli::parse_flags(args, flags(), out.options, out.help);
+  if (!out.help && out.options.checkpoint.empty()) throw cli::UsageError("--checkpoint: required");
+  if (!out.help && out.options.out.empty()) throw cli::UsageError("--out: required");
+  return out;
+}
+
+std::string export_usage() {
+  std::ostringstream os;
+  os << "usage: brigade export --checkpoint PATH --out DIR [flags]\n\n"
+        "Writes a trained GPT as a Hugging Face GPT-2 model directory: config.json, the weights (one\n"
+        "model.safetensors, or model-0000i-of-0000n.safetensors shards and model.safetensors.index.json)\n"
+        "and the tokenizer's vocab.json and merges.txt.\n\nflags:\n";
+  os << cli::flag_lines(flags());
+  return os.str();
+}
+
+void export_model(const ExportOptions& o, std::ostream& out) {
+  const generate_cli::SavedModel saved = generate_cli::load_saved_model(o.checkpoint, Device::cpu(), o.tokenizer);
+  // The real vocabulary: a padded one's extra rows are never a token, and Hugging Face's GPT-2 has none.
+  const std::vector<std::string> files = nn::save_hf_gpt2_dir(*saved.model, o.out, o.max_shard_bytes, saved.vocab);
+  if (saved.tokenizer) text::save_tokenizer(*saved.tokenizer, o.out);
+  const nn::GPTConfig& c = saved.model->config();
+  out << "exported a GPT-2 of " << c.n_layer << " layers, " << c.n_head << " heads, width " << c.n_embd << ", context "
+      << c.block_size << ", vocabulary " << saved.vocab << " to " << o.out << ":";
+  for (const std::string& f : files) out << " " << f;
+  if (saved.tokenizer) out << " vocab.json merges.txt";
+  out << "\n";
+}
+
+}  // namespace
+
+int export_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  return cli::run_command(
+      "brigade export", out, err, [&] { return parse_export_args(args); }, [] { return export_usage(); },
+      [&](const ExportOptions& options) {
+        export_model(options, out);
+        return 0;
+      });
+}
+
+}  // namespace brigade::export_cli
