@@ -215,7 +215,7 @@ void Trainer::init_from(const std::string& path) {
   Safetensors file = sharded ? Safetensors{} : load_safetensors(path);
   try {
     if (!hf_index.empty()) nn::load_hf_gpt2_sharded(*model_, hf_index);
-    else if (sharded) load_model_state(nn::load_checkpoint(path).model);
+    else if (sharded) load_model_state(load_own_part(path).model);  // this rank's parameters only
     else if (nn::is_hf_gpt2(file.tensors)) nn::load_hf_gpt2(*model_, file.tensors, path);
     else load_model_state(nn::checkpoint_from(std::move(file), path).model);
   } catch (const Error& e) {
