@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/gpu/emulator_fixture.h"
 #include "tests/gpu/emulator_kernels.h"
 
 using Catch::Contains;
@@ -23,43 +24,9 @@ using et::last_error;
 
 namespace {
 
-// Two non-blocking streams, a pinned flag and two device buffers of 32 ints (zeroed).
-struct Fixture {
-  cudaStream_t a = nullptr, b = nullptr;
-  volatile int* flag = nullptr;
-  int* x = nullptr;
-  int* y = nullptr;
-  Fixture() {
-    REQUIRE(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking) == cudaSuccess);
-    REQUIRE(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking) == cudaSuccess);
-    void* f = nullptr;
-    REQUIRE(cudaMallocHost(&f, sizeof(int)) == cudaSuccess);
-    flag = static_cast<volatile int*>(f);
-    *flag = 1;
-    REQUIRE(cudaMalloc(&x, 32 * sizeof(int)) == cudaSuccess);
-    REQUIRE(cudaMalloc(&y, 32 * sizeof(int)) == cudaSuccess);
-    zero();
-  }
-  ~Fixture() {
-    *flag = 1;
-    cudaStreamSynchronize(a);
-    cudaStreamSynchronize(b);
-    cudaFree(x);
-    cudaFree(y);
-    cudaFreeHost(const_cast<int*>(flag));
-    cudaStreamDestroy(a);
-    cudaStreamDestroy(b);
-    cudaGetLastError();
-  }
-  void zero() {
-    REQUIRE(cudaMemset(x, 0, 32 * sizeof(int)) == cudaSuccess);
-    REQUIRE(cudaMemset(y, 0, 32 * sizeof(int)) == cudaSuccess);
-  }
-  int read(const int* p) const {
-    int v = -1;
-    REQUIRE(cudaMemcpy(&v, p, sizeof(int), cudaMemcpyDeviceToHost) == cudaSuccess);
-    return v;
-  }
+// The flag starts raised: a captured wait_for_flag then runs through at once unless a test lowers it.
+struct Fixture : et::Fixture {
+  Fixture() : et::Fixture(1) {}
 };
 
 size_t node_count(cudaGraph_t g) {

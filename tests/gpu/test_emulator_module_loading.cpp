@@ -18,6 +18,7 @@
 
 #include "core/cuda/module_loading.h"
 #include "tests/comm/run_command.h"
+#include "tests/gpu/emulator_fixture.h"
 #include "tests/gpu/emulator_kernels.h"
 
 namespace et = brigade::emu_test;
@@ -25,39 +26,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// Streams a and b, a pinned flag the host raises, two device ints.
-struct Fixture {
-  cudaStream_t a = nullptr, b = nullptr;
-  volatile int* flag = nullptr;
-  int* x = nullptr;
-  int* y = nullptr;
-  Fixture() {
-    REQUIRE(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking) == cudaSuccess);
-    REQUIRE(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking) == cudaSuccess);
-    void* f = nullptr;
-    REQUIRE(cudaMallocHost(&f, sizeof(int)) == cudaSuccess);
-    flag = static_cast<volatile int*>(f);
-    *flag = 0;
-    REQUIRE(cudaMalloc(&x, sizeof(int)) == cudaSuccess);
-    REQUIRE(cudaMalloc(&y, sizeof(int)) == cudaSuccess);
-    REQUIRE(cudaMemset(x, 0, sizeof(int)) == cudaSuccess);
-    REQUIRE(cudaMemset(y, 0, sizeof(int)) == cudaSuccess);
-  }
-  ~Fixture() {
-    *flag = 1;
-    cudaDeviceSynchronize();
-    cudaStreamDestroy(a);
-    cudaStreamDestroy(b);
-    cudaFree(x);
-    cudaFree(y);
-    cudaFreeHost(const_cast<int*>(flag));
-  }
-  int read(const int* p) const {
-    int v = -1;
-    REQUIRE(cudaMemcpy(&v, p, sizeof(int), cudaMemcpyDeviceToHost) == cudaSuccess);
-    return v;
-  }
-};
+using et::Fixture;
 
 // Starts a kernel on a that spins until the host raises the flag, then launches write_ones on b from
 // another host thread. Returns whether that launch was still waiting (had not returned) after `patience`.
