@@ -204,3 +204,19 @@ TEST_CASE("sharded checkpoints: a first save killed half-way leaves a checkpoint
   train_ok(run_args({"--stages", "2"}, {"--save", path}));
   REQUIRE(fs::exists(path + "/index.json"));
 }
+
+TEST_CASE("sharded checkpoints: --keep counts only checkpoints that can be resumed", "[train_sharded]") {
+  // Steps 4 and 12 saved whole, step 8's save killed before its index: --keep 2 keeps 4 and 12 and
+  // drops the torn 8, rather than keeping 8 and 12 and losing the only older good one.
+  ScratchDir dir("keep");
+  for (const char* step : {"step-00000004", "step-00000008", "step-00000012"}) {
+    fs::create_directories(dir.file(step));
+    std::ofstream(dir.file(std::string(step) + "/rank-00000-" + std::string(step) + ".safetensors")) << "shard";
+  }
+  std::ofstream(dir.file("step-00000004/index.json")) << "{}";
+  std::ofstream(dir.file("step-00000012/index.json")) << "{}";
+  train::prune_checkpoints(dir.path, 12, 2);
+  REQUIRE(fs::exists(dir.file("step-00000004")));
+  REQUIRE(fs::exists(dir.file("step-00000012")));
+  REQUIRE(!fs::exists(dir.file("step-00000008")));
+}

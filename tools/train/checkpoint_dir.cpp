@@ -129,7 +129,13 @@ NewestCheckpoint load_newest_checkpoint(const std::string& dir) {
 void prune_checkpoints(const std::string& dir, int64_t step, int64_t keep) {
   int64_t kept = 0;
   for (int64_t s : checkpoint_steps(dir)) {
-    if (s > step || kept++ < keep) continue;
+    if (s > step) continue;
+    // Only a checkpoint that can be resumed counts towards --keep: a directory whose save never
+    // wrote its index (killed half-way) is never resumed from, so it must not take a good one's place.
+    std::error_code ec;
+    const fs::path existing = existing_checkpoint_path(dir, s);
+    const bool whole = !fs::is_directory(existing, ec) || fs::exists(existing / nn::kShardedIndexName, ec);
+    if (whole && kept++ < keep) continue;
     for (const std::string& path : {checkpoint_path(dir, s), legacy_checkpoint_path(dir, s)}) {
       std::error_code ec;
       fs::remove_all(path, ec);  // a sharded checkpoint goes whole

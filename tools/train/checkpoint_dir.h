@@ -51,7 +51,8 @@ struct NewestCheckpoint {
 NewestCheckpoint load_newest_checkpoint(const std::string& dir);
 
 // After the checkpoint of `step` is written: deletes all but the `keep` newest checkpoints at or
-// before `step` (so never the one just written), directories whole. Later ones — a damaged file resume passed over —
+// before `step` (so never the one just written), directories whole; a directory without its index (a
+// save killed half-way) counts for none of the `keep` and goes too. Later ones — a damaged file resume passed over —
 // stay until this run overwrites them: a file that failed to read once may read fine later.
 void prune_checkpoints(const std::string& dir, int64_t step, int64_t keep);
 
