@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "core/read_file.h"
+#include "optim/optimizer.h"
 #include "core/safetensors.h"
 
 namespace brigade::nn {
@@ -160,8 +161,8 @@ Checkpoint load_sharded_checkpoint(const std::string& dir, const ShardedIndex& i
       if (tensor.rfind("model.", 0) == 0) return params.count(tensor.substr(6)) > 0;
       if (tensor.rfind("optim.", 0) != 0) return false;
       const std::string key = tensor.substr(6);
-      const size_t dot = key.find('.');
-      return dot == std::string::npos ? (key == "step" || key == "lr") : params.count(key.substr(dot + 1)) > 0;
+      const std::string parameter = optim::Optimizer::parameter_of_key(key);
+      return parameter.empty() ? (key == "step" || key == "lr") : params.count(parameter) > 0;
     };
     Checkpoint part = checkpoint_from(load_safetensors(path, needed), path);
     for (const std::string& param : params)

@@ -124,6 +124,12 @@ StateDict Optimizer::state_dict() const {
   return out;
 }
 
+std::string Optimizer::parameter_of_key(const std::string& key) {
+  // Buffer kinds have no dots; parameter names may.
+  const size_t dot = key.find('.');
+  return dot == std::string::npos ? std::string() : key.substr(dot + 1);
+}
+
 void Optimizer::load_state_dict(const StateDict& state) {
   const std::string where = std::string(name_) + ".load_state_dict";
   auto find = [&](const char* key) {

@@ -60,6 +60,10 @@ class Optimizer {
   //   "<buffer>.<param>" for each per-parameter buffer ("exp_avg.<param>", "momentum_buffer.<param>").
   // Parameters that never had a gradient have no entries. The tensors are copies.
   StateDict state_dict() const;
+  // The parameter a state_dict() key belongs to ("exp_avg.blocks.0.attn.qkv.weight" ->
+  // "blocks.0.attn.qkv.weight"); "" for the optimizer's own "step" and "lr". What lets a pipeline
+  // rank keep, save and load only its own parameters' state.
+  static std::string parameter_of_key(const std::string& key);
   // Restores a state_dict() of an optimizer of the same kind over parameters with the same names and
   // shapes. Checks everything before changing anything; unknown or missing keys are errors.
   void load_state_dict(const StateDict& state);

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/factory.h"
 #include "nn/sharded_checkpoint.h"
+#include "optim/optimizer.h"
 
 namespace brigade::train {
 
@@ -125,8 +126,8 @@ void save_sharded(const std::string& dir, int64_t step, const pipeline::Pipeline
     for (const auto& [name, t] : mine.parameters)
       if (!skip.count(name)) model.emplace(name, t);
     for (const auto& [key, t] : mine.optimizer) {
-      const size_t dot = key.find('.');
-      if (dot == std::string::npos || !skip.count(key.substr(dot + 1))) optim.emplace(key, t);
+      const std::string parameter = optim::Optimizer::parameter_of_key(key);
+      if (parameter.empty() || !skip.count(parameter)) optim.emplace(key, t);
     }
   }
   // 2. This rank's shard (none when it holds no parameters of its own).

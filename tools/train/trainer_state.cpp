@@ -195,8 +195,8 @@ void Trainer::restore(const nn::Checkpoint& ckpt, const std::string& context) {
     std::set<std::string> mine;
     for (const auto& p : optimizer_->named_parameters()) mine.insert(p.first);
     for (auto& [key, t] : ckpt.optimizer) {
-      const size_t dot = key.find('.');
-      if (dot == std::string::npos || mine.count(key.substr(dot + 1))) optim[key] = t;
+      const std::string parameter = optim::Optimizer::parameter_of_key(key);
+      if (parameter.empty() || mine.count(parameter)) optim[key] = t;
     }
     optimizer_->load_state_dict(optim);
   }
