@@ -32,6 +32,34 @@ namespace brigade::train {
 
 namespace {
 
+// One device, several micro-batches: the head's use of the tied token embedding gathers its gradient
+// apart, and the two totals are added once all micro-batches are done — as a pipeline whose
+// embedding and head sit on two ranks adds its two stages' totals (Pipeline::sum_tied_gradients).
+// One shared gradient would interleave the two uses micro-batch by micro-batch, another order of
+// the same sum, whose rounding then reaches every weight from the next step on.
+class TiedGradientApart {
+ public:
+  explicit TiedGradientApart(nn::GPT& model)
+      : head_(model.head), embedding_(model.embed->wte->weight), apart_(embedding_.detach()) {
+    apart_.requires_grad_(true);  // the same data; a leaf, with a gradient of its own
+    head_->wte = apart_;
+  }
+  ~TiedGradientApart() { head_->wte = embedding_; }
+  TiedGradientApart(const TiedGradientApart&) = delete;
+  TiedGradientApart& operator=(const TiedGradientApart&) = delete;
+
+  // The embedding's total plus the head's, as the embedding's gradient.
+  void add_up() {
+    const Tensor e = embedding_.grad(), h = apart_.grad();
+    if (!h.defined()) return;
+    embedding_.set_grad(e.defined() ? ops::binary(ops::BinaryOp::add, e, h) : h);
+  }
+
+ private:
+  std::shared_ptr<nn::GPTHead> head_;
+  Tensor embedding_, apart_;
+};
+
 // Eval mode for a scope (the pipeline's chunks share the model's layers), then the mode before.
 class EvalMode {
  public:
@@ -367,11 +395,15 @@ double Trainer::train_step() {
     const std::vector<Tensor> targets = pipeline::split_microbatches(batch.targets.to(device), M);
     const double scale = pipeline::microbatch_loss_scale(M);
     std::vector<Tensor> losses;  // read once, at the end: a read per micro-batch would stall a GPU's queue
-    for (int m = 0; m < M; ++m) {
-      Tape tape;
-      Tensor loss = tape.record([&] { return model_->loss(inputs[size_t(m)], targets[size_t(m)]); });
-      tape.backward({loss}, {full(loss.shape(), scale, loss.dtype(), loss.device())});
-      losses.push_back(loss.detach().reshape({1}));
+    {
+      TiedGradientApart tied(*model_);
+      for (int m = 0; m < M; ++m) {
+        Tape tape;
+        Tensor loss = tape.record([&] { return model_->loss(inputs[size_t(m)], targets[size_t(m)]); });
+        tape.backward({loss}, {full(loss.shape(), scale, loss.dtype(), loss.device())});
+        losses.push_back(loss.detach().reshape({1}));
+      }
+      tied.add_up();
     }
     value = pipeline::step_loss(ops::concat(losses, 0).to_vector());
   }
