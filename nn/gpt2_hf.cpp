@@ -109,9 +109,17 @@ const Tensor& need(const std::map<std::string, Tensor>& hf, const std::string& n
 
 }  // namespace
 
-bool is_hf_gpt2(const std::map<std::string, Tensor>& tensors) {
-  const auto hf = normalized(tensors);
+bool is_hf_gpt2(const std::set<std::string>& names) {
+  std::set<std::string> hf;
+  for (const std::string& name : names)
+    if (auto n = normalized_name(name)) hf.insert(*n);
   return hf.count("wte.weight") && hf.count("h.0.attn.c_attn.weight");
+}
+
+bool is_hf_gpt2(const std::map<std::string, Tensor>& tensors) {
+  std::set<std::string> names;
+  for (const auto& [name, t] : tensors) names.insert(name);
+  return is_hf_gpt2(names);
 }
 
 GPTConfig hf_gpt2_config(const std::string& path) { return hf_gpt2_config(load_safetensors(path).tensors, path); }
@@ -229,7 +237,11 @@ void load_hf_gpt2(GPT& model, const std::map<std::string, Tensor>& tensors, cons
 }
 
 void load_hf_gpt2_sharded(GPT& model, const std::string& index_path) {
-  const HfIndex index = read_hf_index(index_path);
+  load_hf_gpt2_indexed(model, read_hf_index(index_path));
+}
+
+void load_hf_gpt2_indexed(GPT& model, const HfIndex& index) {
+  const std::string& index_path = index.path;
   if (model.is_whole()) {
     load_hf_gpt2(model, load_hf_shards(index), index_path);
     return;

@@ -34,12 +34,15 @@
 
 #include "core/tensor.h"
 #include "nn/gpt.h"
+#include "nn/hf_shards.h"
 
 namespace brigade::nn {
 
 // True when a safetensors file's tensors are GPT-2's in the Hugging Face layout (as opposed to, say,
 // a brigade checkpoint's "model.*" names).
 bool is_hf_gpt2(const std::map<std::string, Tensor>& tensors);
+// The same from the tensors' names alone (a file's header, read without its data).
+bool is_hf_gpt2(const std::set<std::string>& names);
 
 // The configuration a Hugging Face GPT-2 file describes: vocab_size, block_size, n_embd and n_layer
 // from the tensors' shapes; n_head from a config.json beside the file when there is one (its
@@ -69,6 +72,8 @@ void load_hf_gpt2(GPT& model, const std::map<std::string, Tensor>& tensors, cons
 // some layers (a pipeline rank's) reads only the shards, and the tensors, of those layers; the
 // names of the whole index are checked all the same. Errors name the index.
 void load_hf_gpt2_sharded(GPT& model, const std::string& index_path);
+// The same from an index already made: read_hf_index's, or one single file's (hf_single_file_index).
+void load_hf_gpt2_indexed(GPT& model, const HfIndex& index);
 
 // Writes `model` to `path` in the Hugging Face layout, f32, with its first `vocab` token rows (0: all
 // of them), atomically; metadata {"format": "pt"} as Hugging Face's own files have.

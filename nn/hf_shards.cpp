@@ -43,6 +43,18 @@ std::string hf_index_path(const std::string& path) {
   return fs::path(path).filename() == kHfIndexName && fs::is_regular_file(path, ec) ? path : "";
 }
 
+HfIndex hf_single_file_index(const std::string& path) {
+  HfIndex index;
+  index.path = path;
+  index.dir = fs::path(path).parent_path().string();
+  const std::string file = fs::path(path).filename().string();
+  load_safetensors(path, [&](const std::string& name) {  // the header alone: no tensor is wanted
+    index.weight_map[name] = file;
+    return false;
+  });
+  return index;
+}
+
 HfIndex read_hf_index(const std::string& index_path) {
   HfIndex index;
   index.path = index_path;

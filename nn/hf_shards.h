@@ -40,6 +40,10 @@ struct HfIndex {
 // Throws Error naming the index (and the shard that is missing).
 HfIndex read_hf_index(const std::string& index_path);
 
+// One safetensors file as an index of one shard: every tensor in its header (read without the data)
+// maps to it. So a reader that takes some tensors of a sharded model takes them of a single file too.
+HfIndex hf_single_file_index(const std::string& path);
+
 // The tensors of the weight map that `wanted` accepts (all when null), reading only the shards that
 // hold them and, in each, only those tensors. Throws naming the index, the shard and the tensor when
 // a shard does not hold what the index says it does.

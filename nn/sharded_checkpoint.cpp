@@ -137,6 +137,19 @@ ShardedIndex read_sharded_index(const std::string& dir) {
   return index;
 }
 
+Checkpoint load_checkpoint_part(const std::string& file, const std::set<std::string>& params) {
+  // A tensor is wanted when it is one of `params` or their optimizer state ("optim.<kind>.<name>"),
+  // or the optimizer's own step count and learning rate.
+  auto needed = [&params](const std::string& tensor) {
+    if (tensor.rfind("model.", 0) == 0) return params.count(tensor.substr(6)) > 0;
+    if (tensor.rfind("optim.", 0) != 0) return false;
+    const std::string key = tensor.substr(6);
+    const std::string parameter = optim::Optimizer::parameter_of_key(key);
+    return parameter.empty() ? (key == "step" || key == "lr") : params.count(parameter) > 0;
+  };
+  return checkpoint_from(load_safetensors(file, needed), file);
+}
+
 Checkpoint load_sharded_checkpoint(const std::string& dir, const ShardedIndex& index,
                                    const std::set<std::string>* wanted) {
   // Which parameters to read from which shard.
@@ -155,16 +168,7 @@ Checkpoint load_sharded_checkpoint(const std::string& dir, const ShardedIndex& i
   out.metadata = index.metadata;
   for (const auto& [shard, params] : by_shard) {
     const std::string path = (fs::path(dir) / shard).string();
-    // A tensor is wanted when it is one of `params` or their optimizer state ("optim.<kind>.<name>":
-    // kinds have no dots, names do), or the optimizer's own step count and learning rate.
-    auto needed = [&params](const std::string& tensor) {
-      if (tensor.rfind("model.", 0) == 0) return params.count(tensor.substr(6)) > 0;
-      if (tensor.rfind("optim.", 0) != 0) return false;
-      const std::string key = tensor.substr(6);
-      const std::string parameter = optim::Optimizer::parameter_of_key(key);
-      return parameter.empty() ? (key == "step" || key == "lr") : params.count(parameter) > 0;
-    };
-    Checkpoint part = checkpoint_from(load_safetensors(path, needed), path);
+    Checkpoint part = load_checkpoint_part(path, params);
     for (const std::string& param : params)
       BRIGADE_CHECK(part.model.count(param), "checkpoint ", dir, ": the index puts '", param, "' in ", path,
                     ", which does not hold it");

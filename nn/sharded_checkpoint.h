@@ -63,6 +63,11 @@ ShardedIndex read_sharded_index(const std::string& dir);
 // The parameters named in `wanted` (every parameter when null) with their optimizer state and the
 // index's metadata, reading only the shards that hold them and, in those, only their tensors. Throws
 // naming the directory when a wanted parameter is not in the checkpoint.
+// From one safetensors file (a shard, or an older build's single-file checkpoint): only the
+// parameters `params` names, their optimizer state and the optimizer's own step count and learning
+// rate, with the file's metadata. What a pipeline rank reads of a checkpoint: its own part.
+Checkpoint load_checkpoint_part(const std::string& file, const std::set<std::string>& params);
+
 Checkpoint load_sharded_checkpoint(const std::string& dir, const ShardedIndex& index,
                                    const std::set<std::string>* wanted = nullptr);
 

@@ -360,3 +360,26 @@ TEST_CASE("gpt2_hf: a pipeline rank's part reads only the shards of its own laye
   nn::GPT all(other_seed);
   REQUIRE_THROWS_WITH(nn::load_hf_gpt2_sharded(all, index), Catch::Contains(hf + "/model-"));
 }
+
+TEST_CASE("gpt2_hf: a pipeline rank's part of a single Hugging Face file equals the whole model's there",
+          "[checkpoint][gpt2_hf]") {
+  // One file read as an index of one shard (hf_single_file_index: its header alone), so a rank reads
+  // only its own layers' bytes, as from shards.
+  TempDir dir("brigade_test_gpt2_hf_single_part");
+  nn::GPT original(small_config());
+  const std::string file = dir.file("model.safetensors");
+  nn::save_hf_gpt2(original, file);
+  const nn::HfIndex index = nn::hf_single_file_index(file);
+  REQUIRE(index.weight_map.count("wte.weight") == 1);
+  REQUIRE(index.weight_map.at("wte.weight") == "model.safetensors");
+  nn::GPTConfig other_seed = small_config();
+  other_seed.seed = 99;
+  const int64_t last = nn::GPT::layer_count(small_config(), nn::LayerGrain::block) - 1;
+  nn::GPT part(other_seed, nn::LayerGrain::block, {last - 1, last});  // the last block and the head
+  nn::load_hf_gpt2_indexed(part, index);
+  const auto whole = original.state_dict();
+  for (const auto& [name, t] : part.state_dict()) {
+    INFO(name);
+    require_same_bits(t, whole.at(name));
+  }
+}

@@ -99,11 +99,11 @@ void Trainer::save(const std::string& path) {
 }
 
 nn::Checkpoint Trainer::load_own_part(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_directory(path, ec)) return nn::load_checkpoint(path);  // an older build's single file
   std::set<std::string> names;
   for (auto& [name, p] : model_->named_parameters())
     if (owns(p)) names.insert(name);
+  std::error_code ec;
+  if (!std::filesystem::is_directory(path, ec)) return nn::load_checkpoint_part(path, names);  // an older single file
   return nn::load_sharded_checkpoint(path, nn::read_sharded_index(path), &names);
 }
 
@@ -209,15 +209,21 @@ void Trainer::init_from(const std::string& path) {
   // A brigade checkpoint (sharded or a single file), or GPT-2 weights in the Hugging Face layout
   // (nn/gpt2_hf.h), one file or sharded (a directory with model.safetensors.index.json, or that file),
   // of which a pipeline rank reads only its own layers' shards.
+  // Either way a rank reads only its own parameters' bytes.
   const std::string hf_index = nn::hf_index_path(path);
   std::error_code ec;
-  const bool sharded = !hf_index.empty() || std::filesystem::is_directory(path, ec);
-  Safetensors file = sharded ? Safetensors{} : load_safetensors(path);
   try {
-    if (!hf_index.empty()) nn::load_hf_gpt2_sharded(*model_, hf_index);
-    else if (sharded) load_model_state(load_own_part(path).model);  // this rank's parameters only
-    else if (nn::is_hf_gpt2(file.tensors)) nn::load_hf_gpt2(*model_, file.tensors, path);
-    else load_model_state(nn::checkpoint_from(std::move(file), path).model);
+    if (!hf_index.empty()) {
+      nn::load_hf_gpt2_sharded(*model_, hf_index);
+    } else if (std::filesystem::is_directory(path, ec)) {
+      load_model_state(load_own_part(path).model);
+    } else {
+      const nn::HfIndex file = nn::hf_single_file_index(path);  // the header: which layout it is
+      std::set<std::string> names;
+      for (const auto& [name, shard] : file.weight_map) names.insert(name);
+      if (nn::is_hf_gpt2(names)) nn::load_hf_gpt2_indexed(*model_, file);
+      else load_model_state(load_own_part(path).model);
+    }
   } catch (const Error& e) {
     fail("--init-from ", path, ": its weights do not fit this model (", e.what(),
          "); the model flags (--model, --layers, --heads, --embd, --context, --vocab) must describe the model it holds");
