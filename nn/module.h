@@ -121,4 +121,18 @@ class Module {
   std::optional<DType> compute_dtype_;
 };
 
+// Eval mode (no dropout) for a scope, then the mode the module was in: evaluation in the middle of
+// training leaves it training.
+class EvalScope {
+ public:
+  explicit EvalScope(Module& module) : module_(module), was_training_(module.is_training()) { module_.eval(); }
+  ~EvalScope() { module_.train(was_training_); }
+  EvalScope(const EvalScope&) = delete;
+  EvalScope& operator=(const EvalScope&) = delete;
+
+ private:
+  Module& module_;
+  bool was_training_;
+};
+
 }  // namespace brigade::nn

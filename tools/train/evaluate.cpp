@@ -45,16 +45,13 @@ Accuracy evaluate_sorting(const Decoder& decode, Device device, const SortTask& 
 }
 
 Accuracy evaluate_sorting(nn::GPT& model, const SortTask& task, uint64_t seed, int64_t examples) {
-  const bool was_training = model.is_training();
-  model.eval();
+  nn::EvalScope eval(model);
   auto one_device = [&](const std::vector<Tensor>& prompts, int64_t new_tokens) {
     std::vector<Tensor> out;
     for (const Tensor& p : prompts) out.push_back(model.generate(p, new_tokens));
     return out;
   };
-  const Accuracy a = evaluate_sorting(one_device, model.config().device, task, seed, examples);
-  model.train(was_training);
-  return a;
+  return evaluate_sorting(one_device, model.config().device, task, seed, examples);
 }
 
 std::vector<data::TokenBatch> loss_batches(const data::TokenLoader& data, int64_t windows, int64_t batch) {
@@ -80,12 +77,10 @@ double mean_over_windows(const std::vector<double>& batch_losses, const std::vec
 
 double mean_loss(nn::GPT& model, const data::TokenLoader& data, int64_t windows, int64_t batch) {
   const std::vector<data::TokenBatch> batches = loss_batches(data, windows, batch);
-  const bool was_training = model.is_training();
-  model.eval();
+  nn::EvalScope eval(model);
   const Device device = model.config().device;
   std::vector<double> losses;
   for (const data::TokenBatch& b : batches) losses.push_back(model.loss(b.inputs.to(device), b.targets.to(device)).item());
-  model.train(was_training);
   return mean_over_windows(losses, batches);
 }
 

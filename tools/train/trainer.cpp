@@ -60,19 +60,6 @@ class TiedGradientApart {
   Tensor embedding_, apart_;
 };
 
-// Eval mode for a scope (the pipeline's chunks share the model's layers), then the mode before.
-class EvalMode {
- public:
-  explicit EvalMode(nn::GPT& model) : model_(model), was_training_(model.is_training()) { model_.eval(); }
-  ~EvalMode() { model_.train(was_training_); }
-  EvalMode(const EvalMode&) = delete;
-  EvalMode& operator=(const EvalMode&) = delete;
-
- private:
-  nn::GPT& model_;
-  bool was_training_;
-};
-
 nn::GPTConfig gpt_config(const TrainOptions& o, const Task& task) {
   nn::GPTConfig c;
   c.vocab_size = task.vocab_size();
@@ -450,7 +437,7 @@ Accuracy Trainer::evaluate(int64_t examples) {
                 "validation loss");
   if (!pipe_) return evaluate_sorting(*model_, *sort, options_.seed, examples);
   if (!evaluates_here()) return Accuracy{};
-  EvalMode eval(*model_);
+  nn::EvalScope eval(*model_);
   auto through_stages = [&](const std::vector<Tensor>& prompts, int64_t new_tokens) {
     return pipeline_generate(*pipe_, prompts, new_tokens, model_->config().block_size);
   };
@@ -465,7 +452,7 @@ double Trainer::validation_loss(int64_t windows) {
   windows = std::min(windows, lm->validation()->windows());
   if (!pipe_) return mean_loss(*model_, *lm->validation(), windows, options_.batch);
   if (!evaluates_here()) return std::numeric_limits<double>::quiet_NaN();
-  EvalMode eval(*model_);
+  nn::EvalScope eval(*model_);
   const double loss = pipeline_mean_loss(*pipe_, *lm->validation(), windows, options_.batch, model_->config().device);
   return is_leader() ? loss : std::numeric_limits<double>::quiet_NaN();
 }
@@ -486,7 +473,7 @@ std::string Trainer::sample(int64_t tokens, uint64_t seed) {
   // Only ids the tokenizer can decode: not the padding, nor ids a larger --vocab adds.
   g.vocab_limit = std::min(lm->tokenizer_vocab(), int64_t(tokenizer.vocab_size()));
   const int64_t block_size = model_->config().block_size, count = std::min(tokens, block_size - 1);
-  EvalMode eval(*model_);
+  nn::EvalScope eval(*model_);
   const std::vector<double> out = pipe_ ? pipeline_generate(*pipe_, {prompt}, count, block_size, g)[0].to_vector()
                                         : model_->generate(prompt, count, g).to_vector();
   if (!is_leader()) return "";
