@@ -15,6 +15,7 @@
 #include "comm/run_command.h"
 #include "comm/thread_ranks.h"
 #include "test_util.h"
+#include "train_run.h"
 #include "train/command.h"
 #include "train/options.h"
 #include "tools/cli/matmul_choice.h"
@@ -716,19 +717,8 @@ std::vector<std::string> dir_run(const std::string& save, int64_t steps, int64_t
           std::to_string(save_every)};
 }
 
-std::vector<std::string> with(std::vector<std::string> args, const std::vector<std::string>& more) {
-  args.insert(args.end(), more.begin(), more.end());
-  return args;
-}
-
-// Runs `brigade train args` in this process; returns what it printed. Requires success.
-std::string train_ok(const std::vector<std::string>& args) {
-  std::ostringstream out, err;
-  const int status = train_command(args, out, err);
-  INFO(out.str() << err.str());
-  REQUIRE(status == 0);
-  return out.str();
-}
+using test::train_ok;
+using test::with;
 
 // The step of "resumed from <path> at step <s>", after checking that <path> is `dir`'s file of it.
 int64_t resumed_step(const std::string& output, const std::string& dir) {

@@ -8,6 +8,7 @@
 #include "nn/checkpoint.h"
 #include "temp_dir.h"
 #include "test_util.h"
+#include "train_run.h"
 #include "train/command.h"
 #include "train/options.h"
 
@@ -30,19 +31,8 @@ std::vector<std::string> tiny_run(const std::string& save, int64_t steps, int64_
           "--threads", "1", "--device", "cpu", "--trace", "none", "--svg", "none", "--save", save};
 }
 
-std::vector<std::string> with(std::vector<std::string> args, const std::vector<std::string>& more) {
-  args.insert(args.end(), more.begin(), more.end());
-  return args;
-}
-
-// Runs `brigade train args` in this process; returns what it printed. Requires success.
-std::string train_ok(const std::vector<std::string>& args) {
-  std::ostringstream out, err;
-  const int status = train_command(args, out, err);
-  INFO(out.str() << err.str());
-  REQUIRE(status == 0);
-  return out.str();
-}
+using test::train_ok;
+using test::with;
 
 // The "loss=..." field of every progress line, as printed.
 std::vector<std::string> printed_losses(const std::string& text) {

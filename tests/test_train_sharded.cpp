@@ -6,6 +6,7 @@
 
 #include "nn/sharded_checkpoint.h"
 #include "test_util.h"
+#include "train_run.h"
 #include "train/checkpoint_dir.h"
 #include "train/command.h"
 
@@ -38,13 +39,7 @@ std::vector<std::string> run_args(const std::vector<std::string>& layout, const 
   return args;
 }
 
-std::string train_ok(const std::vector<std::string>& args) {
-  std::ostringstream out, err;
-  const int status = train::train_command(args, out, err);
-  INFO(out.str() << err.str());
-  REQUIRE(status == 0);
-  return out.str();
-}
+using test::train_ok;
 
 }  // namespace
 
