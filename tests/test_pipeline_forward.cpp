@@ -15,6 +15,7 @@
 #include "pipeline/gpt_stages.h"
 #include "pipeline/runtime.h"
 #include "pipeline/trace.h"
+#include "pipeline_step.h"
 #include "test_util.h"
 
 using namespace brigade;
@@ -23,16 +24,8 @@ using Catch::Contains;
 
 namespace {
 
-nn::GPTConfig tiny_gpt() {
-  nn::GPTConfig c;
-  c.vocab_size = 11;
-  c.block_size = 8;
-  c.n_layer = 3;  // 5 layers: with P = 4 and V = 2 some of the 8 stages are empty
-  c.n_head = 2;
-  c.n_embd = 8;
-  c.seed = 7;
-  return c;
-}
+// 5 layers: with P = 4 and V = 2 some of the 8 stages are empty.
+nn::GPTConfig tiny_gpt() { return test::tiny_gpt_config(); }
 
 // Ids in [0, 11) from a counter hash.
 Tensor ids(int64_t b, int64_t t, uint64_t seed) {
