@@ -13,6 +13,8 @@ build_dir=${BUILD_DIR:-build}
 
 # iproute2: the multi-host tests build their hosts from network namespaces (`ip netns`).
 packages=(g++ meson ninja-build pkg-config catch2 libgloo-dev iproute2)
+# cmake: the install_cmake test builds the README's program as a CMake project (find_package(brigade)).
+packages+=(cmake)
 missing=()
 for package in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed'; then
