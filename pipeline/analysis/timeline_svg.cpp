@@ -6,6 +6,7 @@
 
 #include "core/atomic_file.h"
 #include "core/format.h"
+#include "pipeline/analysis/svg.h"
 #include "pipeline/analysis/timeline.h"
 #include "pipeline/analysis/timeline_svg_panel.h"
 
@@ -20,8 +21,9 @@ constexpr double kRowHeight = 28;
 constexpr double kRowGap = 6;
 constexpr int kSwatchesPerLine = 20;
 
-// Coordinates to a tenth of a unit: finer than any screen shows, and short files.
-std::string fmt(double v) { return format_fixed(v, 1); }
+std::string fmt(double v) { return svg::coordinate(v); }
+using svg::escape;
+using svg::tick_step;
 
 // Text baselines sit on whole units (every top in the layout is one), printed without decimals.
 std::string whole(double v) { return std::to_string(std::lround(v)); }
@@ -51,30 +53,6 @@ const char* letter(ActionKind k) {
 
 std::string fill(int microbatch, ActionKind k) {
   return "hsl(" + fmt(hue(microbatch)) + ",70%," + std::to_string(lightness(k)) + "%)";
-}
-
-std::string escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
-// A round tick spacing (1, 2 or 5 times a power of ten) giving about `target` ticks.
-double tick_step(double span, int target) {
-  const double raw = span / target;
-  const double power = std::pow(10.0, std::floor(std::log10(raw)));
-  for (double m : {1.0, 2.0, 5.0}) {
-    if (m * power >= raw) return m * power;
-  }
-  return 10 * power;
 }
 
 }  // namespace
