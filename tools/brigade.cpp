@@ -10,6 +10,7 @@
 //   brigade data ...      prepare token shards from text files (tools/data_prepare/)
 //   brigade generate ...  continue a prompt with a trained GPT (tools/generate/)
 //   brigade export ...    write a trained GPT in Hugging Face's layout (tools/export/)
+//   brigade curves ...    redraw a run's loss curves from its --metrics file (tools/curves/)
 #include <iostream>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "bench_comm/bench_comm.h"
 #include "bench_pipeline/command.h"
 #include "bench_step/command.h"
+#include "curves/command.h"
 #include "data_prepare/command.h"
 #include "export/command.h"
 #include "generate/command.h"
@@ -44,6 +46,9 @@ int run_generate(const std::vector<std::string>& args) {
 }
 int run_export(const std::vector<std::string>& args) {
   return brigade::export_cli::export_command(args, std::cout, std::cerr);
+}
+int run_curves(const std::vector<std::string>& args) {
+  return brigade::curves_cli::curves_command(args, std::cout, std::cerr);
 }
 int run_tokenizer(const std::vector<std::string>& args) {
   return brigade::tokenizer_cli::tokenizer_command(args, std::cout, std::cerr);
@@ -90,6 +95,7 @@ const Subcommand kSubcommands[] = {
     {"generate", "continue a prompt with a trained GPT (a --data checkpoint, or Hugging Face GPT-2 weights)",
      run_generate},
     {"export", "write a trained GPT as a Hugging Face GPT-2 directory, one file or shards with an index", run_export},
+    {"curves", "redraw a run's loss curves (SVG) from its `train --metrics` file", run_curves},
 };
 
 void print_usage(std::ostream& os) {

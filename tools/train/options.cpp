@@ -170,6 +170,12 @@ const std::vector<Flag>& flags() {
        [](const TrainOptions& o) { return o.recompute ? std::string("on") : std::string("off"); }},
       text_flag("--trace", "PATH", "Chrome trace (Perfetto) of the last step; 'none': off", &TrainOptions::trace),
       text_flag("--svg", "PATH", "timeline of the last step, simulated vs measured; 'none': off", &TrainOptions::svg),
+      text_flag("--metrics", "FILE",
+                "append one JSON line per progress line and per validation (loss, lr, tok/s, MFU, peak memory per "
+                "rank, time), flushed as written; a resumed run continues it",
+                &TrainOptions::metrics),
+      text_flag("--curves", "PATH", "with --metrics: the loss curves (SVG) drawn at the end; 'none': off",
+                &TrainOptions::curves),
       int_flag("--log-every", "steps between progress lines", &TrainOptions::log_every, 1),
       int_flag("--eval", "held-out sequences for the final accuracy (--data: validation windows)",
                &TrainOptions::eval_examples, 1),

@@ -73,6 +73,10 @@ struct TrainOptions {
   DeviceMemoryLimit memory_limit;
   std::string trace = "brigade-trace.json";    // Chrome trace of the last step ("" or none: off)
   std::string svg = "brigade-timeline.svg";    // simulated vs measured timeline of the last step
+  // JSON Lines of every progress line and validation (metrics.h), continued on resume; "": none. With
+  // it, the loss curves drawn from it at the end (loss_curve.h) go to `curves` ("" or none: off).
+  std::string metrics;
+  std::string curves = "brigade-loss.svg";
   // Reporting and checkpoints
   int64_t log_every = 100;
   // The final evaluation: held-out sequences (sort) or validation windows (--data).
