@@ -1,31 +1,86 @@
 #include "comm/launch_env.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
+#include <vector>
 
+#include "comm/launchers.h"
 #include "core/error.h"
 
 namespace brigade::comm {
 
 namespace {
 
-bool is_set(const GetEnv& getenv, const char* name) {
-  const char* v = getenv(name);
-  return v != nullptr && *v != '\0';
+bool is_mpi(const LauncherPlace& p) { return p.launcher == "Open MPI" || p.launcher == "PMI" || p.launcher == "PMIx"; }
+
+// The launcher believed (launchers.h gives the order). An MPI launcher whose rank agrees with
+// Slurm's is Slurm's own (srun --mpi=pmi2 or pmix): Slurm's variables say more, the node list.
+const LauncherPlace& believed(const std::vector<LauncherPlace>& places) {
+  const LauncherPlace& first = places.front();
+  for (const LauncherPlace& p : places)
+    if (is_mpi(first) && p.launcher == "slurm" && p.rank == first.rank &&
+        (first.world_size == 0 || first.world_size == p.world_size))
+      return p;
+  BRIGADE_CHECK(first.world_size > 0, "comm: ", first.rank_var, "=", first.rank, " is set (", first.launcher,
+                ") but no variable gives the job's size (", first.launcher,
+                " keeps it in its library): set RANK (=$", first.rank_var,
+                ") and WORLD_SIZE for every process, or launch with srun or Open MPI's mpirun, whose variables give it");
+  return first;
 }
 
-int read_int(const GetEnv& getenv, const char* name, int fallback, int min_value) {
-  if (!is_set(getenv, name)) return fallback;
-  std::string text = getenv(name);
-  char* end = nullptr;
-  long value = std::strtol(text.c_str(), &end, 10);
-  BRIGADE_CHECK(end == text.c_str() + text.size() && value >= min_value && value <= 1 << 30, "comm: ", name, "='",
-                text, "' is not an integer >= ", min_value);
-  return int(value);
+// Four processes that each think they are alone train four independent jobs and print four sets of
+// results, with nothing to say it went wrong: refuse, naming both launchers' variables.
+void refuse_independent_jobs(const LauncherPlace& chosen, const std::vector<LauncherPlace>& places) {
+  for (const LauncherPlace& p : places) {
+    if (&p == &chosen || p.world_size <= 1) continue;
+    BRIGADE_CHECK(chosen.world_size != 1, "comm: ", chosen.size_var, "=1 (", chosen.launcher,
+                  ") says this process runs alone, but ", p.size_var, "=", p.world_size, " (", p.launcher,
+                  ") says it is one of ", p.world_size,
+                  " processes: each would run as an independent job. Run the program under that launcher without "
+                  "setting ",
+                  chosen.size_var, ", or unset ", p.size_var, " if this process is meant to run alone");
+    // `srun -n 2 brigade launch -n 4`: each of the two launchers starts a job of its own unless they
+    // were told of each other (--nnodes 2), which makes WORLD_SIZE / LOCAL_WORLD_SIZE their number.
+    const int launchers = chosen.world_size / std::max(chosen.local_world_size, 1);
+    BRIGADE_CHECK(chosen.launcher != "brigade launch" || launchers == p.world_size, "comm: ", p.size_var, "=",
+                  p.world_size, " (", p.launcher, ") started ", p.world_size,
+                  " copies of brigade launch, but each runs a job of its own (--nnodes ", launchers,
+                  "): they would train independently. Tell them of each other with --nnodes ", p.world_size,
+                  " --node-rank $", p.rank_var, " --master-addr <the first one's host> --master-port <a free port>, or "
+                  "let ", p.launcher, " start the program directly");
+    return;
+  }
 }
 
-// Slurm's tasks per node: "4", "2(x3)" (three nodes of 2), "2(x3),1": the first node's count.
-int first_slurm_count(const std::string& text) { return std::atoi(text.c_str()); }
+// A TCP port every rank of one job computes alike from the job's name (FNV-1a: the same in every
+// build), below Linux's ephemeral range (32768 and up) so that it is not some connection's port.
+int port_from_job_key(const std::string& key) {
+  uint32_t h = 2166136261u;
+  for (unsigned char c : key) h = (h ^ c) * 16777619u;
+  return 20000 + int(h % 10000);
+}
+
+// Under mpirun nothing in the environment says where rank 0 runs. On one machine it is here; across
+// machines the user must say (MASTER_ADDR), and is told so before anything waits.
+void choose_mpi_rendezvous(const LauncherPlace& p, LaunchEnv& env) {
+  if (!env.store_dir.empty() || env.world_size == 1) return;
+  const bool one_machine = p.local_known && p.local_world_size == p.world_size;
+  if (env.master_addr.empty() && one_machine) env.master_addr = "127.0.0.1";
+  if (!env.master_addr.empty() && env.master_port == 0 && !p.job_key.empty())
+    env.master_port = port_from_job_key(p.job_key);
+  if (!env.master_addr.empty() && env.master_port != 0) return;
+  const std::string why = !env.master_addr.empty() ? "MASTER_ADDR is set, but nothing names the job to derive a port from"
+                          : !p.local_known        ? p.launcher + " does not say which ranks share a machine"
+                          : !one_machine ? "the job spans several machines (" + std::to_string(p.local_world_size) +
+                                               " of its " + std::to_string(p.world_size) + " ranks on this one)"
+                                         : "nothing names the job to derive a port from";
+  BRIGADE_CHECK(false, "comm: ", env.str(), ": ", why, ", and ", p.launcher,
+                "'s environment does not say where rank 0 runs: export MASTER_ADDR=<rank 0's host> and "
+                "MASTER_PORT=<a free port> to every rank (Open MPI: mpirun -x MASTER_ADDR=node0 -x MASTER_PORT=29400; "
+                "MPICH, Intel MPI: mpiexec -genv MASTER_ADDR node0 -genv MASTER_PORT 29400), or BRIGADE_COMM_STORE="
+                "<a directory every host sees>");
+}
 
 }  // namespace
 
@@ -51,46 +106,32 @@ std::string first_slurm_host(const std::string& nodelist) {
 
 LaunchEnv read_launch_env(const GetEnv& getenv) {
   LaunchEnv env;
-  bool torchrun_style = is_set(getenv, "RANK") || is_set(getenv, "WORLD_SIZE");
-  bool slurm = is_set(getenv, "SLURM_PROCID") && is_set(getenv, "SLURM_NTASKS");
-  if (torchrun_style) {
-    BRIGADE_CHECK(is_set(getenv, "RANK") && is_set(getenv, "WORLD_SIZE"),
-                  "comm: RANK and WORLD_SIZE must be set together (found only ",
-                  is_set(getenv, "RANK") ? "RANK" : "WORLD_SIZE", ")");
-    env.rank = read_int(getenv, "RANK", 0, 0);
-    env.world_size = read_int(getenv, "WORLD_SIZE", 1, 1);
-    env.local_rank = read_int(getenv, "LOCAL_RANK", env.rank, 0);
-    env.local_world_size = read_int(getenv, "LOCAL_WORLD_SIZE", env.world_size, 1);
-    env.launcher = is_set(getenv, "BRIGADE_LAUNCH") ? "brigade launch" : "torchrun";
-    BRIGADE_CHECK(env.rank < env.world_size, "comm: RANK=", env.rank, " is not below WORLD_SIZE=", env.world_size);
-  } else if (slurm) {
-    env.rank = read_int(getenv, "SLURM_PROCID", 0, 0);
-    env.world_size = read_int(getenv, "SLURM_NTASKS", 1, 1);
-    env.local_rank = read_int(getenv, "SLURM_LOCALID", 0, 0);
-    env.local_world_size =
-        is_set(getenv, "SLURM_NTASKS_PER_NODE") ? first_slurm_count(getenv("SLURM_NTASKS_PER_NODE")) : 1;
-    if (is_set(getenv, "SLURM_TASKS_PER_NODE") && !is_set(getenv, "SLURM_NTASKS_PER_NODE"))
-      env.local_world_size = first_slurm_count(getenv("SLURM_TASKS_PER_NODE"));
-    env.local_world_size = std::max(env.local_world_size, env.local_rank + 1);
-    env.launcher = "slurm";
-    BRIGADE_CHECK(env.rank < env.world_size, "comm: SLURM_PROCID=", env.rank, " is not below SLURM_NTASKS=",
-                  env.world_size);
+  const std::vector<LauncherPlace> places = read_launchers(getenv);
+  const LauncherPlace* chosen = places.empty() ? nullptr : &believed(places);
+  if (chosen != nullptr) {
+    refuse_independent_jobs(*chosen, places);
+    env.rank = chosen->rank;
+    env.world_size = chosen->world_size;
+    env.local_rank = chosen->local_rank;
+    env.local_world_size = chosen->local_world_size;
+    env.launcher = chosen->launcher;
   } else {
     env.launcher = "none";
   }
   BRIGADE_CHECK(env.local_rank < env.local_world_size, "comm: the local rank ", env.local_rank,
                 " is not below the local world size ", env.local_world_size);
 
-  if (is_set(getenv, "BRIGADE_COMM_STORE")) env.store_dir = getenv("BRIGADE_COMM_STORE");
-  if (is_set(getenv, "MASTER_ADDR")) env.master_addr = getenv("MASTER_ADDR");
-  env.master_port = read_int(getenv, "MASTER_PORT", 0, 1);
+  if (env_is_set(getenv, "BRIGADE_COMM_STORE")) env.store_dir = getenv("BRIGADE_COMM_STORE");
+  if (env_is_set(getenv, "MASTER_ADDR")) env.master_addr = getenv("MASTER_ADDR");
+  env.master_port = env_int(getenv, "MASTER_PORT", 0, 1);
   BRIGADE_CHECK(env.master_port <= 65535, "comm: MASTER_PORT=", env.master_port, " is not a TCP port");
-  if (env.launcher == "slurm" && env.store_dir.empty()) {
+  if (env.launcher == "slurm" && env.store_dir.empty() && env.world_size > 1) {
     // Every task of the job computes the same address without talking to the others.
-    if (env.master_addr.empty() && is_set(getenv, "SLURM_JOB_NODELIST"))
+    if (env.master_addr.empty() && env_is_set(getenv, "SLURM_JOB_NODELIST"))
       env.master_addr = first_slurm_host(getenv("SLURM_JOB_NODELIST"));
-    if (env.master_port == 0) env.master_port = 29500 + read_int(getenv, "SLURM_JOB_ID", 0, 0) % 1000;
+    if (env.master_port == 0) env.master_port = 29500 + env_int(getenv, "SLURM_JOB_ID", 0, 0) % 1000;
   }
+  if (chosen != nullptr && is_mpi(*chosen)) choose_mpi_rendezvous(*chosen, env);
   BRIGADE_CHECK(env.master_addr.empty() == (env.master_port == 0) || !env.store_dir.empty(),
                 "comm: MASTER_ADDR and MASTER_PORT must be set together");
   return env;

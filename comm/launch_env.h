@@ -1,16 +1,23 @@
 // Where this process sits in a multi-process job, read from the environment its launcher set.
 //
-// Three launchers are understood, and one function reads whichever is present:
+// One function reads whichever launcher's variables are present (comm/launchers.h lists them):
 //
 //   brigade launch / torchrun   RANK, WORLD_SIZE, LOCAL_RANK (+ LOCAL_WORLD_SIZE), MASTER_ADDR/PORT
+//   Open MPI, MPICH, Intel MPI  OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK/LOCAL_SIZE; PMI_RANK, PMI_SIZE,
+//   (mpirun, mpiexec), PMIx     MPI_LOCALRANKID, MPI_LOCALNRANKS; PMIX_RANK
 //   Slurm (srun)                SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID (+ SLURM_NTASKS_PER_NODE,
 //                               SLURM_JOB_NODELIST, SLURM_JOB_ID)
 //   nothing                     a single process: rank 0 of 1
 //
-// RANK/WORLD_SIZE win when both kinds are present (torchrun started inside a Slurm allocation).
+// RANK/WORLD_SIZE win when several kinds are present (torchrun started inside a Slurm allocation),
+// then the MPI launchers, then Slurm. A process that one launcher calls alone while another counts
+// more processes is refused: it would silently train as an independent job.
+//
 // How the ranks find each other — the rendezvous — comes from BRIGADE_COMM_STORE (a directory every
-// rank can see) or MASTER_ADDR/MASTER_PORT (rank 0 serves a TCP store there). Under Slurm without
-// either, the first node of the allocation serves on a port derived from the job id.
+// rank can see) or MASTER_ADDR/MASTER_PORT (rank 0 serves a TCP store there). Without either, under
+// Slurm the first node of the allocation serves on a port derived from the job id; under an MPI
+// launcher whose ranks are all on this machine, 127.0.0.1 on a port derived from the job's name
+// (PMIX_NAMESPACE, ...). An MPI job across machines without MASTER_ADDR is refused, saying what to set.
 #pragma once
 
 #include <functional>
@@ -23,7 +30,7 @@ struct LaunchEnv {
   int world_size = 1;
   int local_rank = 0;        // rank among the processes on this machine: picks the GPU
   int local_world_size = 1;  // processes on this machine
-  std::string launcher;      // "brigade launch", "torchrun", "slurm" or "none", for messages
+  std::string launcher;      // "brigade launch", "torchrun", "Open MPI", "PMI", "PMIx", "slurm" or "none"
   std::string store_dir;     // BRIGADE_COMM_STORE: a shared directory (FileStore), or empty
   std::string master_addr;   // the TCP store's host, or empty
   int master_port = 0;

@@ -1,4 +1,5 @@
-// Reading the launch environment (brigade launch, torchrun, Slurm) and the rendezvous stores.
+// Reading the launch environment (brigade launch, torchrun, Open MPI, PMI, PMIx, Slurm) and the rendezvous
+// stores. The variables are those the real launchers set; tests/test_comm_clusters.cpp runs them.
 #include <map>
 #include <thread>
 
@@ -73,7 +74,7 @@ TEST_CASE("launch env: brigade launch and torchrun variables", "[comm][env]") {
 }
 
 TEST_CASE("launch env: Slurm variables", "[comm][env]") {
-  comm::LaunchEnv env = read({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"},
+  comm::LaunchEnv env = read({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"}, {"SLURM_STEP_ID", "0"},
                               {"SLURM_TASKS_PER_NODE", "4(x2)"}, {"SLURM_JOB_NODELIST", "gpu[07-08]"},
                               {"SLURM_JOB_ID", "123456"}});
   REQUIRE(env.rank == 5);
@@ -84,17 +85,122 @@ TEST_CASE("launch env: Slurm variables", "[comm][env]") {
   REQUIRE(env.master_addr == "gpu07");
   REQUIRE(env.master_port == 29500 + 456);
   // An explicit MASTER_ADDR/PORT, or a shared store directory, wins over the derived ones.
-  env = read({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_NODELIST", "a,b"}, {"MASTER_ADDR", "head"},
+  env = read({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_ID", "0"}, {"SLURM_JOB_NODELIST", "a,b"}, {"MASTER_ADDR", "head"},
               {"MASTER_PORT", "4000"}});
   REQUIRE(env.master_addr == "head");
   REQUIRE(env.master_port == 4000);
-  env = read({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"BRIGADE_COMM_STORE", "/shared/run1"}});
+  env = read({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEPID", "0"}, {"BRIGADE_COMM_STORE", "/shared/run1"}});
   REQUIRE(env.store_dir == "/shared/run1");
   REQUIRE(env.master_addr.empty());
   // torchrun inside an allocation: RANK/WORLD_SIZE win.
-  env = read({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"RANK", "2"}, {"WORLD_SIZE", "4"}});
+  env = read({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_STEP_ID", "0"}, {"RANK", "2"}, {"WORLD_SIZE", "4"}});
   REQUIRE(env.rank == 2);
   REQUIRE(env.world_size == 4);
+  // A batch script's environment (sbatch -n 4: no step) is one process, not task 0 of 4.
+  env = read({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}, {"SLURM_LOCALID", "0"}, {"SLURM_JOB_ID", "7"}});
+  REQUIRE(env.world_size == 1);
+  REQUIRE(env.launcher == "none");
+}
+
+TEST_CASE("launch env: Open MPI's mpirun on one machine meets on loopback, at a port named by the job",
+          "[comm][env]") {
+  // What Open MPI 4.1's mpirun -n 4 gives rank 2 (as printed by `mpirun env`).
+  std::map<std::string, std::string> vars = {
+      {"OMPI_COMM_WORLD_RANK", "2"},      {"OMPI_COMM_WORLD_SIZE", "4"},       {"OMPI_COMM_WORLD_LOCAL_RANK", "2"},
+      {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}, {"OMPI_MCA_ess_base_jobid", "1154547713"}, {"PMIX_NAMESPACE", "1154547713"},
+      {"PMIX_RANK", "2"}};
+  comm::LaunchEnv env = read(vars);
+  REQUIRE(env.str() ==
+          "rank 2 of 4 (local rank 2 of 4, Open MPI; store: 127.0.0.1:" + std::to_string(env.master_port) + ")");
+  REQUIRE(env.master_port >= 20000);
+  REQUIRE(env.master_port < 30000);
+  // Every rank of the job derives the same port; another job another one.
+  vars["OMPI_COMM_WORLD_RANK"] = vars["OMPI_COMM_WORLD_LOCAL_RANK"] = vars["PMIX_RANK"] = "0";
+  REQUIRE(read(vars).rank == 0);
+  REQUIRE(read(vars).master_port == env.master_port);
+  vars["PMIX_NAMESPACE"] = "1154547714";
+  REQUIRE(read(vars).master_port != env.master_port);
+  // What the user exports wins.
+  vars["MASTER_PORT"] = "4000";
+  REQUIRE(read(vars).master_port == 4000);
+  vars["BRIGADE_COMM_STORE"] = "/tmp/s";
+  REQUIRE(read(vars).store_dir == "/tmp/s");
+  REQUIRE(read(vars).master_addr.empty());
+}
+
+TEST_CASE("launch env: an MPI job across machines needs MASTER_ADDR, and is told so", "[comm][env]") {
+  std::map<std::string, std::string> vars = {{"OMPI_COMM_WORLD_RANK", "3"},       {"OMPI_COMM_WORLD_SIZE", "4"},
+                                             {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                                             {"PMIX_NAMESPACE", "77"}};
+  REQUIRE_THROWS_WITH(read(vars), Contains("rank 3 of 4") && Contains("2 of its 4 ranks on this one") &&
+                                      Contains("mpirun -x MASTER_ADDR=node0 -x MASTER_PORT=29400") &&
+                                      Contains("BRIGADE_COMM_STORE"));
+  // MASTER_ADDR alone is enough: the port still comes from the job's name.
+  vars["MASTER_ADDR"] = "10.0.0.1";
+  comm::LaunchEnv env = read(vars);
+  REQUIRE(env.master_addr == "10.0.0.1");
+  REQUIRE(env.master_port >= 20000);
+  REQUIRE(env.local_rank == 1);
+  REQUIRE(env.local_world_size == 2);
+  // A launcher that does not say which ranks share a machine (PMI without MPI_LOCALNRANKS).
+  REQUIRE_THROWS_WITH(read({{"PMI_RANK", "1"}, {"PMI_SIZE", "2"}}),
+                      Contains("PMI does not say which ranks share a machine") && Contains("MASTER_ADDR"));
+}
+
+TEST_CASE("launch env: MPICH's hydra (PMI) on one machine, srun --mpi=pmi2 and pmix", "[comm][env]") {
+  // What MPICH 4.0's mpiexec.hydra -n 2 gives rank 1: no job id; the ranks' common parent names it.
+  comm::LaunchEnv env = read({{"PMI_RANK", "1"}, {"PMI_SIZE", "2"}, {"PMI_FD", "8"}, {"MPI_LOCALRANKID", "1"},
+                              {"MPI_LOCALNRANKS", "2"}});
+  REQUIRE(env.launcher == "PMI");
+  REQUIRE(env.rank == 1);
+  REQUIRE(env.world_size == 2);
+  REQUIRE(env.local_rank == 1);
+  REQUIRE(env.master_addr == "127.0.0.1");
+  REQUIRE(env.master_port >= 20000);
+  // Slurm's PMI2 and PMIx plugins set their variables beside Slurm's own, which say more (the nodes).
+  env = read({{"PMI_RANK", "5"}, {"PMI_SIZE", "8"}, {"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_STEP_ID", "0"},
+              {"SLURM_JOB_NODELIST", "gpu[07-08]"}, {"SLURM_JOB_ID", "123456"}});
+  REQUIRE(env.launcher == "slurm");
+  REQUIRE(env.master_addr == "gpu07");
+  env = read({{"PMIX_RANK", "5"}, {"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_STEP_ID", "0"}, {"SLURM_JOB_NODELIST", "a,b"}});
+  REQUIRE(env.launcher == "slurm");
+  REQUIRE(env.rank == 5);
+  // PMIx alone gives no size.
+  REQUIRE_THROWS_WITH(read({{"PMIX_RANK", "2"}, {"PMIX_NAMESPACE", "prterun-x-1@1"}}),
+                      Contains("PMIX_RANK=2 is set (PMIx) but no variable gives the job's size") &&
+                          Contains("WORLD_SIZE"));
+  // Open MPI's mpirun inside a Slurm allocation: the SLURM_* variables are those of the step that
+  // runs mpirun or its daemons (here its node 1 of 2), not the MPI ranks'.
+  env = read({{"OMPI_COMM_WORLD_RANK", "6"}, {"OMPI_COMM_WORLD_SIZE", "8"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "2"},
+              {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}, {"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_ID", "0"},
+              {"MASTER_ADDR", "n0"}, {"MASTER_PORT", "29400"}});
+  REQUIRE(env.launcher == "Open MPI");
+  REQUIRE(env.rank == 6);
+  REQUIRE(env.local_rank == 2);
+}
+
+TEST_CASE("launch env: a process alone while its launcher counts several is refused", "[comm][env]") {
+  // torchrun's variables say 1, Slurm's 4: the job would run four times, independently.
+  REQUIRE_THROWS_WITH(read({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"SLURM_PROCID", "2"}, {"SLURM_NTASKS", "4"}, {"SLURM_STEP_ID", "0"}}),
+                      Contains("WORLD_SIZE=1 (torchrun) says this process runs alone, but SLURM_NTASKS=4 (slurm)") &&
+                          Contains("independent job"));
+  REQUIRE_THROWS_WITH(read({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "1"}, {"PMI_RANK", "0"},
+                            {"PMI_SIZE", "3"}}),
+                      Contains("OMPI_COMM_WORLD_SIZE=1 (Open MPI) says this process runs alone, but PMI_SIZE=3"));
+  // srun -n 2 brigade launch -n 2: two launchers, each with a job of its own, unless --nnodes 2.
+  std::map<std::string, std::string> vars = {{"RANK", "1"},         {"WORLD_SIZE", "2"},     {"LOCAL_RANK", "1"},
+                                             {"LOCAL_WORLD_SIZE", "2"}, {"BRIGADE_LAUNCH", "1"}, {"MASTER_ADDR", "h"},
+                                             {"MASTER_PORT", "1234"},  {"SLURM_PROCID", "0"},  {"SLURM_NTASKS", "2"},
+                                             {"SLURM_STEP_ID", "0"}};
+  REQUIRE_THROWS_WITH(read(vars), Contains("SLURM_NTASKS=2 (slurm) started 2 copies of brigade launch") &&
+                                      Contains("--nnodes 2 --node-rank $SLURM_PROCID"));
+  vars["WORLD_SIZE"] = "4";  // --nnodes 2 -n 2
+  vars["RANK"] = "3";
+  REQUIRE(read(vars).rank == 3);
+  // Everyone agreeing on one process is a single process.
+  REQUIRE(read({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "1"}, {"SLURM_PROCID", "0"},
+                {"SLURM_NTASKS", "1"}, {"SLURM_STEP_ID", "0"}})
+              .world_size == 1);
 }
 
 TEST_CASE("launch env: Slurm node lists", "[comm][env]") {
@@ -110,9 +216,12 @@ TEST_CASE("launch env: malformed or contradictory variables name the variable", 
   REQUIRE_THROWS_WITH(read({{"RANK", "2"}, {"WORLD_SIZE", "2"}}), Contains("RANK=2 is not below WORLD_SIZE=2"));
   REQUIRE_THROWS_WITH(read({{"RANK", "0"}}), Contains("RANK and WORLD_SIZE must be set together"));
   REQUIRE_THROWS_WITH(read({{"WORLD_SIZE", "0"}, {"RANK", "0"}}), Contains("WORLD_SIZE='0' is not an integer >= 1"));
-  REQUIRE_THROWS_WITH(read({{"SLURM_PROCID", "4"}, {"SLURM_NTASKS", "4"}}),
+  REQUIRE_THROWS_WITH(read({{"SLURM_PROCID", "4"}, {"SLURM_NTASKS", "4"}, {"SLURM_STEP_ID", "0"}}),
                       Contains("SLURM_PROCID=4 is not below SLURM_NTASKS=4"));
   REQUIRE_THROWS_WITH(read({{"MASTER_ADDR", "h"}}), Contains("MASTER_ADDR and MASTER_PORT must be set together"));
+  REQUIRE_THROWS_WITH(read({{"OMPI_COMM_WORLD_RANK", "4"}, {"OMPI_COMM_WORLD_SIZE", "4"}}),
+                      Contains("OMPI_COMM_WORLD_RANK=4 is not below OMPI_COMM_WORLD_SIZE=4"));
+  REQUIRE_THROWS_WITH(read({{"PMI_RANK", "0"}, {"PMI_SIZE", "two"}}), Contains("PMI_SIZE='two' is not an integer"));
   REQUIRE_THROWS_WITH(read({{"MASTER_ADDR", "h"}, {"MASTER_PORT", "70000"}}), Contains("not a TCP port"));
 }
 

@@ -345,23 +345,12 @@ TEST_CASE("gloo: the pipeline trains across gloo processes, bit for bit as on th
       INFO(threads.output);
       REQUIRE(threads.status == 0);
       // Every loss line and the final report agree exactly.
-      auto lines_with = [](const std::string& text, const std::string& what) {
-        std::vector<std::string> out;
-        std::istringstream in(text);
-        for (std::string line; std::getline(in, line);) {
-          const size_t at = line.find(what);
-          if (at == std::string::npos) continue;
-          std::string rest = line.substr(at);
-          if (const size_t tok = rest.find("tok/s"); tok != std::string::npos) rest = rest.substr(0, tok);
-          out.push_back(rest);
-        }
-        return out;
-      };
-      auto from_processes = lines_with(processes.output, "loss=");
+      auto from_processes = test::lines_with(processes.output, "loss=");
       REQUIRE(from_processes.size() == 2);
-      REQUIRE(from_processes == lines_with(threads.output, "loss="));
-      REQUIRE(lines_with(processes.output, "loss: ") == lines_with(threads.output, "loss: "));
-      REQUIRE(lines_with(processes.output, "held-out accuracy") == lines_with(threads.output, "held-out accuracy"));
+      REQUIRE(from_processes == test::lines_with(threads.output, "loss="));
+      REQUIRE(test::lines_with(processes.output, "loss: ") == test::lines_with(threads.output, "loss: "));
+      REQUIRE(test::lines_with(processes.output, "held-out accuracy") ==
+              test::lines_with(threads.output, "held-out accuracy"));
     }
   }
 }

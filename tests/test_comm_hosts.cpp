@@ -23,7 +23,9 @@
 #include <thread>
 
 #include "comm/background.h"
+#include "comm/cleanup_on_signal.h"
 #include "comm/run_command.h"
+#include "comm/two_hosts.h"
 #include "test_util.h"
 
 using namespace brigade;
@@ -33,6 +35,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using test::Background;
+using test::kPrefix;
+using test::remove_namespace;
+using test::remove_stale_namespaces;
+using test::TwoHosts;
 
 const std::string kCli = BRIGADE_CLI;
 const std::string kWorker = COMM_WORKER;
@@ -42,54 +48,6 @@ double seconds_between(Clock::time_point from, Clock::time_point to) {
 }
 
 bool sh(const std::string& command) { return test::run_command(command).status == 0; }
-
-// Names carry our pid, so parallel runs never collide, and a run killed before cleaning up is
-// recognised (and cleaned) by the next one.
-const std::string kPrefix = "brigade-test-";
-
-void remove_namespace(const std::string& ns) {
-  // Every process in it first (a namespace with processes lingers after `ip netns del`).
-  test::run_command("ip netns pids " + ns + " | xargs -r kill -9; sleep 0.1; ip netns del " + ns);
-}
-
-void remove_stale_namespaces() {
-  std::istringstream list(test::run_command("ip netns list").output);
-  for (std::string line; std::getline(list, line);) {
-    const std::string ns = line.substr(0, line.find(' '));
-    if (ns.rfind(kPrefix, 0) != 0) continue;
-    const int pid = std::atoi(ns.c_str() + kPrefix.size());
-    if (pid > 0 && kill(pid, 0) != 0) remove_namespace(ns);
-  }
-}
-
-// Two hosts: namespaces `a` (10.77.0.1 on va) and `b` (10.77.0.2 on vb), loopback up in each.
-// The destructor runs when a REQUIRE fails too, so nothing is left behind.
-class TwoHosts {
- public:
-  TwoHosts() {
-    static std::atomic<int> count{0};
-    const std::string id = kPrefix + std::to_string(getpid()) + "-" + std::to_string(count++);
-    a = id + "-a";
-    b = id + "-b";
-    const std::string setup = "set -e; ip netns add " + a + "; ip netns add " + b + "; ip link add va netns " + a +
-                              " type veth peer name vb netns " + b + "; ip -n " + a +
-                              " addr add 10.77.0.1/24 dev va; ip -n " + b + " addr add 10.77.0.2/24 dev vb; " +
-                              "for n in " + a + " " + b + "; do ip -n $n link set lo up; done; ip -n " + a +
-                              " link set va up; ip -n " + b + " link set vb up";
-    test::CommandResult r = test::run_command(setup);
-    if (r.status != 0) {  // a constructor that throws gets no destructor: clean up here
-      remove_namespace(a);
-      remove_namespace(b);
-    }
-    INFO(r.output);
-    REQUIRE(r.status == 0);
-  }
-  ~TwoHosts() {
-    remove_namespace(a);
-    remove_namespace(b);
-  }
-  std::string a, b;
-};
 
 std::string fresh_dir() {
   char pattern[] = "/tmp/brigade-test-hosts-XXXXXX";
@@ -286,30 +244,11 @@ TEST_CASE("hosts: over a slow, lossy link the pipeline still trains bit for bit"
   REQUIRE(dropped_packets(hosts.a, "va") + dropped_packets(hosts.b, "vb") > 0);
 }
 
-// Killed by meson's timeout (SIGTERM) or Ctrl-C, no destructor runs: remove this run's namespaces
-// (fork and exec are safe in a signal handler), then die of the signal as asked.
-// The command is written before any signal can come (snprintf is no signal handler's business).
-char cleanup_command[256];
-
-extern "C" void remove_ours_and_exit(int sig) {
-  if (pid_t pid = fork(); pid == 0) {
-    execl("/bin/sh", "sh", "-c", cleanup_command, nullptr);
-    _exit(127);
-  } else if (pid > 0) {
-    waitpid(pid, nullptr, 0);
-  }
-  signal(sig, SIG_DFL);
-  raise(sig);
-}
-
 // Runs the tests only where they can run: as root, with `ip netns` working; else exit 77 (SKIP).
 int main(int argc, char** argv) {
-  std::snprintf(cleanup_command, sizeof cleanup_command,
-                "for n in $(ip netns list | grep -o '^%s%d-[^ ]*'); do ip netns pids $n | xargs -r kill -9; "
-                "ip netns del $n; done",
-                kPrefix.c_str(), int(getpid()));
-  signal(SIGTERM, remove_ours_and_exit);
-  signal(SIGINT, remove_ours_and_exit);
+  // Interrupted, remove this run's namespaces (and what runs in them).
+  test::clean_up_on_signal("for n in $(ip netns list | grep -o '^" + kPrefix + std::to_string(getpid()) +
+                           "-[^ ]*'); do ip netns pids $n | xargs -r kill -9; ip netns del $n; done");
   std::string why;
   if (geteuid() != 0) why = "needs root to create network namespaces";
   else if (!sh("command -v ip")) why = "needs the `ip` command (iproute2)";

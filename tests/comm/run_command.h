@@ -5,7 +5,9 @@
 
 #include <chrono>
 #include <cstdio>
+#include <sstream>
 #include <string>
+#include <vector>
 
 namespace test {
 
@@ -34,6 +36,22 @@ inline int count(const std::string& text, const std::string& needle) {
   int n = 0;
   for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
   return n;
+}
+
+// The lines of `text` holding `what`, each from `what` on, the throughput (" tok/s", which varies
+// from run to run) cut off: what two runs of `brigade train` under different launchers (whose line
+// prefixes differ) must print alike.
+inline std::vector<std::string> lines_with(const std::string& text, const std::string& what) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    const size_t at = line.find(what);
+    if (at == std::string::npos) continue;
+    std::string rest = line.substr(at);
+    if (const size_t tok = rest.find("tok/s"); tok != std::string::npos) rest = rest.substr(0, tok);
+    out.push_back(rest);
+  }
+  return out;
 }
 
 }  // namespace test
