@@ -51,6 +51,15 @@ class TimeoutError : public Error {
   using Error::Error;
 };
 
+// Thrown by a call that ended because the group was aborted — by abort() on this rank (another
+// thread's, a runner's), by a failure of another call, or at a peer (a closed connection) — not by a
+// fault of its own. A runner of ranks (comm/local_ranks.h) tells a rank's own failure from the
+// consequences of another's by this type, never by the words of a message.
+class AbortedError : public Error {
+ public:
+  using Error::Error;
+};
+
 enum class ReduceOp { sum, average };
 
 // One send or receive of a batch (Communicator::exchange).

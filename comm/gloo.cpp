@@ -3,6 +3,7 @@
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
+#include <gloo/common/error.h>
 #include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
@@ -260,7 +261,8 @@ class GlooCommunicator final : public Communicator {
       else buffer->recv(t.op->peer, slot);
       posted.push_back({std::move(buffer), &t});
     } catch (const std::exception& e) {
-      fail(t.what, ": the connection to rank ", t.op->peer, " is broken (", e.what(), ")");
+      fail_broken(e,
+                  t.what + ": the connection to rank " + std::to_string(t.op->peer) + " is broken (" + e.what() + ")");
     }
   }
 
@@ -277,7 +279,8 @@ class GlooCommunicator final : public Communicator {
                                                : p.buffer->waitRecv(deadline.remaining());
     } catch (const std::exception& e) {
       if (deadline.passed()) fail_timeout(t.what, deadline);
-      fail(t.what, ": the connection to rank ", t.op->peer, " failed (", e.what(), "); did that rank exit or abort?");
+      fail_broken(e, t.what + ": the connection to rank " + std::to_string(t.op->peer) + " failed (" + e.what() +
+                         "); did that rank exit or abort?");
     }
     BRIGADE_CHECK(completed, t.what, ": interrupted");
   }
@@ -288,8 +291,16 @@ class GlooCommunicator final : public Communicator {
       fn();
     } catch (const std::exception& e) {
       if (deadline.passed()) fail_timeout(w, deadline);
-      fail(w, ": ", e.what(), " (did a rank exit or abort?)");
+      fail_broken(e, w + ": " + e.what() + " (did a rank exit or abort?)");
     }
+  }
+
+  // A connection that broke — a peer closed it (it exited or aborted), or this rank's abort did — is
+  // the consequence of a failure elsewhere: an AbortedError, so a runner of ranks looks further for
+  // the cause. gloo's other errors are this call's own.
+  [[noreturn]] void fail_broken(const std::exception& e, const std::string& message) {
+    if (aborted() || dynamic_cast<const gloo::IoException*>(&e) != nullptr) throw AbortedError(message);
+    fail(message);
   }
 
   // Gloo has no pair from a rank to itself; a message to oneself is a copy through a queue (sends
