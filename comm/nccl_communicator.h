@@ -71,6 +71,7 @@ class NcclCommunicator final : public Communicator {
   NcclCommunicator(NcclComms comms, int rank, int size, Device device, Milliseconds timeout);
   ~NcclCommunicator() override;
   bool overlaps_collectives() const override { return true; }
+  bool matches_messages_in_order() const override { return true; }
 
  protected:
   // ---- the calls (nccl.cpp) ----
