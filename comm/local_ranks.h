@@ -12,10 +12,10 @@
 //   current) call instead of waiting out their timeout;
 // - when all have ended, the root cause is rethrown: the first failure that was not an AbortedError
 //   (comm/communicator.h) — the errors the others get because of the abort are told apart by their
-//   type, never by their words. It keeps its type: a brigade::Error or comm::TimeoutError comes back
-//   as the same type with "rank r of n: " in front of its message; any other type (the caller's own,
-//   a library's) is rethrown as it was thrown — its message cannot be amended — and
-//   run_rank_threads() says which rank threw it.
+//   type, never by their words. It keeps its type: a brigade::Error, comm::TimeoutError or
+//   comm::AbortedError comes back as the same type with "rank r of n: " in front of its message;
+//   any other type (the caller's own, a library's, a subclass brigade cannot rebuild) is rethrown as
+//   it was thrown — its message cannot be amended — and run_rank_threads() says which rank threw it.
 //
 // An abort reaches what the runner can see: the communicators it was given, and (local backend)
 // every group split from them, which share their fate. A group split from an NCCL communicator has
