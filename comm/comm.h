@@ -8,5 +8,6 @@
 #include "comm/gloo.h"
 #include "comm/launch_env.h"
 #include "comm/local.h"
+#include "comm/local_ranks.h"
 #include "comm/nccl.h"
 #include "comm/store.h"

@@ -52,7 +52,7 @@ std::string describe(const P2P& op) {
 
 void Communicator::check_usable(const std::string& what) const {
   std::lock_guard<std::mutex> lock(abort_->mutex);
-  BRIGADE_CHECK(!abort_->aborted, what, ": the communicator was aborted earlier: ", abort_->reason);
+  if (abort_->aborted) throw AbortedError(what + ": the communicator was aborted earlier: " + abort_->reason);
 }
 
 void Communicator::check_peer(int peer, const std::string& what) const {
@@ -73,7 +73,11 @@ void Communicator::guarded(Fn&& fn) {
     abort(e.what());
     throw;
   } catch (const std::exception& e) {  // a transport library's own exception type
+    // Aborted already (by another thread; the transport cannot tell): the library's error is the
+    // abort's consequence, not a failure of this call.
+    const bool was_aborted = aborted();
     abort(e.what());
+    if (was_aborted) throw AbortedError("comm (" + where() + "): " + e.what() + " (the communicator was aborted)");
     fail("comm (", where(), "): ", e.what());
   }
 }

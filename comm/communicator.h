@@ -51,6 +51,15 @@ class TimeoutError : public Error {
   using Error::Error;
 };
 
+// Thrown by a call that ended because the group was aborted — by abort() on this rank (another
+// thread's, a runner's), by a failure of another call, or at a peer (a closed connection) — not by a
+// fault of its own. A runner of ranks (comm/local_ranks.h) tells a rank's own failure from the
+// consequences of another's by this type, never by the words of a message.
+class AbortedError : public Error {
+ public:
+  using Error::Error;
+};
+
 enum class ReduceOp { sum, average };
 
 // One send or receive of a batch (Communicator::exchange).
@@ -94,6 +103,11 @@ class Communicator {
   // sends and receives in separate calls must make sure no two ranks wait on each other that way
   // (pipeline/exchange.h proves it for a schedule).
   virtual bool queues_sends() const { return false; }
+  // True when the transport pairs the messages between two ranks by their order rather than by tag,
+  // and runs each batch on a stream while the host goes on (NCCL): a message queued behind one its
+  // peer has not posted yet waits for it, and a host that reads data it received may wait there.
+  // Code that sends and receives in separate calls must order them for it (pipeline/exchange.h).
+  virtual bool matches_messages_in_order() const { return false; }
 
   // ---- point to point ----
   // send() returns once the tensor may be dropped (gloo: the bytes are out; nccl: the transfer is

@@ -3,6 +3,7 @@
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
+#include <gloo/common/error.h>
 #include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
@@ -243,6 +244,15 @@ class GlooCommunicator final : public Communicator {
   }
 
   void abort_transport(const std::string&) override {
+    {
+      // A wait of this rank's own (an abort from another thread) is not woken by closing the
+      // sockets below: gloo has it end only by its timeout, unless told.
+      std::lock_guard<std::mutex> lock(waiting_mutex_);
+      if (waiting_ != nullptr) {
+        waiting_->abortWaitRecv();
+        waiting_->abortWaitSend();
+      }
+    }
     // Closing the sockets makes every peer's pending operation with this rank fail at once.
     context_->closeConnections();
   }
@@ -260,7 +270,8 @@ class GlooCommunicator final : public Communicator {
       else buffer->recv(t.op->peer, slot);
       posted.push_back({std::move(buffer), &t});
     } catch (const std::exception& e) {
-      fail(t.what, ": the connection to rank ", t.op->peer, " is broken (", e.what(), ")");
+      fail_broken(e,
+                  t.what + ": the connection to rank " + std::to_string(t.op->peer) + " is broken (" + e.what() + ")");
     }
   }
 
@@ -271,15 +282,30 @@ class GlooCommunicator final : public Communicator {
 
   void wait_one(Posted& p, const Deadline& deadline) {
     const Transfer& t = *p.transfer;
+    {
+      // Registered where abort_transport can interrupt it; an abort that came first is seen here.
+      std::lock_guard<std::mutex> lock(waiting_mutex_);
+      if (aborted()) throw AbortedError(t.what + ": the communicator was aborted");
+      waiting_ = p.buffer.get();
+    }
     bool completed = false;
     try {
       completed = t.op->kind == P2P::Kind::send ? p.buffer->waitSend(deadline.remaining())
                                                : p.buffer->waitRecv(deadline.remaining());
     } catch (const std::exception& e) {
+      stop_waiting();
       if (deadline.passed()) fail_timeout(t.what, deadline);
-      fail(t.what, ": the connection to rank ", t.op->peer, " failed (", e.what(), "); did that rank exit or abort?");
+      fail_broken(e, t.what + ": the connection to rank " + std::to_string(t.op->peer) + " failed (" + e.what() +
+                         "); did that rank exit or abort?");
     }
+    stop_waiting();
+    if (!completed && aborted()) throw AbortedError(t.what + ": the communicator was aborted while waiting");
     BRIGADE_CHECK(completed, t.what, ": interrupted");
+  }
+
+  void stop_waiting() {
+    std::lock_guard<std::mutex> lock(waiting_mutex_);
+    waiting_ = nullptr;
   }
 
   template <class Fn>
@@ -288,8 +314,16 @@ class GlooCommunicator final : public Communicator {
       fn();
     } catch (const std::exception& e) {
       if (deadline.passed()) fail_timeout(w, deadline);
-      fail(w, ": ", e.what(), " (did a rank exit or abort?)");
+      fail_broken(e, w + ": " + e.what() + " (did a rank exit or abort?)");
     }
+  }
+
+  // A connection that broke — a peer closed it (it exited or aborted), or this rank's abort did — is
+  // the consequence of a failure elsewhere: an AbortedError, so a runner of ranks looks further for
+  // the cause. gloo's other errors are this call's own.
+  [[noreturn]] void fail_broken(const std::exception& e, const std::string& message) {
+    if (aborted() || dynamic_cast<const gloo::IoException*>(&e) != nullptr) throw AbortedError(message);
+    fail(message);
   }
 
   // Gloo has no pair from a rank to itself; a message to oneself is a copy through a queue (sends
@@ -317,6 +351,8 @@ class GlooCommunicator final : public Communicator {
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::rendezvous::Context> context_;
   std::map<int, std::deque<std::pair<Tensor, Shapes>>> to_self_;
+  std::mutex waiting_mutex_;  // guards waiting_ against an abort from another thread
+  gloo::transport::UnboundBuffer* waiting_ = nullptr;  // the buffer wait_one waits on, if any
   uint64_t splits_ = 0;
 };
 

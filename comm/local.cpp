@@ -15,6 +15,8 @@ template <class Fn>
 auto in_world(const std::string& what, Fn&& fn) {
   try {
     return fn();
+  } catch (const AbortedError& e) {
+    throw AbortedError(what + ": " + e.what());
   } catch (const Error& e) {
     fail(what, ": ", e.what());
   }

@@ -1,11 +1,12 @@
 #include "comm/local_world.h"
 
+#include "comm/communicator.h"
 #include "core/error.h"
 
 namespace brigade::comm {
 
 void LocalWorld::throw_if_aborted() const {
-  if (aborted_) fail("aborted by another rank: ", abort_reason_);
+  if (aborted_) throw AbortedError("aborted by another rank: " + abort_reason_);
 }
 
 uint64_t LocalWorld::post(const Address& address, Letter letter) {

@@ -15,5 +15,5 @@ inline void nccl_check(ncclResult_t result, const char* expr, const char* file, 
 }  // namespace brigade::comm
 
 // For calls that must succeed outright. Non-blocking communicators also return ncclInProgress from
-// init, split and ncclGroupEnd: those are checked by hand and then polled (comm/nccl.cpp).
+// init, split and ncclGroupEnd: those are checked by hand and then polled (comm/nccl_lanes.cpp).
 #define BRIGADE_NCCL_CHECK(expr) ::brigade::comm::nccl_check((expr), #expr, __FILE__, __LINE__)

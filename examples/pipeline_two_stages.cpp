@@ -5,8 +5,8 @@
 // one-tensor-in, one-tensor-out layers (pipeline/partition.h), each made by a factory that only the
 // rank holding the layer calls (build_rank_chunks, pipeline/gpt_stages.h) — no rank builds another's
 // layers — each rank's Chunk of them (pipeline/stage.h), a Schedule (pipeline/schedule.h), local
-// communicators that make threads ranks (comm/local.h), and Pipeline::forward_backward
-// (pipeline/runtime.h) for one training step.
+// communicators that make threads ranks (comm/local.h, run by comm/local_ranks.h), and
+// Pipeline::forward_backward (pipeline/runtime.h) for one training step.
 //
 // Every layer draws its weights by name (nn::Init::keyed: each parameter from the Philox stream of
 // the seed and its name, "1.up.weight"), so a layer starts from the same values whichever rank
@@ -23,10 +23,10 @@
 // or in the tree: ninja -C build examples/pipeline_two_stages && build/examples/pipeline_two_stages
 // It exits 1 if the pipeline's losses or weights differ from one device's in any bit.
 #include <brigade.h>
-#include <comm/local.h>  // local_group: ranks that are threads of this process
+#include <comm/local.h>        // local_group: ranks that are threads of this process
+#include <comm/local_ranks.h>  // run_local_ranks: a function run on every rank, each on a thread
 
 #include <cstdio>
-#include <thread>
 
 using namespace brigade;
 using namespace brigade::pipeline;
@@ -142,29 +142,15 @@ int main() {
     Run reference;
     train_one_device(xs, ys, reference);
 
+    // Each stage a thread (comm/local_ranks.h); if one fails, the other is stopped at once and the
+    // failing rank's error is thrown here.
     std::vector<Run> ranks(kStages);
-    std::vector<std::string> errors(kStages);
     auto comms = comm::local_group(kStages);
-    std::vector<std::thread> threads;
-    for (size_t r = 0; r < kStages; ++r) {
-      threads.emplace_back([&, r] {
-        try {
-          train_stage(*comms[r], xs, ys, ranks[r]);
-        } catch (const std::exception& e) {
-          errors[r] = e.what();
-          comms[r]->abort(e.what());  // the other rank fails at once instead of waiting for a timeout
-        }
-      });
-    }
-    for (std::thread& t : threads) t.join();
+    comm::run_local_ranks(comms,
+                          [&](comm::Communicator& comm) { train_stage(comm, xs, ys, ranks[size_t(comm.rank())]); });
     Run pipelined{ranks[0].losses, {}};
-    for (size_t r = 0; r < kStages; ++r) {
-      if (!errors[r].empty()) {
-        std::fprintf(stderr, "pipeline_two_stages: rank %zu: %s\n", r, errors[r].c_str());
-        return 1;
-      }
-      pipelined.weights.insert(pipelined.weights.end(), ranks[r].weights.begin(), ranks[r].weights.end());
-    }
+    for (const Run& rank : ranks)
+      pipelined.weights.insert(pipelined.weights.end(), rank.weights.begin(), rank.weights.end());
 
     for (int step = 0; step < kSteps; ++step) {
       auto step_loss = [step](const Run& run) {  // the step's loss: the mean over its micro-batches

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "comm/communicator.h"
 #include "pipeline/analysis/grid.h"
 #include "pipeline/analysis/simulator.h"
 
@@ -266,5 +267,11 @@ void ExchangeChecker::fail_at(int rank, int index, const std::string& problem, s
 }  // namespace
 
 void check_exchanges(const Schedule& schedule) { ExchangeChecker(schedule).run(); }
+
+void check_exchanges_for(const comm::Communicator& comm, const Schedule& schedule, bool varying_shapes) {
+  if (schedule.ranks() < 2) return;
+  if (!comm.queues_sends()) check_exchanges(schedule);
+  if (comm.matches_messages_in_order()) check_exchanges_headers_first(schedule, varying_shapes);
+}
 
 }  // namespace brigade::pipeline

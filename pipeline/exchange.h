@@ -21,6 +21,10 @@
 
 #include "pipeline/schedule.h"
 
+namespace brigade::comm {
+class Communicator;
+}
+
 namespace brigade::pipeline {
 
 // One blocking step of a rank: a single compute action, or one exchange of consecutive messages.
@@ -50,5 +54,11 @@ void check_exchanges(const Schedule& schedule);
 // it on NCCL communicators, so a transport change that broke that would be refused up front, by
 // name, not time out.
 void check_exchanges_headers_first(const Schedule& schedule, bool varying_shapes);
+
+// The checks above that `comm`'s transport needs, for a schedule about to run on it, asked of its
+// capabilities: check_exchanges where a send may wait for its receiver (not queues_sends()), and
+// check_exchanges_headers_first where messages are paired by order (matches_messages_in_order()).
+// A schedule that fails is refused with the marked grid rather than left to hang.
+void check_exchanges_for(const comm::Communicator& comm, const Schedule& schedule, bool varying_shapes);
 
 }  // namespace brigade::pipeline

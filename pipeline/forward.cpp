@@ -30,8 +30,7 @@ Executor& Pipeline::forward_executor(int microbatches) {
   Schedule schedule = forward_only_schedule(executor_->schedule().layout, microbatches);
   // The same checks the training schedule passed in the constructor (the sizes of evaluation
   // batches and of decoded sequences vary, so messages always carry their shapes).
-  if (!comm.queues_sends() && schedule.ranks() > 1) check_exchanges(schedule);
-  if (comm.backend() == "nccl" && schedule.ranks() > 1) check_exchanges_headers_first(schedule, true);
+  check_exchanges_for(comm, schedule, /*varying_shapes=*/true);
   ExecutorOptions exec;
   exec.variable_shapes = true;
   exec.tag_base = kForwardTags;  // the training executor's channels are fixed-shape

@@ -58,26 +58,10 @@ void check_recompute_is_deterministic(const std::vector<Chunk>& chunks, int rank
   }
 }
 
-}  // namespace
-
-Pipeline::Pipeline(const PipelineGroups& groups, Schedule schedule, std::vector<Chunk> chunks, LossFn loss,
-                   PipelineOptions options)
-    : options_(std::move(options)), loss_(loss) {
-  BRIGADE_CHECK(groups.pipeline != nullptr, "pipeline: no pipeline communicator");
-  groups_.pipeline = groups.pipeline;
-  groups_.replicas = groups.replicas;
-  groups_.replica = groups.replica;
-  comm::Communicator& comm = *groups_.pipeline;
-  const Layout layout = schedule.layout;
-  const int me = comm.rank();
-  BRIGADE_CHECK(comm.size() == layout.ranks, "pipeline: the schedule '", schedule.name, "' has ", layout.ranks,
-                " ranks but the pipeline communicator has ", comm.size(), " (this is rank ", me, ")");
-  BRIGADE_CHECK(int(chunks.size()) == layout.chunks, "pipeline: rank ", me, " was given ", chunks.size(),
-                " chunks but the schedule '", schedule.name, "' has V=", layout.chunks, " chunks per rank");
-
-  // Ties: check every rank's chunks list exactly the copies the ties say, then build the groups.
+// Ties: every rank's chunks list exactly the copies the ties say.
+void check_ties(const std::vector<Tie>& ties, const Layout& layout, const std::vector<Chunk>& chunks, int me) {
   std::set<std::string> tie_names;
-  for (const Tie& tie : options_.ties) {
+  for (const Tie& tie : ties) {
     BRIGADE_CHECK(tie_names.insert(tie.name).second, "pipeline: two ties are named '", tie.name, "'");
     BRIGADE_CHECK(tie.stages.size() >= 2, "pipeline: tie '", tie.name, "' lists ", tie.stages.size(),
                   " stage(s); a tie joins at least two");
@@ -88,15 +72,61 @@ Pipeline::Pipeline(const PipelineGroups& groups, Schedule schedule, std::vector<
   for (int c = 0; c < int(chunks.size()); ++c) {
     const int s = layout.stage(me, c);
     for (const auto& [name, t] : chunks[size_t(c)].tied) {
-      auto it = std::find_if(options_.ties.begin(), options_.ties.end(), [&](const Tie& tie) {
+      auto it = std::find_if(ties.begin(), ties.end(), [&](const Tie& tie) {
         return tie.name == name && std::count(tie.stages.begin(), tie.stages.end(), s);
       });
-      BRIGADE_CHECK(it != options_.ties.end(), "pipeline: stage ", s, " (rank ", me, ") lists a tied copy '", name,
+      BRIGADE_CHECK(it != ties.end(), "pipeline: stage ", s, " (rank ", me, ") lists a tied copy '", name,
                     "' but no tie in the options joins that name on stage ", s);
       BRIGADE_CHECK(t.defined() && t.requires_grad(), "pipeline: stage ", s, "'s copy of tie '", name,
                     "' must be a parameter (a leaf that requires grad)");
     }
   }
+}
+
+}  // namespace
+
+Pipeline::Pipeline(const PipelineGroups& groups, Schedule schedule, std::vector<Chunk> chunks, LossFn loss,
+                   PipelineOptions options)
+    : options_(std::move(options)), loss_(loss) {
+  BRIGADE_CHECK(groups.pipeline != nullptr, "pipeline: no pipeline communicator");
+  groups_.pipeline = groups.pipeline;
+  groups_.replicas = groups.replicas;
+  groups_.replica = groups.replica;
+  comm::Communicator& comm = *groups_.pipeline;
+  check_fits(schedule, chunks);
+  check_ties(options_.ties, schedule.layout, chunks, comm.rank());
+  build_tie_groups(schedule.layout, chunks);
+  if (options_.recompute) check_recompute_is_deterministic(chunks, comm.rank());
+  // Sends that wait for their receivers, or messages paired by order, can make a badly placed
+  // exchange wait in a cycle (as interleaved did with its messages next to their actions, see
+  // MessagePlacement; and zb-v with M = 1 on NCCL while the transport issued an exchange's sends
+  // after its incoming headers). Every generated schedule passes; a hand-written one that does not
+  // is refused up front (pipeline/exchange.h).
+  check_exchanges_for(comm, schedule, options_.variable_shapes);
+  // The executor connects every link the schedule sends on before the first step (NCCL would
+  // otherwise set each up at its first use and may wait there in a cycle: pipeline/executor.cpp).
+  ExecutorOptions exec;
+  exec.recompute = options_.recompute;
+  exec.variable_shapes = options_.variable_shapes;
+  exec.skips = options_.skips;
+  executor_ = std::make_unique<Executor>(comm, std::move(schedule), std::move(chunks), std::move(loss), exec);
+  if (replicas() > 1) build_replica_buckets();
+}
+
+// The schedule's ranks and chunks are this pipeline's.
+void Pipeline::check_fits(const Schedule& schedule, const std::vector<Chunk>& chunks) const {
+  const comm::Communicator& comm = *groups_.pipeline;
+  const Layout& layout = schedule.layout;
+  BRIGADE_CHECK(comm.size() == layout.ranks, "pipeline: the schedule '", schedule.name, "' has ", layout.ranks,
+                " ranks but the pipeline communicator has ", comm.size(), " (this is rank ", comm.rank(), ")");
+  BRIGADE_CHECK(int(chunks.size()) == layout.chunks, "pipeline: rank ", comm.rank(), " was given ", chunks.size(),
+                " chunks but the schedule '", schedule.name, "' has V=", layout.chunks, " chunks per rank");
+}
+
+// One TieGroup per tie: this rank's distinct copies, and a group of the ranks holding one.
+void Pipeline::build_tie_groups(const Layout& layout, const std::vector<Chunk>& chunks) {
+  comm::Communicator& comm = *groups_.pipeline;
+  const int me = comm.rank();
   for (const Tie& tie : options_.ties) {
     auto group = std::make_unique<TieGroup>();
     group->tie = tie;
@@ -124,53 +154,31 @@ Pipeline::Pipeline(const PipelineGroups& groups, Schedule schedule, std::vector<
     }
     ties_.push_back(std::move(group));
   }
-  if (options_.recompute) check_recompute_is_deterministic(chunks, me);
-  // The local transport queues sends, like the simulator; gloo and NCCL sends may complete only when
-  // the peer receives, and a schedule whose exchanges are badly placed then waits in a cycle (as
-  // interleaved did with its messages next to their actions, see MessagePlacement). Every generated
-  // schedule passes; a hand-written one that does not is refused with the marked grid rather than
-  // left to hang (pipeline/exchange.h).
-  if (!comm.queues_sends() && layout.ranks > 1) check_exchanges(schedule);
-  // NCCL also matches a link's messages by order and runs each communicator's groups in order, and a
-  // host may wait on data it received (the embedding's index check reads ids that came by message;
-  // the last stage reads its loss). The model assumes every host reads its received data at once.
-  // zb-v with M = 1 on 3-4 ranks hung on the emulated NCCL while the transport issued an exchange's
-  // sends only after its incoming headers: rank 0 held the ids for rank 1's embedding until a header
-  // came that rank 1 sends after reading them. The sends now go out first (comm/nccl.cpp,
-  // run_exchange), and the model passes every generated schedule, any M (docs/pipeline.md).
-  if (comm.backend() == "nccl" && layout.ranks > 1) check_exchanges_headers_first(schedule, options_.variable_shapes);
-  // The executor connects every link the schedule sends on before the first step (NCCL would
-  // otherwise set each up at its first use and may wait there in a cycle: pipeline/executor.cpp).
-  ExecutorOptions exec;
-  exec.recompute = options_.recompute;
-  exec.variable_shapes = options_.variable_shapes;
-  exec.skips = options_.skips;
-  executor_ = std::make_unique<Executor>(comm, std::move(schedule), std::move(chunks), std::move(loss), exec);
+}
 
-  if (replicas() > 1) {
-    // Each parameter goes with the chunk whose gradients become final last among those using it;
-    // tied copies wait for the end of the step (they are summed across stages first).
-    std::vector<Tensor> tied;
-    for (const auto& group : ties_) tied.insert(tied.end(), group->copies.begin(), group->copies.end());
-    auto listed = [](const std::vector<Tensor>& list, const Tensor& p) {
-      return std::any_of(list.begin(), list.end(), [&](const Tensor& t) { return t.same_as(p); });
-    };
-    const auto& my_chunks = executor_->chunks();
-    std::vector<int> order = executor_->weights_final_order();
-    std::vector<std::vector<Tensor>> chunk_params(my_chunks.size());
-    std::vector<Tensor> placed = tied;
-    for (auto c = order.rbegin(); c != order.rend(); ++c) {
-      for (const auto& layer : my_chunks[size_t(*c)].layers)
-        for (const Tensor& p : layer->parameters()) {
-          if (listed(placed, p)) continue;
-          placed.push_back(p);
-          chunk_params[size_t(*c)].push_back(p);
-        }
-    }
-    // Within a chunk, the model's order (the walk above went from the last-final chunk backwards
-    // only to place shared parameters).
-    buckets_ = std::make_unique<ReplicaBuckets>(chunk_params, tied, options_.bucket_bytes);
+// Data parallelism: each parameter goes with the chunk whose gradients become final last among
+// those using it; tied copies wait for the end of the step (they are summed across stages first).
+void Pipeline::build_replica_buckets() {
+  std::vector<Tensor> tied;
+  for (const auto& group : ties_) tied.insert(tied.end(), group->copies.begin(), group->copies.end());
+  auto listed = [](const std::vector<Tensor>& list, const Tensor& p) {
+    return std::any_of(list.begin(), list.end(), [&](const Tensor& t) { return t.same_as(p); });
+  };
+  const auto& my_chunks = executor_->chunks();
+  std::vector<int> order = executor_->weights_final_order();
+  std::vector<std::vector<Tensor>> chunk_params(my_chunks.size());
+  std::vector<Tensor> placed = tied;
+  for (auto c = order.rbegin(); c != order.rend(); ++c) {
+    for (const auto& layer : my_chunks[size_t(*c)].layers)
+      for (const Tensor& p : layer->parameters()) {
+        if (listed(placed, p)) continue;
+        placed.push_back(p);
+        chunk_params[size_t(*c)].push_back(p);
+      }
   }
+  // Within a chunk, the model's order (the walk above went from the last-final chunk backwards
+  // only to place shared parameters).
+  buckets_ = std::make_unique<ReplicaBuckets>(chunk_params, tied, options_.bucket_bytes);
 }
 
 Pipeline::~Pipeline() = default;
@@ -210,9 +218,10 @@ StepStats Pipeline::forward_backward(const std::vector<Tensor>& inputs, const st
     BRIGADE_CHECK(int(targets.size()) == M, "pipeline: schedule '", schedule.name, "' runs M=", M,
                   " micro-batches but rank ", rank(), " (the last stage) was given ", targets.size(), " targets");
 
-  if (!warned_no_host_copy_ && comm.backend() == "nccl" && options_.variable_shapes) {
+  if (!warned_no_host_copy_ && comm.matches_messages_in_order() && options_.variable_shapes) {
     // Index checks of ids and targets the host never saw wait for the GPU (kernels/checked_indices.cpp);
-    // with varying shapes on NCCL that wait can sit behind a transfer whose peer waits for this rank.
+    // with varying shapes on NCCL (messages paired by order) that wait can sit behind a transfer
+    // whose peer waits for this rank.
     for (const std::vector<Tensor>* list : {&inputs, &targets})
       for (const Tensor& t : *list)
         if (!warned_no_host_copy_ && t.defined() && t.device().is_cuda() && !is_floating(t.dtype()) &&

@@ -130,6 +130,10 @@ class Pipeline {
 
  private:
   struct TieGroup;
+  // The constructor's steps (runtime.cpp), in their order.
+  void check_fits(const Schedule& schedule, const std::vector<Chunk>& chunks) const;
+  void build_tie_groups(const Layout& layout, const std::vector<Chunk>& chunks);
+  void build_replica_buckets();
   void sum_tied_gradients();
   void gather_trace(const Trace& mine);
   Executor& forward_executor(int microbatches);  // built on first use, one per M

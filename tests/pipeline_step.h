@@ -5,7 +5,6 @@
 
 #include <map>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -82,12 +81,6 @@ inline StepResult pipeline_step(std::vector<std::unique_ptr<comm::Communicator>>
   std::mutex mutex;
   out.errors = run_ranks(comms, [&](comm::Communicator& comm) {
     const Device device = comm.device();
-    Stream stream;
-    std::optional<StreamGuard> on_stream;
-    if (device.is_cuda()) {
-      stream = Stream::create(device);
-      on_stream.emplace(stream);
-    }
     std::shared_ptr<pipeline::PipelineGroups> split;
     pipeline::PipelineGroups groups;
     groups.pipeline = &comm;
@@ -123,7 +116,7 @@ inline StepResult pipeline_step(std::vector<std::unique_ptr<comm::Communicator>>
     out.reductions_during_backward[size_t(comm.rank())] = stats.reductions_during_backward;
     for (auto& [name, p] : model.named_parameters())
       if (p.grad().defined()) out.grads[name + "@" + std::to_string(comm.rank())] = p.grad().to_vector();
-  });
+  }, /*own_streams=*/true);
   return out;
 }
 

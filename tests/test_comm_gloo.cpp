@@ -197,6 +197,20 @@ TEST_CASE("gloo: a receive with no sender times out and aborts", "[comm][gloo]")
   REQUIRE(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
 }
 
+TEST_CASE("gloo: run_rank_threads finds the failing rank; its peer's broken connection counts as an abort",
+          "[comm][gloo]") {
+  auto comms = gloo_threads(2, std::chrono::seconds(20));
+  const auto start = std::chrono::steady_clock::now();
+  const comm::RankOutcomes outcomes = comm::run_rank_threads(comms, [&](int r) {
+    if (r == 1) fail("rank 1 gave up");
+    comms[0]->recv(1);  // ended by the runner's abort, not by the 20 s timeout
+  });
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+  REQUIRE(outcomes.root_cause() == 1);
+  CHECK(outcomes.at(0).aborted);
+  CHECK_THAT(outcomes.message(0), Contains("comm recv from rank 1, tag 0 (rank 0 of 2, gloo)"));
+}
+
 TEST_CASE("gloo: connecting waits for late ranks longer than a call may wait, up to its own timeout",
           "[comm][gloo]") {
   comm::GlooOptions options;

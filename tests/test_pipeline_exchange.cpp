@@ -10,6 +10,7 @@
 #include <tuple>
 #include <vector>
 
+#include "comm/communicator.h"
 #include "core/error.h"
 #include "pipeline/exchange.h"
 #include "pipeline/slots.h"
@@ -585,4 +586,45 @@ TEST_CASE("check_exchanges_headers_first: both ends list a link's messages in on
     CHECK(contains(e.problem, "NCCL matches a link's messages by order"));
     CHECK((e.rank == 0 && e.step == 1));
   }
+}
+
+namespace {
+
+// A transport of any name with the given capabilities (it moves nothing): check_exchanges_for
+// must go by what a transport does, not by what it is called.
+class Capabilities final : public comm::Communicator {
+ public:
+  Capabilities(const std::string& name, bool queues_sends, bool in_order)
+      : Communicator(name, 0, 2, Device::cpu(), std::chrono::seconds(1)), queues_(queues_sends), in_order_(in_order) {}
+  bool queues_sends() const override { return queues_; }
+  bool matches_messages_in_order() const override { return in_order_; }
+
+ protected:
+  void run_exchange(std::vector<Transfer>&, const comm::Deadline&) override { fail("moves nothing"); }
+  void run_all_reduce(const Tensor&, comm::ReduceOp, const comm::Deadline&) override { fail("moves nothing"); }
+  void run_broadcast(const Tensor&, int, const comm::Deadline&) override { fail("moves nothing"); }
+  void run_barrier(const comm::Deadline&) override { fail("moves nothing"); }
+  std::unique_ptr<comm::Communicator> run_split(int, int, const std::vector<int>&, const comm::Deadline&) override {
+    fail("moves nothing");
+  }
+  void abort_transport(const std::string&) override {}
+
+ private:
+  bool queues_, in_order_;
+};
+
+}  // namespace
+
+TEST_CASE("check_exchanges_for: the checks a transport needs follow its capabilities, not its name", "[pipeline]") {
+  // Crossed: each rank receives before it sends what the other waits for.
+  const Schedule crossed = two_ranks("crossed", 1, {recv_g(0), F(0), send_a(0), B(0)},
+                                     {recv_a(0), F(0), B(0), send_g(0)});
+  CHECK_NOTHROW(check_exchanges_for(Capabilities("nccl", true, false), crossed, true));  // the name alone: nothing
+  try {
+    check_exchanges_for(Capabilities("local", true, true), crossed, true);
+    FAIL("a transport that pairs messages by order ran a crossed schedule unchecked");
+  } catch (const ScheduleError& e) {
+    CHECK(e.problem.rfind("on NCCL, ranks 0 1 would wait for each other", 0) == 0);
+  }
+  CHECK_THROWS_AS(check_exchanges_for(Capabilities("local", false, false), crossed, true), ScheduleError);
 }

@@ -1,35 +1,32 @@
-// Runs one function per rank on its own thread and collects what each threw, so tests can check
-// every rank's outcome on the main thread (Catch2's assertions are not thread-safe).
+// Runs one function per rank on its own thread (comm::run_rank_threads) and gives back what each
+// threw, as text, so tests can check every rank's outcome on the main thread (Catch2's assertions
+// are not thread-safe). Unlike comm::run_local_ranks, a failing rank does not abort the others: a
+// test sees what each rank meets on its own (one side refused, the other timed out).
 #pragma once
 
 #include <catch2/catch.hpp>
 
-#include <exception>
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "comm/communicator.h"
+#include "comm/local_ranks.h"
 
 namespace test {
 
-// errors[r] is empty when rank r returned normally, else what it threw.
+// errors[r] is empty when rank r returned normally, else what it threw. own_streams: each rank on a
+// stream of its own where it has a GPU (as brigade train runs them); off, a test orders its streams.
 inline std::vector<std::string> run_ranks(std::vector<std::unique_ptr<brigade::comm::Communicator>>& comms,
-                                          const std::function<void(brigade::comm::Communicator&)>& body) {
+                                          const std::function<void(brigade::comm::Communicator&)>& body,
+                                          bool own_streams = false) {
+  brigade::comm::RankThreadOptions options;
+  options.abort_peers = false;
+  options.own_streams = own_streams;
+  const brigade::comm::RankOutcomes outcomes =
+      brigade::comm::run_rank_threads(comms, [&](int r) { body(*comms[size_t(r)]); }, options);
   std::vector<std::string> errors(comms.size());
-  std::vector<std::thread> threads;
-  for (size_t r = 0; r < comms.size(); ++r)
-    threads.emplace_back([&, r] {
-      try {
-        body(*comms[r]);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-        if (errors[r].empty()) errors[r] = "(empty message)";
-      }
-    });
-  for (std::thread& t : threads) t.join();
+  for (int r = 0; r < outcomes.size(); ++r) errors[size_t(r)] = outcomes.message(r);
   return errors;
 }
 

@@ -4,8 +4,8 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <future>
 #include <iostream>
-#include <thread>
 
 #include "brigade.h"
 #include "comm/comm.h"
@@ -41,23 +41,14 @@ void print_row(std::ostream& out, const std::string& backend, const std::string&
   out << "\n";
 }
 
-// Runs `body(rank)` on two threads at once and returns the wall time of the slower one; rethrows
-// what a thread threw.
-double on_two_threads(const std::function<void(int)>& body) {
-  std::vector<std::thread> threads;
-  std::exception_ptr errors[2];
+// Runs `body(rank)` on the two ranks of `comms` at once, each on a thread of its own
+// (comm/local_ranks.h), and returns the wall time of the slower one; rethrows a rank's failure.
+// Both ranks stay on their device's default stream, where the tensors they send were made.
+double on_two_threads(std::vector<std::unique_ptr<Communicator>>& comms, const std::function<void(int)>& body) {
+  comm::RankThreadOptions options;
+  options.own_streams = false;
   auto start = Clock::now();
-  for (int r = 0; r < 2; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        body(r);
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (const std::exception_ptr& e : errors)
-    if (e) std::rethrow_exception(e);
+  comm::run_local_ranks(comms, [&](Communicator& c) { body(c.rank()); }, options);
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
@@ -83,8 +74,8 @@ void bandwidth_rows(std::ostream& out, const std::string& backend, std::vector<s
       }
       sync();
     };
-    on_two_threads([&](int rank) { transfer(rank, 1); });
-    double seconds = on_two_threads([&](int rank) { transfer(rank, repeats); });
+    on_two_threads(comms, [&](int rank) { transfer(rank, 1); });
+    double seconds = on_two_threads(comms, [&](int rank) { transfer(rank, repeats); });
     print_row(out, backend, "send + recv_into", bytes, seconds / repeats);
   }
 }
@@ -105,8 +96,8 @@ void latency_row(std::ostream& out, const std::string& backend, std::vector<std:
       sync();
     }
   };
-  on_two_threads([&](int rank) { ping_pong(rank, 3); });
-  double seconds = on_two_threads([&](int rank) { ping_pong(rank, repeats); });
+  on_two_threads(comms, [&](int rank) { ping_pong(rank, 3); });
+  double seconds = on_two_threads(comms, [&](int rank) { ping_pong(rank, repeats); });
   print_row(out, backend, "latency (ping-pong/2)", 4096, seconds / repeats / 2, /*with_bandwidth=*/false);
 }
 
@@ -121,7 +112,9 @@ void bench_cpu(std::ostream& out, const Settings& s) {
   // Two gloo ranks in this process: they connect through a store in memory, over loopback TCP.
   std::shared_ptr<comm::Store> store = comm::make_memory_store();
   std::vector<std::unique_ptr<Communicator>> gloo(2);
-  on_two_threads([&](int rank) { gloo[size_t(rank)] = comm::gloo_communicator(store, rank, 2); });
+  auto second = std::async(std::launch::async, [&] { return comm::gloo_communicator(store, 1, 2); });
+  gloo[0] = comm::gloo_communicator(store, 0, 2);
+  gloo[1] = second.get();
   bandwidth_rows(out, "gloo", gloo, Device::cpu(), s);
   latency_row(out, "gloo", gloo, Device::cpu(), s);
 }

@@ -6,10 +6,10 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 
 #include "autograd/tape.h"
 #include "comm/local.h"
+#include "comm/local_ranks.h"
 #include "comm/nccl.h"
 #include "core/error.h"
 #include "core/factory.h"
@@ -85,7 +85,7 @@ PipelinedSteps run_pipelined(const pipeline::Schedule& schedule, const Workload&
     for (int r = 0; r < P; ++r) devices.push_back(Device::cuda((device.index + r) % cuda_device_count()));
     comms = comm::nccl_group(devices, std::chrono::seconds(120));
   } else {
-    // One GPU: every rank on it, each with its own stream (OwnStream below).
+    // One GPU: every rank on it, each with its own stream (run_local_ranks below).
     comms = device.is_cuda() ? comm::local_group(std::vector<Device>(size_t(P), device)) : comm::local_group(P);
   }
   const pipeline::Partition partition = pipeline::partition_uniform(work.model.n_layer + 2, schedule.stages());
@@ -95,78 +95,68 @@ PipelinedSteps run_pipelined(const pipeline::Schedule& schedule, const Workload&
   out.peak_stashed.assign(size_t(schedule.ranks()), 0);
   const size_t ranks = static_cast<size_t>(P);
   std::vector<std::vector<double>> seconds(ranks, std::vector<double>(static_cast<size_t>(steps)));
-  std::vector<std::string> errors(ranks);
-
   std::vector<int> reductions(ranks, 0), early(ranks, 0);
 
-  auto rank_main = [&](int rank) {
-    comm::Communicator& comm = *comms[size_t(rank)];
-    try {
-      const Device mine_on = comm.device();
-      OwnStream stream(mine_on);
-      std::shared_ptr<pipeline::PipelineGroups> split;
-      pipeline::PipelineGroups groups;
-      groups.pipeline = &comm;
-      if (layout.replicas > 1) {
-        split = pipeline::PipelineGroups::split(comm, schedule.ranks());
-        groups.pipeline = split->pipeline;
-        groups.replicas = split->replicas;
-        groups.replica = split->replica;
+  // Each rank on a thread of its own, on a GPU with a stream of its own (comm/local_ranks.h).
+  auto rank_main = [&](comm::Communicator& comm) {
+    const int rank = comm.rank();
+    const Device mine_on = comm.device();
+    std::shared_ptr<pipeline::PipelineGroups> split;
+    pipeline::PipelineGroups groups;
+    groups.pipeline = &comm;
+    if (layout.replicas > 1) {
+      split = pipeline::PipelineGroups::split(comm, schedule.ranks());
+      groups.pipeline = split->pipeline;
+      groups.replicas = split->replicas;
+      groups.replica = split->replica;
+    }
+    // Every rank builds only its chunks' layers, each parameter drawn by its name: the whole model's
+    // values there (gpt_stages.h).
+    nn::GPTConfig config = work.model;
+    config.device = mine_on;
+    const std::shared_ptr<nn::GPT> model_ptr =
+        pipeline::gpt_rank_model(config, partition, schedule.layout, groups.pipeline->rank());
+    nn::GPT& model = *model_ptr;
+    pipeline::GptStages mine = pipeline::gpt_stages(model, partition, schedule.layout, groups.pipeline->rank());
+    pipeline::PipelineOptions options;
+    options.trace = true;
+    options.ties = mine.ties;
+    options.overlap_reduce = layout.overlap;
+    pipeline::Pipeline pipe(groups, schedule, mine.chunks, mine.loss, options);
+    // The batch, on this rank's GPU when it is another (every replica runs the same batch).
+    std::vector<Tensor> inputs = work.inputs, targets = work.targets;
+    if (mine_on != device) {
+      for (Tensor& t : inputs) t = t.to(mine_on);
+      for (Tensor& t : targets) t = t.to(mine_on);
+    }
+    for (int step = 0; step < warmup + steps; ++step) {
+      model.zero_grad();
+      comm.barrier();  // a common start, so the slowest rank's time is the step's
+      const Clock::time_point start = Clock::now();
+      const pipeline::StepStats stats = pipe.forward_backward(inputs, targets);
+      if (mine_on.is_cuda()) current_stream(mine_on).synchronize();
+      const double elapsed = seconds_since(start);
+      if (step < warmup) continue;
+      const size_t i = size_t(step - warmup);
+      seconds[size_t(rank)][i] = elapsed;
+      // Every rank holds the gathered trace and the loss; one copy is enough. Ranks write disjoint
+      // slots, so no lock is needed.
+      if (rank == 0) {
+        out.traces[i] = pipe.last_trace();
+        out.loss = stats.loss;
       }
-      // Every rank builds only its chunks' layers, each parameter drawn by its name: the whole model's
-      // values there (gpt_stages.h).
-      nn::GPTConfig config = work.model;
-      config.device = mine_on;
-      const std::shared_ptr<nn::GPT> model_ptr =
-          pipeline::gpt_rank_model(config, partition, schedule.layout, groups.pipeline->rank());
-      nn::GPT& model = *model_ptr;
-      pipeline::GptStages mine = pipeline::gpt_stages(model, partition, schedule.layout, groups.pipeline->rank());
-      pipeline::PipelineOptions options;
-      options.trace = true;
-      options.ties = mine.ties;
-      options.overlap_reduce = layout.overlap;
-      pipeline::Pipeline pipe(groups, schedule, mine.chunks, mine.loss, options);
-      // The batch, on this rank's GPU when it is another (every replica runs the same batch).
-      std::vector<Tensor> inputs = work.inputs, targets = work.targets;
-      if (mine_on != device) {
-        for (Tensor& t : inputs) t = t.to(mine_on);
-        for (Tensor& t : targets) t = t.to(mine_on);
-      }
-      for (int step = 0; step < warmup + steps; ++step) {
-        model.zero_grad();
-        comm.barrier();  // a common start, so the slowest rank's time is the step's
-        const Clock::time_point start = Clock::now();
-        const pipeline::StepStats stats = pipe.forward_backward(inputs, targets);
-        stream.synchronize();
-        const double elapsed = seconds_since(start);
-        if (step < warmup) continue;
-        const size_t i = size_t(step - warmup);
-        seconds[size_t(rank)][i] = elapsed;
-        // Every rank holds the gathered trace and the loss; one copy is enough. Ranks write disjoint
-        // slots, so no lock is needed.
-        if (rank == 0) {
-          out.traces[i] = pipe.last_trace();
-          out.loss = stats.loss;
-        }
-        if (rank < schedule.ranks())
-          out.peak_stashed[size_t(rank)] = std::max(out.peak_stashed[size_t(rank)], stats.peak_stashed);
-        reductions[size_t(rank)] = stats.reductions;
-        early[size_t(rank)] = stats.reductions_during_backward;
-      }
-    } catch (const std::exception& e) {
-      errors[size_t(rank)] = e.what();
-      comm.abort("rank " + std::to_string(rank) + " failed: " + e.what());  // the others stop waiting
+      if (rank < schedule.ranks())
+        out.peak_stashed[size_t(rank)] = std::max(out.peak_stashed[size_t(rank)], stats.peak_stashed);
+      reductions[size_t(rank)] = stats.reductions;
+      early[size_t(rank)] = stats.reductions_during_backward;
     }
   };
-  std::vector<std::thread> threads;
-  for (int r = 0; r < P; ++r) threads.emplace_back(rank_main, r);
-  for (std::thread& t : threads) t.join();
-
-  std::string failures;
-  for (int r = 0; r < P; ++r)
-    if (!errors[size_t(r)].empty()) failures += "\n  rank " + std::to_string(r) + ": " + errors[size_t(r)];
-  BRIGADE_CHECK(failures.empty(), "schedule '", schedule.name, "' (P=", schedule.ranks(), ", R=", layout.replicas,
-                ", M=", schedule.microbatches, ", V=", schedule.chunks(), ") failed:", failures);
+  try {
+    comm::run_local_ranks(comms, rank_main);
+  } catch (const std::exception& e) {
+    fail("schedule '", schedule.name, "' (P=", schedule.ranks(), ", R=", layout.replicas, ", M=", schedule.microbatches,
+         ", V=", schedule.chunks(), ") failed: ", e.what());
+  }
 
   for (size_t r = 0; r < ranks; ++r) {
     out.reductions += reductions[r];

@@ -137,39 +137,17 @@ TrainSummary run_training(const TrainOptions& options_in, std::ostream& out) {
     return train_rank(options, groups.get(), leader ? out : null_stream());
   }
 
-  // One process: every rank a thread, on the GPU each with its own stream.
+  // One process: every rank a thread, on the GPU each with its own stream (comm/local_ranks.h); a
+  // failing rank stops the others, and its own error is the one reported.
   const int world_size = int(P * options.replicas);
   const Device device = resolve_device(options.device);
   apply_memory_limit(options, device);
   auto world = comm::local_group(std::vector<Device>(size_t(world_size), device));
-  std::vector<std::string> errors(static_cast<size_t>(world_size));
-  TrainSummary summary;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world_size; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        Stream stream;
-        std::optional<StreamGuard> on_stream;
-        if (device.is_cuda()) {
-          stream = Stream::create(device);
-          on_stream.emplace(stream);
-        }
-        auto groups = pipeline::PipelineGroups::split(*world[size_t(r)], P);
-        TrainSummary mine = train_rank(options, groups.get(), r == 0 ? out : null_stream());
-        if (r == 0) summary = mine;
-      } catch (const std::exception& e) {
-        errors[size_t(r)] = e.what();
-        world[size_t(r)]->abort("rank " + std::to_string(r) + " failed: " + e.what());
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  // The first rank that failed on its own (not because another aborted) has the real story.
-  for (const std::string& e : errors)
-    if (!e.empty() && e.find("failed:") == std::string::npos && e.find("abort") == std::string::npos) fail(e);
-  for (const std::string& e : errors)
-    if (!e.empty()) fail(e);
-  return summary;
+  const std::vector<TrainSummary> summaries = comm::run_local_ranks(world, [&](comm::Communicator& rank) {
+    auto groups = pipeline::PipelineGroups::split(rank, P);
+    return train_rank(options, groups.get(), rank.rank() == 0 ? out : null_stream());
+  });
+  return summaries[0];  // the leader's, which printed the run
 }
 
 }  // namespace brigade::train
