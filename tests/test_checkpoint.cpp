@@ -184,6 +184,9 @@ void require_refused(const TempDir& dir, const std::string& bytes, const std::st
   const std::string path = dir.file("bad.safetensors");
   write_bytes(path, bytes);
   REQUIRE_THROWS_WITH(load_safetensors(path), Catch::Contains(message) && Catch::Contains("load_safetensors: '" + path));
+  // Reading the header alone, or no tensor's data, checks the whole file all the same.
+  REQUIRE_THROWS_WITH(read_safetensors_header(path), Catch::Contains(message) && Catch::Contains(path));
+  REQUIRE_THROWS_WITH(load_safetensors(path, [](const std::string&) { return false; }), Catch::Contains(message));
 }
 
 }  // namespace
@@ -308,6 +311,24 @@ TEST_CASE("invalid JSON is refused", "[safetensors][corrupt]") {
     INFO(header);
     require_refused(dir, make_file(header, kGoodData), message);
   }
+}
+
+TEST_CASE("a file's header alone, and some of its tensors, as the whole load reads them", "[safetensors]") {
+  TempDir dir;
+  const std::map<std::string, Tensor> tensors = {{"big", test::random({64, 96}, 1, DType::f32)},
+                                                 {"ids", test::random({5}, 2, DType::i64)},
+                                                 {"half", test::random({3, 7}, 3, DType::bf16)}};
+  save_safetensors(dir.file("m.safetensors"), tensors, {{"step", "12"}});
+  const SafetensorsHeader header = read_safetensors_header(dir.file("m.safetensors"));
+  REQUIRE(header.metadata == std::map<std::string, std::string>{{"step", "12"}});
+  REQUIRE(header.tensors.size() == 3);
+  for (const auto& [name, t] : tensors) {
+    REQUIRE(header.tensors.at(name).dtype == t.dtype());
+    REQUIRE(header.tensors.at(name).shape == t.shape());
+  }
+  const Safetensors some = load_safetensors(dir.file("m.safetensors"), [](const std::string& n) { return n != "big"; });
+  REQUIRE(some.tensors.size() == 2);
+  for (const char* name : {"ids", "half"}) test::require_equal(some.tensors.at(name), tensors.at(name));
 }
 
 TEST_CASE("loading a missing file or a directory fails cleanly", "[safetensors][errors]") {
