@@ -57,13 +57,12 @@ Tensor generate_through_stages(comm::Communicator& comm, nn::GPT& part, const Pa
       BRIGADE_CHECK(prompt.defined() && prompt.dim() == 2 && prompt.size(1) >= 1,
                     "generate_through_stages: expected a prompt [B, T] with T >= 1 on rank 0, got ",
                     prompt.defined() ? shape_str(prompt.shape()) : std::string("none"));
-    // Every stage takes the same path at every step (cached or the whole window), so each needs the
-    // prompt's length; B lets the first stage's receive of tokens be checked.
-    Tensor sizes = first ? from_vector(std::vector<double>{double(prompt.size(0)), double(prompt.size(1))}, {2}, DType::i64, comm.device())
-                         : zeros({2}, DType::i64, comm.device());
-    comm.broadcast(sizes, 0);
-    const std::vector<double> bt = sizes.to_vector();
-    int64_t length = int64_t(bt[1]);
+    // Every stage takes the same path at every step (cached, or the whole window once past the
+    // context), so each needs the prompt's length.
+    Tensor prompt_length = first ? from_vector(std::vector<double>{double(prompt.size(1))}, {1}, DType::i64, comm.device())
+                                 : zeros({1}, DType::i64, comm.device());
+    comm.broadcast(prompt_length, 0);
+    int64_t length = int64_t(prompt_length.to_vector()[0]);
 
     NoGradGuard no_grad;
     const Device device = config.device;

@@ -11,7 +11,7 @@
 // block_size positions without its cache, as one device does. The last stage picks the token with
 // nn::choose_next_token (the same logits, step and seed), so the tokens equal one device's token for
 // token, greedy or sampled. Hidden states and tokens travel by the Communicator's point-to-point calls
-// (their shapes with them); the only other message is the prompt's shape, broadcast at the start.
+// (their shapes with them); the only other message is the prompt's length, broadcast at the start.
 #pragma once
 
 #include <cstdint>
