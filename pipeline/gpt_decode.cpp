@@ -35,7 +35,7 @@ void check_part(const nn::GPT& part, const Partition& partition, int stage) {
 
 Partition decode_partition(const nn::GPTConfig& config, int64_t stages) {
   const int64_t layers = nn::GPT::layer_count(config, nn::LayerGrain::block);
-  BRIGADE_CHECK(stages >= 1 && stages <= layers, "generate: ", stages, " stages for a GPT of ", layers,
+  BRIGADE_CHECK(stages >= 1 && stages <= layers, "decode_partition: ", stages, " stages for a GPT of ", layers,
                 " layers (the embedding, ", config.n_layer, " blocks and the head): between 1 and ", layers,
                 " stages, each at least one layer");
   return partition_uniform(layers, stages);

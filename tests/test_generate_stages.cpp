@@ -153,7 +153,8 @@ TEST_CASE("generate --stages: clear errors for too many stages, a missing checkp
           "[generate][stages]") {
   TrainedModel& m = trained();
   // 4 blocks: 6 layers with the embedding and the head.
-  REQUIRE_THAT(generate(run_args(m.checkpoint, {"--stages", "7"}), 1), Contains("7 stages for a GPT of 6 layers"));
+  REQUIRE_THAT(generate(run_args(m.checkpoint, {"--stages", "7"}), 1),
+               Contains("--stages 7: '" + m.checkpoint + "' holds a GPT of 6 layers"));
   REQUIRE_THAT(generate(run_args(m.work.file("nowhere"), {"--stages", "2"}), 1),
                Contains(m.work.file("nowhere") + "': no such file or directory"));
   REQUIRE_THAT(generate(run_args(m.checkpoint, {"--stages", "-1"}), 2), Contains("--stages"));

@@ -77,6 +77,9 @@ void generate(const GenerateOptions& o, std::ostream& out) {
       SavedModelInfo info = read_saved_model_info(o.checkpoint, o.tokenizer);
       const text::Tokenizer& tokenizer = tokenizer_of(info.tokenizer, o);
       info.config.device = comm.device();
+      const int64_t layers = nn::GPT::layer_count(info.config, nn::LayerGrain::block);
+      BRIGADE_CHECK(o.stages <= layers, "--stages ", o.stages, ": '", o.checkpoint, "' holds a GPT of ", layers,
+                    " layers (the embedding, ", info.config.n_layer, " blocks and the head), at most one stage each");
       const pipeline::Partition partition = pipeline::decode_partition(info.config, o.stages);
       const auto part = pipeline::gpt_rank_model(info.config, partition, pipeline::Layout{int(o.stages), 1},
                                                  comm.rank());
