@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -12,7 +13,7 @@
 
 namespace brigade {
 
-MappedFile::MappedFile(const std::string& path, const std::string& who) {
+MappedFile::MappedFile(const std::string& path, const std::string& who, Access access) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail(who, ": cannot open: ", std::strerror(errno));
   // The mapping keeps the file; the descriptor is not needed past mmap, on any path out.
@@ -28,6 +29,14 @@ MappedFile::MappedFile(const std::string& path, const std::string& who) {
   void* map = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
   if (map == MAP_FAILED) fail(who, ": cannot map it into memory: ", std::strerror(errno));
   map_ = map;
+  if (access == Access::parts) ::madvise(map_, size_, MADV_RANDOM);  // a hint: failing it costs only speed
+}
+
+void MappedFile::prefetch(size_t offset, size_t length) const {
+  if (map_ == nullptr || length == 0 || offset >= size_) return;
+  const size_t page = size_t(::sysconf(_SC_PAGESIZE));
+  const size_t begin = offset / page * page;
+  ::madvise(static_cast<char*>(map_) + begin, std::min(offset + length, size_) - begin, MADV_WILLNEED);
 }
 
 MappedFile::~MappedFile() {

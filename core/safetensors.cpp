@@ -318,7 +318,7 @@ struct OpenFile {
   uint64_t data_start = 0;
 
   explicit OpenFile(const std::string& path)
-      : context("load_safetensors: '" + path + "'"), file(path, context) {
+      : context("load_safetensors: '" + path + "'"), file(path, context, MappedFile::Access::parts) {
     const uint64_t file_size = file.size();
     BRIGADE_CHECK(file_size >= 8, context, ": the file is ", file_size,
                   " bytes, too short to hold the 8-byte header length");
@@ -329,13 +329,17 @@ struct OpenFile {
                   " exceeds the limit of ", kMaxHeaderBytes, " bytes (corrupt file?)");
     BRIGADE_CHECK(header_size <= file_size - 8, context, ": header length ", header_size,
                   " runs past the end of the file (", file_size, " bytes)");
+    file.prefetch(8, header_size);
     const Json root = parse_json(std::string(file.data() + 8, header_size), header_limits(context));
     data_start = 8 + header_size;
     header = HeaderReader(context).read(root, file_size - data_start);
   }
 
-  // Entry `e`'s bytes (checked to lie in the data area when the header was read).
-  const char* bytes(const Entry& e) const { return file.data() + data_start + e.begin; }
+  // Entry `e`'s bytes (checked to lie in the data area when the header was read), read in.
+  const char* bytes(const Entry& e) const {
+    file.prefetch(data_start + e.begin, e.end - e.begin);
+    return file.data() + data_start + e.begin;
+  }
 };
 
 }  // namespace
