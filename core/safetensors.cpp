@@ -2,17 +2,12 @@
 //   1. dtype names;
 //   2. the header's schema: turning JSON (parsed by core/json.h, narrowed to what a header may
 //      hold) into validated tensor entries;
-//   3. file I/O: atomic save (core/atomic_file.h), validating load.
+//   3. file I/O: atomic save (core/atomic_file.h), validating load from a mapping (core/mapped_file.h).
 #include "core/safetensors.h"
-
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <bit>
-#include <cerrno>
 #include <cstring>
 #include <limits>
 #include <optional>
@@ -21,6 +16,7 @@
 
 #include "core/atomic_file.h"
 #include "core/json.h"
+#include "core/mapped_file.h"
 #include "core/utf8.h"
 #include "kernels/ops.h"
 
@@ -219,22 +215,6 @@ class HeaderReader {
 
 // ================================ 3. files ================================
 
-std::string errno_text() { return std::strerror(errno); }
-
-// Closes a file descriptor when it goes out of scope.
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  ~FileDescriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 // Writes [data, data + n) to the file, unless the test hook's byte budget runs out first: then it
 // writes what the budget allows and fails as a full disk would.
@@ -245,20 +225,6 @@ void write_budgeted(AtomicFile& file, const void* data, size_t n, int64_t& budge
   }
   file.write(data, n);
   if (budget >= 0) budget -= int64_t(n);
-}
-
-// Reads exactly n bytes at `offset`.
-void read_all(int fd, void* data, size_t n, uint64_t offset, const std::string& context) {
-  char* p = static_cast<char*>(data);
-  while (n > 0) {
-    const ssize_t r = ::pread(fd, p, n, off_t(offset));
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) fail(context, ": read failed: ", errno_text());
-    if (r == 0) fail(context, ": unexpected end of file");
-    p += r;
-    n -= size_t(r);
-    offset += uint64_t(r);
-  }
 }
 
 // The header text for tensors laid out back to back in `order`, padded with spaces so the data area
@@ -341,37 +307,59 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
 
 Safetensors load_safetensors(const std::string& path) { return load_safetensors(path, nullptr); }
 
+namespace {
+
+// A safetensors file mapped for reading (core/mapped_file.h), its header read and checked whole:
+// tensors are then copied out of the mapping, so reading some of them touches only their pages.
+struct OpenFile {
+  std::string context;
+  MappedFile file;
+  Header header;
+  uint64_t data_start = 0;
+
+  explicit OpenFile(const std::string& path)
+      : context("load_safetensors: '" + path + "'"), file(path, context, MappedFile::Access::parts) {
+    const uint64_t file_size = file.size();
+    BRIGADE_CHECK(file_size >= 8, context, ": the file is ", file_size,
+                  " bytes, too short to hold the 8-byte header length");
+    unsigned char length[8];
+    std::memcpy(length, file.data(), 8);
+    const uint64_t header_size = decode_u64_le(length);
+    BRIGADE_CHECK(header_size <= kMaxHeaderBytes, context, ": header length ", header_size,
+                  " exceeds the limit of ", kMaxHeaderBytes, " bytes (corrupt file?)");
+    BRIGADE_CHECK(header_size <= file_size - 8, context, ": header length ", header_size,
+                  " runs past the end of the file (", file_size, " bytes)");
+    file.prefetch(8, header_size);
+    const Json root = parse_json(std::string(file.data() + 8, header_size), header_limits(context));
+    data_start = 8 + header_size;
+    header = HeaderReader(context).read(root, file_size - data_start);
+  }
+
+  // Entry `e`'s bytes (checked to lie in the data area when the header was read), read in.
+  const char* bytes(const Entry& e) const {
+    file.prefetch(data_start + e.begin, e.end - e.begin);
+    return file.data() + data_start + e.begin;
+  }
+};
+
+}  // namespace
+
+SafetensorsHeader read_safetensors_header(const std::string& path) {
+  OpenFile file(path);
+  SafetensorsHeader out;
+  out.metadata = std::move(file.header.metadata);
+  for (const Entry& e : file.header.entries) out.tensors[e.name] = {e.dtype, e.shape};
+  return out;
+}
+
 Safetensors load_safetensors(const std::string& path, const std::function<bool(const std::string&)>& wanted) {
-  const std::string context = "load_safetensors: '" + path + "'";
-  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  BRIGADE_CHECK(fd.get() >= 0, context, ": cannot open: ", errno_text());
-  struct stat st {};
-  BRIGADE_CHECK(::fstat(fd.get(), &st) == 0, context, ": cannot stat: ", errno_text());
-  BRIGADE_CHECK(S_ISREG(st.st_mode), context, ": not a regular file");
-  const uint64_t file_size = uint64_t(st.st_size);
-
-  BRIGADE_CHECK(file_size >= 8, context, ": the file is ", file_size,
-                " bytes, too short to hold the 8-byte header length");
-  unsigned char length[8];
-  read_all(fd.get(), length, 8, 0, context);
-  const uint64_t header_size = decode_u64_le(length);
-  BRIGADE_CHECK(header_size <= kMaxHeaderBytes, context, ": header length ", header_size,
-                " exceeds the limit of ", kMaxHeaderBytes, " bytes (corrupt file?)");
-  BRIGADE_CHECK(header_size <= file_size - 8, context, ": header length ", header_size,
-                " runs past the end of the file (", file_size, " bytes)");
-
-  std::string text(header_size, '\0');
-  read_all(fd.get(), text.data(), header_size, 8, context);
-  const Json root = parse_json(text, header_limits(context));
-  const uint64_t data_start = 8 + header_size;
-  Header header = HeaderReader(context).read(root, file_size - data_start);
-
+  OpenFile file(path);
   Safetensors out;
-  out.metadata = std::move(header.metadata);
-  for (const Entry& e : header.entries) {
+  out.metadata = std::move(file.header.metadata);
+  for (const Entry& e : file.header.entries) {
     if (wanted && !wanted(e.name)) continue;
     Tensor t = empty(e.shape, e.dtype);
-    read_all(fd.get(), t.raw_data(), t.nbytes(), data_start + e.begin, context);
+    if (t.nbytes() > 0) std::memcpy(t.raw_data(), file.bytes(e), t.nbytes());
     out.tensors.emplace(e.name, std::move(t));
   }
   return out;

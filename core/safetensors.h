@@ -47,6 +47,18 @@ Safetensors load_safetensors(const std::string& path);
 // that needs a part of a large file: a pipeline rank resuming its own layers from a shard.
 Safetensors load_safetensors(const std::string& path, const std::function<bool(const std::string&)>& wanted);
 
+// A file's header alone: each tensor's dtype and shape, and the metadata, checked as load_safetensors
+// checks them; no tensor data is read. What a reader needs to size a model before it reads its part.
+struct SafetensorsHeader {
+  struct TensorInfo {
+    DType dtype = DType::f32;
+    Shape shape;
+  };
+  std::map<std::string, TensorInfo> tensors;
+  std::map<std::string, std::string> metadata;
+};
+SafetensorsHeader read_safetensors_header(const std::string& path);
+
 namespace testing {
 // Test hook: the next save_safetensors fails (as if the disk were full) after writing `bytes` bytes
 // of its temporary file. A negative value disarms it.

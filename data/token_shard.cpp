@@ -1,13 +1,7 @@
 #include "data/token_shard.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <bit>
-#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -23,14 +17,6 @@ static_assert(std::endian::native == std::endian::little, "token shards are read
 namespace {
 
 int64_t bytes_per_token(TokenWidth w) { return w == TokenWidth::u16 ? 2 : 4; }
-
-// Closes a file descriptor on every path out of the constructor.
-struct Fd {
-  int fd;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
 
 }  // namespace
 
@@ -62,55 +48,36 @@ void write_token_shard(const std::string& path, const std::vector<uint32_t>& tok
   file.commit();
 }
 
-TokenShard::TokenShard(const std::string& path, int64_t vocab_size) : path_(path) {
+TokenShard::TokenShard(const std::string& path, int64_t vocab_size)
+    : path_(path), file_(path, "token shard '" + path + "'") {
   const std::string who = "token shard '" + path + "'";
-  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (f.fd < 0) fail(who, ": cannot open: ", std::strerror(errno));
-  struct stat st {};
-  if (::fstat(f.fd, &st) != 0) fail(who, ": cannot stat: ", std::strerror(errno));
-  const int64_t file_bytes = st.st_size;
+  const int64_t file_bytes = int64_t(file_.size());
   BRIGADE_CHECK(file_bytes >= kShardHeaderBytes, who, ": ", file_bytes,
                 " bytes, shorter than the 1024-byte header of a token shard");
-  map_ = ::mmap(nullptr, size_t(file_bytes), PROT_READ, MAP_PRIVATE, f.fd, 0);
-  if (map_ == MAP_FAILED) {
-    map_ = nullptr;
-    fail(who, ": cannot map it into memory: ", std::strerror(errno));
+  int32_t header[3];
+  std::memcpy(header, file_.data(), sizeof header);
+  if (header[0] == kShardMagicU16) width_ = TokenWidth::u16;
+  else if (header[0] == kShardMagicU32) width_ = TokenWidth::u32;
+  else fail(who, ": magic number ", header[0], ", not a token shard (expected ", kShardMagicU16, " for uint16 tokens or ",
+            kShardMagicU32, " for uint32, as llm.c writes them)");
+  const int32_t version = width_ == TokenWidth::u16 ? kShardVersionU16 : kShardVersionU32;
+  BRIGADE_CHECK(header[1] == version, who, ": version ", header[1], " with magic ", header[0], " (expected ",
+                version, ")");
+  BRIGADE_CHECK(header[2] >= 0, who, ": negative token count ", header[2]);
+  count_ = header[2];
+  const int64_t expected = kShardHeaderBytes + count_ * bytes_per_token(width_);
+  BRIGADE_CHECK(expected == file_bytes, who, ": the header counts ", count_, " tokens (", expected,
+                " bytes with the header) but the file has ", file_bytes, " bytes",
+                expected > file_bytes ? ": truncated?" : "");
+  tokens_ = file_.data() + kShardHeaderBytes;
+  // One pass over every token: a shard read for training is read whole anyway, and an id outside
+  // the embedding table must fail here, not as an index error in the middle of a run.
+  for (int64_t i = 0; i < count_; ++i) {
+    const uint32_t t = (*this)[i];
+    max_token_ = std::max(max_token_, t);
+    if (vocab_size > 0 && int64_t(t) >= vocab_size)
+      fail(who, ": token ", t, " at position ", i, " is outside the vocabulary of ", vocab_size, " tokens");
   }
-  map_bytes_ = size_t(file_bytes);
-  // From here on a throw must unmap: the destructor does not run for a half-built object.
-  try {
-    int32_t header[3];
-    std::memcpy(header, map_, sizeof header);
-    if (header[0] == kShardMagicU16) width_ = TokenWidth::u16;
-    else if (header[0] == kShardMagicU32) width_ = TokenWidth::u32;
-    else fail(who, ": magic number ", header[0], ", not a token shard (expected ", kShardMagicU16, " for uint16 tokens or ",
-              kShardMagicU32, " for uint32, as llm.c writes them)");
-    const int32_t version = width_ == TokenWidth::u16 ? kShardVersionU16 : kShardVersionU32;
-    BRIGADE_CHECK(header[1] == version, who, ": version ", header[1], " with magic ", header[0], " (expected ",
-                  version, ")");
-    BRIGADE_CHECK(header[2] >= 0, who, ": negative token count ", header[2]);
-    count_ = header[2];
-    const int64_t expected = kShardHeaderBytes + count_ * bytes_per_token(width_);
-    BRIGADE_CHECK(expected == file_bytes, who, ": the header counts ", count_, " tokens (", expected,
-                  " bytes with the header) but the file has ", file_bytes, " bytes",
-                  expected > file_bytes ? ": truncated?" : "");
-    tokens_ = static_cast<const char*>(map_) + kShardHeaderBytes;
-    // One pass over every token: a shard read for training is read whole anyway, and an id outside
-    // the embedding table must fail here, not as an index error in the middle of a run.
-    for (int64_t i = 0; i < count_; ++i) {
-      const uint32_t t = (*this)[i];
-      max_token_ = std::max(max_token_, t);
-      if (vocab_size > 0 && int64_t(t) >= vocab_size)
-        fail(who, ": token ", t, " at position ", i, " is outside the vocabulary of ", vocab_size, " tokens");
-    }
-  } catch (...) {
-    ::munmap(map_, map_bytes_);
-    throw;
-  }
-}
-
-TokenShard::~TokenShard() {
-  if (map_ != nullptr) ::munmap(map_, map_bytes_);
 }
 
 void TokenShard::read(int64_t first, int64_t n, int64_t* out) const {

@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "core/mapped_file.h"
+
 namespace brigade::data {
 
 enum class TokenWidth { u16, u32 };
@@ -46,7 +48,6 @@ class TokenShard {
   explicit TokenShard(const std::string& path, int64_t vocab_size = 0);
   TokenShard(const TokenShard&) = delete;
   TokenShard& operator=(const TokenShard&) = delete;
-  ~TokenShard();
 
   const std::string& path() const { return path_; }
   TokenWidth width() const { return width_; }
@@ -60,8 +61,7 @@ class TokenShard {
 
  private:
   std::string path_;
-  void* map_ = nullptr;
-  size_t map_bytes_ = 0;
+  MappedFile file_;
   const void* tokens_ = nullptr;
   TokenWidth width_ = TokenWidth::u16;
   int64_t count_ = 0;

@@ -209,22 +209,38 @@ Tensor language_model_loss(const Tensor& logits, const Tensor& targets) {
   return cross_entropy(scores.reshape({rows, logits.shape()[2]}), targets.reshape({rows}), -1);
 }
 
-Tensor GPT::forward_cached(const Tensor& idx, KVCache& cache) {
-  check_whole("forward_cached");
-  BRIGADE_CHECK(cache.layers.size() == size_t(config_.n_layer) && cache.capacity == config_.block_size,
+Tensor GPT::forward_cached(const Tensor& x, KVCache& cache) {
+  // The blocks this model holds, in order; a stage's part must be one run of whole blocks, so that
+  // its output is the next stage's input.
+  std::vector<TransformerBlock*> held;
+  int64_t first = -1, last = -1;
+  for (int64_t i = 0; i < config_.n_layer; ++i) {
+    const auto& block = block_at_[size_t(i)];
+    if (!block) continue;
+    BRIGADE_CHECK(block->has_attention() && block->has_mlp(), "GPT::forward_cached: this model holds half of block ",
+                  i, "; a KV cache runs whole blocks (build the stage at LayerGrain::block)");
+    BRIGADE_CHECK(last < 0 || i == last + 1, "GPT::forward_cached: this model holds blocks ", last, " and ", i,
+                  " but not those between: it runs one run of consecutive layers");
+    if (first < 0) first = i;
+    last = i;
+    held.push_back(block.get());
+  }
+  const bool embeds = embed && embed->wpe;
+  BRIGADE_CHECK((!embeds || first <= 0) && (!head || last < 0 || last == config_.n_layer - 1) &&
+                    (embeds || head || !held.empty()),
+                "GPT::forward_cached: the layers this model holds are not one run of consecutive layers (",
+                details(), ")");
+  BRIGADE_CHECK(cache.layers.size() == held.size() && cache.capacity == config_.block_size,
                 "GPT::forward_cached: a KV cache of ", cache.layers.size(), " layers and ", cache.capacity,
-                " positions does not fit this model's ", config_.n_layer, " and ", config_.block_size);
+                " positions does not fit this model's ", held.size(), " blocks and ", config_.block_size);
   // What operator() does for forward(): compute in the model's compute dtype.
   std::optional<Autocast> scope;
   if (compute_dtype()) scope.emplace(*compute_dtype());
   const int64_t past = cache.length;
-  Tensor x = embed->forward_at(idx, past);
-  for (size_t i = 0; i < blocks->size(); ++i) {
-    auto& block = static_cast<TransformerBlock&>(*(*blocks)[i]);
-    x = block.forward_cached(x, cache.layers[i], past, cache.capacity);
-  }
-  cache.length = past + idx.size(1);
-  return (*head)(x);
+  Tensor h = embeds ? embed->forward_at(x, past) : x;
+  for (size_t i = 0; i < held.size(); ++i) h = held[i]->forward_cached(h, cache.layers[i], past, cache.capacity);
+  cache.length = past + x.size(1);
+  return head ? (*head)(h) : h;
 }
 
 Tensor choose_next_token(const Tensor& logits, const GenerateOptions& o, int64_t step, Device device) {

@@ -144,7 +144,11 @@ class GPT : public Module {
   Tensor generate(const Tensor& idx, int64_t max_new_tokens, const GenerateOptions& options = {});
   // Logits [B, T, vocab_size] of idx [B, T], the tokens after the cache's cache.length positions,
   // which it then holds too. Equals the last T positions of forward() on the whole sequence.
-  Tensor forward_cached(const Tensor& idx, KVCache& cache);
+  // A model holding one run of consecutive layers (a pipeline stage's, at LayerGrain::block) runs
+  // just those: its input is idx when it holds the embedding, else the previous stage's hidden
+  // state [B, T, C]; its output the logits when it holds the head, else the hidden state. Its cache
+  // has one layer per block it holds (in order), so a stage keeps only its own blocks' keys and values.
+  Tensor forward_cached(const Tensor& x, KVCache& cache);
 
   // [embed, blocks 0..n_layer-1, head]: applying them in order equals forward(). With
   // LayerGrain::half_block each block is two layers, its attention half and its MLP half

@@ -17,6 +17,8 @@
 
 namespace brigade::nn {
 
+namespace fs = std::filesystem;
+
 namespace {
 
 // One tensor's two names, and whether its matrix is stored transposed on the Hugging Face side.
@@ -95,7 +97,8 @@ std::optional<int64_t> config_json_n_head(const std::string& path) {
   return std::nullopt;
 }
 
-int64_t count_layers(const std::map<std::string, Tensor>& hf) {
+template <class Value>
+int64_t count_layers(const std::map<std::string, Value>& hf) {
   int64_t n = 0;
   while (hf.count("h." + std::to_string(n) + ".ln_1.weight")) ++n;
   return n;
@@ -122,19 +125,56 @@ bool is_hf_gpt2(const std::map<std::string, Tensor>& tensors) {
   return is_hf_gpt2(names);
 }
 
-GPTConfig hf_gpt2_config(const std::string& path) { return hf_gpt2_config(load_safetensors(path).tensors, path); }
+GPTConfig hf_gpt2_config(const std::string& path) {
+  std::map<std::string, Shape> shapes;
+  for (const auto& [name, t] : read_safetensors_header(path).tensors) shapes.emplace(name, t.shape);
+  return hf_gpt2_config(shapes, path);
+}
+
+GPTConfig hf_gpt2_config(const HfIndex& index) {
+  // The names from the weight map; the two shapes that size the model from their shards' headers.
+  std::map<std::string, Shape> shapes;
+  std::map<std::string, std::set<std::string>> sized;  // shard -> the names it sizes
+  for (const auto& [name, shard] : index.weight_map) {
+    shapes.emplace(name, Shape{});
+    const auto n = normalized_name(name);
+    if (n && (*n == "wte.weight" || *n == "wpe.weight")) sized[shard].insert(name);
+  }
+  for (const auto& [shard, names] : sized) {
+    const SafetensorsHeader header = read_safetensors_header((fs::path(index.dir) / shard).string());
+    for (const std::string& name : names) {
+      auto it = header.tensors.find(name);
+      BRIGADE_CHECK(it != header.tensors.end(), index.path, ": the index puts '", name, "' in ", shard,
+                    ", which does not hold it");
+      shapes[name] = it->second.shape;
+    }
+  }
+  return hf_gpt2_config(shapes, index.path);
+}
 
 GPTConfig hf_gpt2_config(const std::map<std::string, Tensor>& tensors, const std::string& path) {
-  const auto hf = normalized(tensors);
-  const Tensor& wte = need(hf, "wte.weight", path);
-  const Tensor& wpe = need(hf, "wpe.weight", path);
-  BRIGADE_CHECK(wte.dim() == 2 && wpe.dim() == 2 && wte.shape()[1] == wpe.shape()[1], path,
-                ": wte.weight ", shape_str(wte.shape()), " and wpe.weight ", shape_str(wpe.shape()),
-                " are not [vocab, C] and [context, C]");
+  std::map<std::string, Shape> shapes;
+  for (const auto& [name, t] : tensors) shapes.emplace(name, t.shape());
+  return hf_gpt2_config(shapes, path);
+}
+
+GPTConfig hf_gpt2_config(const std::map<std::string, Shape>& file_shapes, const std::string& path) {
+  std::map<std::string, Shape> hf;
+  for (const auto& [name, shape] : file_shapes)
+    if (auto n = normalized_name(name)) hf.emplace(*n, shape);
+  auto need = [&](const std::string& name) -> const Shape& {
+    auto it = hf.find(name);
+    BRIGADE_CHECK(it != hf.end(), path, ": no tensor '", name, "' (not a GPT-2 file in the Hugging Face layout?)");
+    return it->second;
+  };
+  const Shape& wte = need("wte.weight");
+  const Shape& wpe = need("wpe.weight");
+  BRIGADE_CHECK(wte.size() == 2 && wpe.size() == 2 && wte[1] == wpe[1], path, ": wte.weight ", shape_str(wte),
+                " and wpe.weight ", shape_str(wpe), " are not [vocab, C] and [context, C]");
   GPTConfig c;
-  c.vocab_size = wte.shape()[0];
-  c.n_embd = wte.shape()[1];
-  c.block_size = wpe.shape()[0];
+  c.vocab_size = wte[0];
+  c.n_embd = wte[1];
+  c.block_size = wpe[0];
   c.n_layer = count_layers(hf);
   c.bias = true;
   BRIGADE_CHECK(c.n_layer > 0, path, ": no transformer blocks (h.0.ln_1.weight ...)");

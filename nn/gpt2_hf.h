@@ -51,6 +51,11 @@ bool is_hf_gpt2(const std::set<std::string>& names);
 GPTConfig hf_gpt2_config(const std::string& path);
 // The same for a file already read (`path` for the messages and to find config.json).
 GPTConfig hf_gpt2_config(const std::map<std::string, Tensor>& tensors, const std::string& path);
+// The same from the tensors' names and shapes alone (a header; the path reads only the header).
+GPTConfig hf_gpt2_config(const std::map<std::string, Shape>& shapes, const std::string& path);
+// The same for a sharded model, or one file as an index (hf_single_file_index): its names from the
+// weight map, its sizes from the headers of the shards holding wte and wpe. No tensor data is read.
+GPTConfig hf_gpt2_config(const HfIndex& index);
 
 // Hugging Face names and layout -> brigade's state_dict for a model with `config` (whose vocabulary
 // may be larger than the file's: padding rows are zero). Tensors are converted to config.dtype.

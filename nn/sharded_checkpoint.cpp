@@ -137,12 +137,12 @@ ShardedIndex read_sharded_index(const std::string& dir) {
   return index;
 }
 
-Checkpoint load_checkpoint_part(const std::string& file, const std::set<std::string>& params) {
+Checkpoint load_checkpoint_part(const std::string& file, const std::set<std::string>& params, bool optimizer) {
   // A tensor is wanted when it is one of `params` or their optimizer state ("optim.<kind>.<name>"),
   // or the optimizer's own step count and learning rate.
-  auto needed = [&params](const std::string& tensor) {
+  auto needed = [&params, optimizer](const std::string& tensor) {
     if (tensor.rfind("model.", 0) == 0) return params.count(tensor.substr(6)) > 0;
-    if (tensor.rfind("optim.", 0) != 0) return false;
+    if (!optimizer || tensor.rfind("optim.", 0) != 0) return false;
     const std::string key = tensor.substr(6);
     const std::string parameter = optim::Optimizer::parameter_of_key(key);
     return parameter.empty() ? (key == "step" || key == "lr") : params.count(parameter) > 0;
@@ -151,7 +151,7 @@ Checkpoint load_checkpoint_part(const std::string& file, const std::set<std::str
 }
 
 Checkpoint load_sharded_checkpoint(const std::string& dir, const ShardedIndex& index,
-                                   const std::set<std::string>* wanted) {
+                                   const std::set<std::string>* wanted, bool optimizer) {
   // Which parameters to read from which shard.
   std::map<std::string, std::set<std::string>> by_shard;
   if (wanted == nullptr) {
@@ -168,7 +168,7 @@ Checkpoint load_sharded_checkpoint(const std::string& dir, const ShardedIndex& i
   out.metadata = index.metadata;
   for (const auto& [shard, params] : by_shard) {
     const std::string path = (fs::path(dir) / shard).string();
-    Checkpoint part = load_checkpoint_part(path, params);
+    Checkpoint part = load_checkpoint_part(path, params, optimizer);
     for (const std::string& param : params)
       BRIGADE_CHECK(part.model.count(param), "checkpoint ", dir, ": the index puts '", param, "' in ", path,
                     ", which does not hold it");

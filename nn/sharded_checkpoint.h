@@ -66,9 +66,10 @@ ShardedIndex read_sharded_index(const std::string& dir);
 // From one safetensors file (a shard, or an older build's single-file checkpoint): only the
 // parameters `params` names, their optimizer state and the optimizer's own step count and learning
 // rate, with the file's metadata. What a pipeline rank reads of a checkpoint: its own part.
-Checkpoint load_checkpoint_part(const std::string& file, const std::set<std::string>& params);
+// `optimizer` false reads the parameters alone (generation needs no optimizer state).
+Checkpoint load_checkpoint_part(const std::string& file, const std::set<std::string>& params, bool optimizer = true);
 
 Checkpoint load_sharded_checkpoint(const std::string& dir, const ShardedIndex& index,
-                                   const std::set<std::string>* wanted = nullptr);
+                                   const std::set<std::string>* wanted = nullptr, bool optimizer = true);
 
 }  // namespace brigade::nn

@@ -13,6 +13,7 @@
 //   executor.h   one rank walking its action list with real tensors
 //   runtime.h    Pipeline: a training step across ranks (ties, replicas, global norm, tracing)
 //   gpt_stages.h a rank's chunks: of a GPT holding only its layers, or built from layer factories
+//   gpt_decode.h generation through a GPT's stages, each with the KV cache of its own blocks
 #pragma once
 
 #include "pipeline/action.h"
@@ -29,3 +30,4 @@
 #include "pipeline/executor.h"
 #include "pipeline/runtime.h"
 #include "pipeline/gpt_stages.h"
+#include "pipeline/gpt_decode.h"

@@ -3,6 +3,8 @@
 #include "test_util.h"
 #include "temp_dir.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -184,6 +186,9 @@ void require_refused(const TempDir& dir, const std::string& bytes, const std::st
   const std::string path = dir.file("bad.safetensors");
   write_bytes(path, bytes);
   REQUIRE_THROWS_WITH(load_safetensors(path), Catch::Contains(message) && Catch::Contains("load_safetensors: '" + path));
+  // Reading the header alone, or no tensor's data, checks the whole file all the same.
+  REQUIRE_THROWS_WITH(read_safetensors_header(path), Catch::Contains(message) && Catch::Contains(path));
+  REQUIRE_THROWS_WITH(load_safetensors(path, [](const std::string&) { return false; }), Catch::Contains(message));
 }
 
 }  // namespace
@@ -308,6 +313,79 @@ TEST_CASE("invalid JSON is refused", "[safetensors][corrupt]") {
     INFO(header);
     require_refused(dir, make_file(header, kGoodData), message);
   }
+}
+
+TEST_CASE("a file's header alone, and some of its tensors, as the whole load reads them", "[safetensors]") {
+  TempDir dir;
+  const std::map<std::string, Tensor> tensors = {{"big", test::random({64, 96}, 1, DType::f32)},
+                                                 {"ids", test::random({5}, 2, DType::i64)},
+                                                 {"half", test::random({3, 7}, 3, DType::bf16)}};
+  save_safetensors(dir.file("m.safetensors"), tensors, {{"step", "12"}});
+  const SafetensorsHeader header = read_safetensors_header(dir.file("m.safetensors"));
+  REQUIRE(header.metadata == std::map<std::string, std::string>{{"step", "12"}});
+  REQUIRE(header.tensors.size() == 3);
+  for (const auto& [name, t] : tensors) {
+    REQUIRE(header.tensors.at(name).dtype == t.dtype());
+    REQUIRE(header.tensors.at(name).shape == t.shape());
+  }
+  const Safetensors some = load_safetensors(dir.file("m.safetensors"), [](const std::string& n) { return n != "big"; });
+  REQUIRE(some.tensors.size() == 2);
+  for (const char* name : {"ids", "half"}) test::require_equal(some.tensors.at(name), tensors.at(name));
+}
+
+namespace {
+
+// Drops the file's pages from the page cache (they are clean: save_safetensors flushed them).
+void evict_from_page_cache(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  REQUIRE(fd >= 0);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+}
+
+// How many pages of bytes [begin, end) of the file are in the page cache (mincore on a fresh mapping,
+// which touches nothing).
+size_t cached_pages(const std::string& path, size_t begin, size_t end) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  REQUIRE(fd >= 0);
+  const size_t size = size_t(std::filesystem::file_size(path));
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  REQUIRE(map != MAP_FAILED);
+  const size_t page = size_t(::sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> in_core((size + page - 1) / page);
+  REQUIRE(::mincore(map, size, in_core.data()) == 0);
+  ::munmap(map, size);
+  size_t n = 0;
+  for (size_t p = begin / page; p < (end + page - 1) / page; ++p) n += in_core[p] & 1;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("reading some tensors brings only their pages of the file into memory", "[safetensors]") {
+  // What a pipeline rank relies on to read its own layers of a large shard: the other tensors' bytes
+  // are never read. "big" (8 MiB) comes first in the data area, "small" after it.
+  TempDir dir;
+  const std::string path = dir.file("m.safetensors");
+  const Tensor small = test::random({16}, 4, DType::f32);
+  save_safetensors(path, {{"big", zeros({2048, 1024})}, {"small", small}});
+  const std::string start = read_bytes(path).substr(0, 8);
+  const size_t big_begin = 8 + size_t(read_u64_le(start, 0)), big_end = big_begin + (size_t(8) << 20);
+  const size_t page = size_t(::sysconf(_SC_PAGESIZE));
+  const size_t big_pages = (big_end + page - 1) / page - big_begin / page;  // the pages its bytes span
+  evict_from_page_cache(path);
+  if (cached_pages(path, big_begin, big_end) > big_pages / 2) {
+    WARN("this file system keeps the file in memory whatever we advise (tmpfs?): nothing to measure");
+    return;
+  }
+  const Safetensors some = load_safetensors(path, [](const std::string& n) { return n == "small"; });
+  test::require_equal(some.tensors.at("small"), small);
+  // The kernel may read ahead a little around the page it maps for "small"; not the 8 MiB before it.
+  CHECK(cached_pages(path, big_begin, big_end) < big_pages / 8);
+  // And the measure sees a whole read.
+  load_safetensors(path);
+  CHECK(cached_pages(path, big_begin, big_end) == big_pages);
 }
 
 TEST_CASE("loading a missing file or a directory fails cleanly", "[safetensors][errors]") {

@@ -6,12 +6,14 @@
 // on every rank it is broadcast to. Sends are rendezvous (gloo and NCCL at their strictest), so a
 // forward-only schedule whose exchanges could wait in a cycle fails here.
 #include <mutex>
+#include <set>
 
 #include "comm/comm.h"
 #include "comm/thread_ranks.h"
 #include "nn/gpt.h"
 #include "pipeline/analysis/simulator.h"
 #include "pipeline/exchange.h"
+#include "pipeline/gpt_decode.h"
 #include "pipeline/gpt_stages.h"
 #include "pipeline/runtime.h"
 #include "pipeline/trace.h"
@@ -204,4 +206,61 @@ TEST_CASE("forward only: evaluating after a traced step leaves that step's trace
   REQUIRE(measured.makespan > 0);
   REQUIRE(measured.bubble_fraction >= 0);
   REQUIRE(measured.bubble_fraction < 1);
+}
+
+TEST_CASE("generation through the stages: the tokens equal one device's, each stage holding its own layers and "
+          "their KV cache only",
+          "[pipeline][forward][generate]") {
+  const nn::GPTConfig config = tiny_gpt();  // 5 layers: the embedding, 3 blocks, the head
+  nn::GPT whole(config);
+  whole.eval();
+  std::map<std::string, Tensor> whole_state = whole.state_dict();
+  // 3 prompt tokens and 9 new ones: past the context of 8, so the last steps slide the window.
+  const Tensor prompt = ids(2, 3, 7);
+  nn::GenerateOptions greedy, sampled, uncached;
+  sampled.temperature = 1.0;
+  sampled.top_k = 5;
+  sampled.seed = 3;
+  uncached.kv_cache = false;
+  for (int P : {2, 3, 5}) {
+    const Partition partition = decode_partition(config, P);
+    for (const nn::GenerateOptions& g : {greedy, sampled, uncached}) {
+      const std::vector<double> reference = whole.generate(prompt, 9, g).to_vector();
+      auto comms = comm::local_group(P);
+      std::vector<std::set<std::string>> held(static_cast<size_t>(P));
+      Tensor got;
+      REQUIRE(test::all_ok(test::run_ranks(comms, [&](comm::Communicator& comm) {
+        auto part = gpt_rank_model(config, partition, Layout{P, 1}, comm.rank());
+        part->eval();
+        for (auto& [name, t] : part->state_dict()) held[size_t(comm.rank())].insert(name);
+        const Tensor out = generate_through_stages(comm, *part, partition, comm.rank() == 0 ? prompt : Tensor(), 9, g);
+        if (comm.rank() == 0) got = out;
+      })));
+      INFO("P=" << P << ", temperature " << g.temperature << (g.kv_cache ? "" : ", no cache"));
+      REQUIRE(got.shape() == Shape{2, 12});
+      REQUIRE(got.to_vector() == reference);
+      // Stage s holds exactly the whole model's parameters of its layers (the head's stage: the tied
+      // token table too), by name.
+      for (int s = 0; s < P; ++s) {
+        std::set<std::string> expected;
+        for (const auto& [name, t] : whole_state) {
+          bool mine = false;
+          for (int64_t i = partition.begin(s); i < partition.end(s); ++i) {
+            const std::string prefix = i == 0 ? "embed." : i == config.n_layer + 1 ? "head." : "blocks." + std::to_string(i - 1) + ".";
+            mine = mine || name.rfind(prefix, 0) == 0 || (i == config.n_layer + 1 && name == "embed.wte.weight");
+          }
+          if (mine) expected.insert(name);
+        }
+        REQUIRE(held[size_t(s)] == expected);
+      }
+    }
+  }
+  // A stage's KV cache has its own blocks' layers only: one sized for the whole model is refused.
+  const Partition two = decode_partition(config, 2);
+  auto last = gpt_rank_model(config, two, Layout{2, 1}, 1);
+  nn::KVCache whole_cache(config.n_layer, config.block_size);
+  REQUIRE_THROWS_WITH(last->forward_cached(zeros({1, 1, config.n_embd}), whole_cache),
+                      Contains("a KV cache of 3 layers and 8 positions does not fit this model's 2 blocks"));
+  // More stages than layers.
+  REQUIRE_THROWS_WITH(decode_partition(config, 6), Contains("6 stages for a GPT of 5 layers"));
 }

@@ -8,9 +8,13 @@
 #include <sstream>
 #include <string>
 
+#include "comm/comm.h"
+#include "comm/thread_ranks.h"
 #include "core/format.h"
 #include "core/memory_context.h"
+#include "pipeline/runtime.h"
 #include "train/device_memory.h"  // tools/train/
+#include "train/memory_report.h"
 #include "train/options.h"
 #include "train/trainer.h"
 
@@ -50,21 +54,28 @@ std::vector<std::pair<double, double>> peaks(const std::string& text) {
   return out;
 }
 
+// The sort task on a 2-block GPT, 32 wide, batches of 8, on the CPU.
+TrainOptions small_sort_options() {
+  TrainOptions o;
+  o.layers = 2;
+  o.heads = 2;
+  o.embd = 32;
+  o.digits = 4;
+  o.batch = 8;
+  o.device = "cpu";
+  return o;
+}
+
 }  // namespace
 
 TEST_CASE("train: each rank's measured peak memory is within 10% of the prediction", "[train][memory]") {
   for (const char* schedule : {"1f1b", "gpipe", "zb-h1"}) {
     for (bool recompute : {false, true}) {
-      TrainOptions o;
-      o.layers = 2;  // 4 layers (embedding, 2 blocks, head) for the 4 stages
-      o.heads = 2;
-      o.embd = 32;
-      o.digits = 4;
+      TrainOptions o = small_sort_options();  // 4 layers (embedding, 2 blocks, head) for the 4 stages
       o.batch = 32;
       o.steps = 3;
       o.warmup = 1;
       o.eval_examples = 10;
-      o.device = "cpu";
       o.schedule = schedule;
       o.recompute = recompute;
       o.trace = o.svg = "none";
@@ -137,13 +148,7 @@ TEST_CASE("train: --memory-budget bounds what each rank holds, and too little sa
 }
 
 TEST_CASE("train: the out-of-memory context counts what the rank holds from its tensors", "[train][memory]") {
-  TrainOptions o;
-  o.layers = 2;
-  o.heads = 2;
-  o.embd = 32;
-  o.digits = 4;
-  o.batch = 8;
-  o.device = "cpu";
+  TrainOptions o = small_sort_options();
   o.stages = 0;
   Trainer trainer(o);
   const MemoryContextScope registered = register_memory_context(trainer, nullptr);
@@ -160,4 +165,47 @@ TEST_CASE("train: the out-of-memory context counts what the rank holds from its 
   trainer.train_step();
   REQUIRE(memory_context() == "this process (the whole model on cpu): parameters " + weights + " (" + with_commas(n) +
                                   "), gradients 0 B, optimizer state " + format_bytes(double(8 * n)) + advice);
+}
+
+TEST_CASE("train: the memory model counts the tied token table once on a rank holding both ends (zb-v, dualpipev)",
+          "[train][memory]") {
+  // Each rank's model of its stages' parameters and optimizer state against what its modules hold:
+  // on a V-shaped layout rank 0 holds the embedding's stage and the head's, which share one table.
+  for (const char* schedule : {"zb-v", "dualpipev", "1f1b"}) {
+    TrainOptions o = small_sort_options();
+    o.microbatches = 4;
+    o.stages = 2;
+    o.schedule = schedule;
+    const int P = 2;
+    auto world = comm::local_group(P);
+    std::vector<int64_t> held(static_cast<size_t>(P), 0), optimizer(static_cast<size_t>(P), 0);
+    pipeline::MemoryModel model;
+    pipeline::Layout layout;
+    REQUIRE(test::all_ok(test::run_ranks(world, [&](comm::Communicator& comm) {
+      auto groups = pipeline::PipelineGroups::split(comm, P);
+      Trainer trainer(o, groups.get());
+      trainer.set_trace(true);
+      trainer.train_step();
+      for (const Tensor& p : trainer.model().parameters()) {
+        held[size_t(comm.rank())] += host_allocated_bytes(p.storage().nbytes());
+        optimizer[size_t(comm.rank())] += 2 * host_allocated_bytes(size_t(p.numel()) * 4);
+      }
+      if (comm.rank() == 0) {
+        model = memory_model(trainer, trainer.last_trace());
+        layout = trainer.schedule().layout;
+      }
+    })));
+    INFO(schedule);
+    for (int r = 0; r < P; ++r) {
+      int64_t parameters = 0, moments = 0;
+      for (int s = 0; s < int(model.stages.size()); ++s)
+        if (layout.rank_of(s) == r) {
+          parameters += model.stages[size_t(s)].parameters;
+          moments += model.stages[size_t(s)].optimizer;
+        }
+      INFO("rank " << r);
+      CHECK(parameters == held[size_t(r)]);
+      CHECK(moments == optimizer[size_t(r)]);
+    }
+  }
 }

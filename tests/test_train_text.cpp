@@ -15,6 +15,7 @@
 #include "data/token_shard.h"
 #include "nn/checkpoint.h"
 #include "nn/gpt2_hf.h"
+#include "grammar_text.h"
 #include "temp_dir.h"
 #include "test_util.h"
 #include "data_prepare/command.h"
@@ -32,26 +33,10 @@
 
 using namespace brigade;
 using namespace brigade::train;
+using test::grammar_text;
 using test::TempDir;
 
 namespace {
-
-// Text with structure a tiny model picks up in a few dozen steps: sentences drawn from a small
-// grammar, as bytes (token = byte, vocabulary 256 — no tokenizer needed).
-std::vector<uint32_t> grammar_text(size_t bytes, uint64_t seed) {
-  const std::vector<std::string> subjects = {"the cat", "a dog", "my friend", "the old man", "every bird"};
-  const std::vector<std::string> verbs = {" sees ", " likes ", " follows ", " finds "};
-  const std::vector<std::string> objects = {"the ball.", "a red box.", "the garden.", "some bread."};
-  std::vector<uint32_t> out;
-  for (uint64_t i = 0; out.size() < bytes; ++i) {
-    const auto r = philox4x32(i, seed);
-    const std::string s = subjects[r[0] % subjects.size()] + verbs[r[1] % verbs.size()] +
-                          objects[r[2] % objects.size()] + "\n";
-    for (unsigned char c : s) out.push_back(c);
-  }
-  out.resize(bytes);
-  return out;
-}
 
 // DIR with train and val shards of that text.
 struct TextData {

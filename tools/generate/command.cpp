@@ -9,6 +9,9 @@
 #include "core/format.h"
 #include "generate/options.h"
 #include "generate/saved_model.h"
+#include "generate/stages.h"
+#include "pipeline/gpt_decode.h"
+#include "pipeline/gpt_stages.h"
 #include "tools/cli/command.h"
 #include "train/trainer.h"  // resolve_device
 
@@ -16,13 +19,9 @@ namespace brigade::generate_cli {
 
 namespace {
 
-void generate(const GenerateOptions& o, std::ostream& out) {
-  const Device device = train::resolve_device(o.device);
-  const SavedModel saved = load_saved_model(o.checkpoint, device, o.tokenizer);
-  BRIGADE_CHECK(saved.tokenizer.has_value(), "'", o.checkpoint, "' carries no tokenizer: name one with --tokenizer DIR");
-  const text::Tokenizer& tokenizer = *saved.tokenizer;
-
-  // An empty prompt starts a new document, as every document in the training data starts.
+// The prompt as ids [samples, T] on `device`; an empty prompt starts a new document, as every
+// document in the training data starts.
+Tensor prompt_ids(const GenerateOptions& o, const text::Tokenizer& tokenizer, Device device) {
   std::vector<text::TokenId> prompt = tokenizer.encode(o.prompt);
   if (prompt.empty()) {
     BRIGADE_CHECK(tokenizer.has_eot(), "the tokenizer has no <|endoftext|> to start a new document with: give a --prompt");
@@ -31,29 +30,77 @@ void generate(const GenerateOptions& o, std::ostream& out) {
   std::vector<double> ids;
   for (int64_t s = 0; s < o.samples; ++s)
     for (text::TokenId id : prompt) ids.push_back(double(id));
-  const Tensor idx = from_vector(ids, {o.samples, int64_t(prompt.size())}, DType::i64, device);
+  return from_vector(ids, {o.samples, int64_t(prompt.size())}, DType::i64, device);
+}
 
+const text::Tokenizer& tokenizer_of(const std::optional<text::Tokenizer>& tokenizer, const GenerateOptions& o) {
+  BRIGADE_CHECK(tokenizer.has_value(), "'", o.checkpoint, "' carries no tokenizer: name one with --tokenizer DIR");
+  return *tokenizer;
+}
+
+nn::GenerateOptions sampling(const GenerateOptions& o, int64_t vocab) {
   nn::GenerateOptions g;
   g.temperature = o.temperature;
   g.top_k = o.top_k;
   g.seed = o.seed;
-  g.vocab_limit = saved.vocab;
+  g.vocab_limit = vocab;
   g.kv_cache = !o.no_cache;
-  const auto start = std::chrono::steady_clock::now();
-  const std::vector<double> result = saved.model->generate(idx, o.tokens, g).to_vector();
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return g;
+}
 
-  const int64_t length = int64_t(prompt.size()) + o.tokens;
+// The text of each sample of `result` [samples, prompt + tokens], then the speed.
+void print(const GenerateOptions& o, const text::Tokenizer& tokenizer, const Tensor& result, double seconds,
+           const std::string& where, std::ostream& out) {
+  const std::vector<double> ids = result.to_vector();
+  const int64_t length = result.size(1);
   for (int64_t s = 0; s < o.samples; ++s) {
     if (o.samples > 1) out << "--- sample " << s + 1 << " ---\n";
     std::vector<text::TokenId> tokens;
     // A prompt of just <|endoftext|> is not shown: it is the start of a document, not text.
-    for (int64_t t = o.prompt.empty() ? 1 : 0; t < length; ++t) tokens.push_back(text::TokenId(result[size_t(s * length + t)]));
+    for (int64_t t = o.prompt.empty() ? 1 : 0; t < length; ++t) tokens.push_back(text::TokenId(ids[size_t(s * length + t)]));
     out << tokenizer.decode(tokens) << "\n";
   }
   out << "--- " << o.samples * o.tokens << " tokens in " << format_fixed(seconds, 2) << " s ("
       << format_fixed(double(o.samples * o.tokens) / seconds, 1) << " tok/s"
-      << (o.no_cache ? ", no KV cache" : ", KV cache") << ", " << device.str() << ")\n";
+      << (o.no_cache ? ", no KV cache" : ", KV cache") << ", " << where << ")\n";
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+void generate(const GenerateOptions& o, std::ostream& out) {
+  const Device device = train::resolve_device(o.device);
+  if (o.stages > 0) {
+    // Each rank reads the description, builds and loads its own stage; rank 0 prints.
+    generate_on_stages(o, device, [&](comm::Communicator& comm) {
+      SavedModelInfo info = read_saved_model_info(o.checkpoint, o.tokenizer);
+      const text::Tokenizer& tokenizer = tokenizer_of(info.tokenizer, o);
+      info.config.device = comm.device();
+      const int64_t layers = nn::GPT::layer_count(info.config, nn::LayerGrain::block);
+      BRIGADE_CHECK(o.stages <= layers, "--stages ", o.stages, ": '", o.checkpoint, "' holds a GPT of ", layers,
+                    " layers (the embedding, ", info.config.n_layer, " blocks and the head), at most one stage each");
+      const pipeline::Partition partition = pipeline::decode_partition(info.config, o.stages);
+      const auto part = pipeline::gpt_rank_model(info.config, partition, pipeline::Layout{int(o.stages), 1},
+                                                 comm.rank());
+      load_saved_weights(info, *part);
+      part->eval();
+      const Tensor idx = prompt_ids(o, tokenizer, comm.device());
+      const auto start = std::chrono::steady_clock::now();
+      const Tensor result =
+          pipeline::generate_through_stages(comm, *part, partition, idx, o.tokens, sampling(o, info.vocab));
+      if (comm.rank() == 0)
+        print(o, tokenizer, result, seconds_since(start),
+              comm.device().str() + ", " + std::to_string(o.stages) + " stages", out);
+    });
+    return;
+  }
+  const SavedModel saved = load_saved_model(o.checkpoint, device, o.tokenizer);
+  const text::Tokenizer& tokenizer = tokenizer_of(saved.tokenizer, o);
+  const Tensor idx = prompt_ids(o, tokenizer, device);
+  const auto start = std::chrono::steady_clock::now();
+  const Tensor result = saved.model->generate(idx, o.tokens, sampling(o, saved.vocab));
+  print(o, tokenizer, result, seconds_since(start), device.str(), out);
 }
 
 }  // namespace

@@ -46,6 +46,10 @@ const std::vector<Flag>& flags() {
          o.device = v;
        },
        [](const GenerateOptions& o) { return o.device; }},
+      {"--stages", "P", "decode across P pipeline stages, each rank building, reading and caching only its own "
+       "layers (threads here; under `brigade launch -n P`, one process each); 0: one device",
+       [](GenerateOptions& o, const std::string& v) { o.stages = cli::parse_int("--stages", v, 0); },
+       [](const GenerateOptions& o) { return std::to_string(o.stages); }},
       {"--no-cache", "", "no KV cache: run the whole context for every token (the reference, slower)",
        [](GenerateOptions& o, const std::string&) { o.no_cache = true; },
        [](const GenerateOptions&) { return std::string("off"); }},

@@ -20,6 +20,7 @@ struct GenerateOptions {
   int64_t samples = 1;          // independent continuations, generated as one batch
   std::string device = "auto";
   bool no_cache = false;        // run the whole context for every token (slower; the reference)
+  int64_t stages = 0;           // pipeline stages to decode across (0: the whole model on one device)
 };
 
 using UsageError = cli::UsageError;

@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
+#include <set>
 
 #include "core/error.h"
 #include "core/safetensors.h"
-#include "nn/checkpoint.h"
 #include "nn/gpt2_hf.h"
-#include "nn/hf_shards.h"
+#include "nn/sharded_checkpoint.h"
 #include "text/tokenizer_files.h"
 
 namespace brigade::generate_cli {
@@ -27,53 +27,93 @@ int64_t metadata_int(const std::map<std::string, std::string>& meta, const std::
 
 }  // namespace
 
-SavedModel load_saved_model(const std::string& path, Device device, const std::string& tokenizer_dir) {
+SavedModelInfo read_saved_model_info(const std::string& path, const std::string& tokenizer_dir) {
   // A `brigade train` checkpoint is a directory of shards (nn/sharded_checkpoint.h), or a single file
   // from an older build; a single file may also be Hugging Face's GPT-2, and so may a directory
   // holding (or the path of) a model.safetensors.index.json and its shards.
-  const std::string hf_index = nn::hf_index_path(path);
   std::error_code ec;
-  const bool sharded = hf_index.empty() && std::filesystem::is_directory(path, ec);
-  Safetensors file = sharded ? Safetensors{} : hf_index.empty() ? load_safetensors(path)
-                                                                : Safetensors{nn::load_hf_shards(nn::read_hf_index(hf_index)), {}};
-  const std::string source = hf_index.empty() ? path : hf_index;  // config.json is beside it
-  SavedModel saved;
-  if (!sharded && nn::is_hf_gpt2(file.tensors)) {
-    nn::GPTConfig config = nn::hf_gpt2_config(file.tensors, source);
-    config.device = device;
-    saved.model = std::make_shared<nn::GPT>(config);
-    nn::load_hf_gpt2(*saved.model, file.tensors, source);
-    saved.vocab = config.vocab_size;
+  BRIGADE_CHECK(std::filesystem::exists(path, ec), "'", path, "': no such file or directory");
+  SavedModelInfo info;
+  info.path = path;
+  const std::string hf_index = nn::hf_index_path(path);
+  std::map<std::string, std::string> meta;
+  if (!hf_index.empty()) {
+    info.kind = SavedModelInfo::Kind::hugging_face;
+    info.hf = nn::read_hf_index(hf_index);
+  } else if (std::filesystem::is_directory(path, ec)) {
+    info.kind = SavedModelInfo::Kind::brigade_sharded;
+    meta = nn::read_sharded_index(path).metadata;
   } else {
-    const nn::Checkpoint ckpt = sharded ? nn::load_checkpoint(path) : nn::checkpoint_from(std::move(file), path);
-    const auto& meta = ckpt.metadata;
+    const SafetensorsHeader header = read_safetensors_header(path);
+    std::set<std::string> names;
+    for (const auto& [name, t] : header.tensors) names.insert(name);
+    if (nn::is_hf_gpt2(names)) {
+      info.kind = SavedModelInfo::Kind::hugging_face;
+      info.hf = nn::hf_single_file_index(path);
+    } else {
+      info.kind = SavedModelInfo::Kind::brigade_file;
+      meta = header.metadata;
+    }
+  }
+  if (info.kind == SavedModelInfo::Kind::hugging_face) {
+    info.config = nn::hf_gpt2_config(info.hf);
+    info.vocab = info.config.vocab_size;
+  } else {
     BRIGADE_CHECK(!meta.count("digits"), "'", path, "' is a checkpoint of the sort task (trained with --digits), not a "
                   "language model: train one with --data");
-    nn::GPTConfig config;
+    nn::GPTConfig& config = info.config;
     config.n_layer = metadata_int(meta, "layers", path);
     config.n_head = metadata_int(meta, "heads", path);
     config.n_embd = metadata_int(meta, "embd", path);
     config.block_size = metadata_int(meta, "context", path);
     config.vocab_size = metadata_int(meta, "vocab", path);
-    config.device = device;
-    saved.model = std::make_shared<nn::GPT>(config);
-    std::map<std::string, Tensor> state = ckpt.model;
-    for (auto& [name, t] : state) t = t.to(device);
-    saved.model->load_state_dict(state);
-    saved.vocab = meta.count("tokenizer_vocab") ? metadata_int(meta, "tokenizer_vocab", path) : config.vocab_size;
+    info.vocab = meta.count("tokenizer_vocab") ? metadata_int(meta, "tokenizer_vocab", path) : config.vocab_size;
     if (meta.count("tokenizer.vocab_json") && meta.count("tokenizer.merges_txt")) {
-      saved.tokenizer = text::parse_tokenizer(meta.at("tokenizer.vocab_json"), meta.at("tokenizer.merges_txt"),
-                                              path + " (tokenizer.vocab_json)", path + " (tokenizer.merges_txt)");
+      info.tokenizer = text::parse_tokenizer(meta.at("tokenizer.vocab_json"), meta.at("tokenizer.merges_txt"),
+                                             path + " (tokenizer.vocab_json)", path + " (tokenizer.merges_txt)");
     }
   }
-  if (!tokenizer_dir.empty()) saved.tokenizer = text::load_tokenizer(tokenizer_dir);
-  if (saved.tokenizer) {
-    BRIGADE_CHECK(int64_t(saved.tokenizer->vocab_size()) <= saved.model->config().vocab_size, "'", path,
-                  "': the tokenizer has ", saved.tokenizer->vocab_size(), " tokens, the model only ",
-                  saved.model->config().vocab_size, " (a tokenizer of another model?)");
-    saved.vocab = std::min(saved.vocab, int64_t(saved.tokenizer->vocab_size()));
+  if (!tokenizer_dir.empty()) info.tokenizer = text::load_tokenizer(tokenizer_dir);
+  if (info.tokenizer) {
+    BRIGADE_CHECK(int64_t(info.tokenizer->vocab_size()) <= info.config.vocab_size, "'", path, "': the tokenizer has ",
+                  info.tokenizer->vocab_size(), " tokens, the model only ", info.config.vocab_size,
+                  " (a tokenizer of another model?)");
+    info.vocab = std::min(info.vocab, int64_t(info.tokenizer->vocab_size()));
   }
+  return info;
+}
+
+void load_saved_weights(const SavedModelInfo& info, nn::GPT& model) {
+  if (info.kind == SavedModelInfo::Kind::hugging_face) {
+    nn::load_hf_gpt2_indexed(model, info.hf);
+    return;
+  }
+  // The parameters the model holds, and no optimizer state: generation never steps.
+  std::set<std::string> held;
+  for (const auto& [name, p] : model.named_parameters()) held.insert(name);
+  const nn::Checkpoint ckpt = info.kind == SavedModelInfo::Kind::brigade_sharded
+                                  ? nn::load_sharded_checkpoint(info.path, nn::read_sharded_index(info.path), &held,
+                                                                /*optimizer=*/false)
+                                  : nn::load_checkpoint_part(info.path, held, /*optimizer=*/false);
+  std::map<std::string, Tensor> state;
+  for (const std::string& name : held) {
+    auto it = ckpt.model.find(name);
+    BRIGADE_CHECK(it != ckpt.model.end(), "'", info.path, "': no parameter '", name,
+                  "' (a checkpoint of another model?)");
+    state.emplace(name, it->second.to(model.config().device));
+  }
+  model.load_state_dict(state);
+}
+
+SavedModel load_saved_model(const std::string& path, Device device, const std::string& tokenizer_dir) {
+  SavedModelInfo info = read_saved_model_info(path, tokenizer_dir);
+  info.config.device = device;
+  SavedModel saved;
+  saved.model = std::make_shared<nn::GPT>(info.config);
+  load_saved_weights(info, *saved.model);
   saved.model->eval();
+  saved.tokenizer = std::move(info.tokenizer);
+  saved.vocab = info.vocab;
   return saved;
 }
 

@@ -25,6 +25,10 @@ pipeline::MemoryModel memory_model(Trainer& trainer, const pipeline::Trace& trac
   const bool processes = comm::read_launch_env().world_size > 1;
   const pipeline::Partition& partition = trainer.partition();
   const int64_t last = partition.layers() - 1;
+  const int embed_stage = int(partition.stage_of_layer(0)), head_stage = int(partition.stage_of_layer(last));
+  // A rank holding the embedding and the head holds their token table once, in one stage or two (a
+  // V-shaped layout, zb-v and dualpipev, puts both ends on rank 0): the head's stage does not count it again.
+  const bool tied_once = last > 0 && schedule.layout.rank_of(embed_stage) == schedule.layout.rank_of(head_stage);
   for (int s = 0; s < schedule.stages(); ++s) {
     pipeline::StageMemory m;
     for (int64_t i = partition.begin(s); i < partition.end(s); ++i) {
@@ -32,8 +36,7 @@ pipeline::MemoryModel memory_model(Trainer& trainer, const pipeline::Trace& trac
       m.gradients += layers[size_t(i)].gradients;
       m.optimizer += layers[size_t(i)].optimizer;
     }
-    if (last > 0 && partition.stage_of_layer(0) == s && partition.stage_of_layer(last) == s) {
-      // The embedding and the head in one stage share one token table.
+    if (tied_once && s == head_stage) {
       m.parameters -= trainer.tied_bytes().parameters;
       m.gradients -= trainer.tied_bytes().gradients;
       m.optimizer -= trainer.tied_bytes().optimizer;
