@@ -6,10 +6,10 @@
 #
 #   bash scripts/sanitize.sh           # both; `asan` or `tsan` for one
 #
-# CPU only (-Dcuda=disabled: the CUDA runtime is not instrumented; the GPU suites SKIP). Each build is
+# CPU only (-Dcuda=disabled: the CUDA runtime is not instrumented; the GPU suites are left out). Each build is
 # configured on first use and then only rebuilt. Failures stop nothing: the end is one line per
 # configuration, and the exit status is non-zero when a test failed in either. JOBS sets ninja's and
-# meson test's parallelism (default: every core). It takes hours on two cores; run it before a
+# meson test's parallelism (default: every core). It takes an hour or more on two cores: run it before a
 # release-sized change, not in CI, which runs the same tests unsanitized.
 #
 # Reports fail the test that made them: meson test sets ASAN_OPTIONS and UBSAN_OPTIONS to halt on the
