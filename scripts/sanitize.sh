@@ -53,8 +53,10 @@ print(" ".join(t["name"] for t in tests))' "$dir" $prefixes) || { summary+=("$co
   # shellcheck disable=SC2086  # lists of words
   ninja -C "$dir" -j "$jobs" $programs || { summary+=("$config: build FAILED"); continue; }
   # scripts/test.sh runs them and counts; the GPU suites on the emulator are not this script's.
+  # Instrumented programs run several times slower (ThreadSanitizer's 5-15x): each test's timeout
+  # is multiplied by 4 (comm_gloo ran past its own under ThreadSanitizer).
   # shellcheck disable=SC2086
-  result=$(BUILD_DIR=$dir BRIGADE_EMULATOR=0 MESON_TESTTHREADS=$jobs bash scripts/test.sh --no-rebuild $names |
+  result=$(BUILD_DIR=$dir BRIGADE_EMULATOR=0 MESON_TESTTHREADS=$jobs bash scripts/test.sh --no-rebuild -t 4 $names |
     tee /dev/stderr | tail -1)
   summary+=("$config: ${result:-no summary (see $dir/meson-logs/testlog.txt)}")
 done
