@@ -16,6 +16,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "core/factory.h"
 #include "kernels/ops.h"
@@ -107,8 +108,12 @@ void connect_full_mesh(const std::shared_ptr<gloo::rendezvous::Context>& context
     } catch (...) {
       error = std::current_exception();
     }
+    // The error is moved, never copied, here and by the waiter, so that after the hand-over under
+    // the mutex one thread alone holds the exception (the waiter; this thread when the waiter has
+    // given up). An exception_ptr's count lives in libstdc++, which ThreadSanitizer does not see:
+    // two threads releasing one exception would be reported as a race on its free.
     std::lock_guard<std::mutex> lock(outcome->mutex);
-    outcome->error = error;
+    outcome->error = std::move(error);
     outcome->done = true;
     outcome->done_cv.notify_all();
   }).detach();
@@ -116,7 +121,7 @@ void connect_full_mesh(const std::shared_ptr<gloo::rendezvous::Context>& context
   if (!outcome->done_cv.wait_until(lock, deadline.at() + std::chrono::seconds(1), [&] { return outcome->done; }))
     throw TimeoutError("timed out after " + seconds_str(deadline.timeout()) +
                        ": gloo's connect did not return (abandoned; a peer may have died or be unreachable)");
-  if (outcome->error) std::rethrow_exception(outcome->error);
+  if (std::exception_ptr error = std::move(outcome->error)) std::rethrow_exception(error);
 }
 
 // Gloo's collectives use slots whose top byte is 0x01..0x08; point-to-point uses 0x42, then the tag,

@@ -45,10 +45,10 @@
 
 namespace brigade::nn {
 
-// How GPT::generate picks each next token.
 // How finely GPT::layers() cuts the model for a pipeline.
 enum class LayerGrain { block, half_block };
 
+// How GPT::generate picks each next token.
 struct GenerateOptions {
   // 0: greedy, the most likely token. Otherwise a sample from softmax(logits / temperature): below 1
   // sharper, above 1 flatter.

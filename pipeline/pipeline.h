@@ -1,19 +1,22 @@
-// brigade::pipeline — pipeline parallelism, one include.
+// brigade::pipeline — pipeline parallelism, one include. Its headers, under pipeline/:
 //
-//   schedule.h   schedules as data: per rank, the ordered F/B/I/W and SEND/RECV actions
-//   slots.h      unit-time slots of a compute order (lock-step message placement)
-//   schedule_csv.h  schedule files in PyTorch's CSV format, read and written
-//   simulator.h  the dry run: dependency and deadlock checks, bubble, stashed activations, messages
-//   timeline.h   drawing a simulated schedule (terminal text, SVG)
-//   grid.h       the rank x step table of a schedule
-//   partition.h  cutting a list of layers into balanced stages
-//   exchange.h   a rank's list as blocking steps; the check that they cannot deadlock
-//   trace.h      a measured step: bubble, Chrome trace JSON, drawn against the simulation
-//   stage.h      what a rank runs: chunks of layers, the loss, tied weights, skip connections
-//   executor.h   one rank walking its action list with real tensors
-//   runtime.h    Pipeline: a training step across ranks (ties, replicas, global norm, tracing)
-//   gpt_stages.h a rank's chunks: of a GPT holding only its layers, or built from layer factories
-//   gpt_decode.h generation through a GPT's stages, each with the KV cache of its own blocks
+//   action.h              one step of one rank: F/B/I/W, SEND/RECV, and where each chunk sits
+//   schedule.h            schedules as data: per rank, the ordered actions
+//   slots.h               unit-time slots of a compute order (lock-step message placement)
+//   schedule_csv.h        schedule files in PyTorch's CSV format, read and written
+//   analysis/simulator.h  the dry run: dependency and deadlock checks, bubble, stashed activations, messages
+//   analysis/timeline.h   drawing a simulated schedule (terminal text, SVG)
+//   analysis/grid.h       the rank x step table of a schedule
+//   partition.h           cutting a list of layers into balanced stages
+//   exchange.h            a rank's list as blocking steps; the check that they cannot deadlock
+//   trace.h               a measured step: bubble, Chrome trace JSON, drawn against the simulation
+//   stage.h               what a rank runs: chunks of layers, the loss, tied weights, skip connections
+//   executor.h            one rank walking its action list with real tensors
+//   runtime.h             Pipeline: a training step across ranks (ties, replicas, global norm, tracing)
+//   gpt_stages.h          a rank's chunks: of a GPT holding only its layers, or built from layer factories
+//   gpt_decode.h          generation through a GPT's stages, each with the KV cache of its own blocks
+// The planner and the memory prediction (analysis/planner.h, analysis/memory.h) are included
+// where they are used.
 #pragma once
 
 #include "pipeline/action.h"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Everything a GPU session checks, in stages that each fit one command on a lent GPU machine (the
-# `device` tool's `run`: 10 minutes a command, 30 a session, results come back from $OUT).
+# Everything the GPU checks, in stages run on a GPU machine, each bounded by a timeout (9 minutes,
+# so that one stage fits a remote command with a 10-minute limit); logs and JSON go to $OUT.
+# docs/cuda.md ("On a GPU machine") describes it.
 #
 #   bash scripts/gpu-session.sh build test train       # build, every GPU suite, the main job
 #   bash scripts/gpu-session.sh nccl build launch      # NCCL >= 2.30.3 (built if need be), 4 NCCL ranks
@@ -8,14 +9,14 @@
 #   bash scripts/gpu-session.sh memcheck-core memcheck-comm memcheck-train racecheck
 #   bash scripts/gpu-session.sh bench                  # brigade bench kernels + bench pipeline
 #
-# A short lease (15 minutes of device time, the machine's start included) has no time to build: build
-# here, pack the binaries, and run them there in one call:
+# Where building on the GPU machine takes too long, build here, pack the binaries, and run them there
+# in one call:
 #   bash scripts/gpu-session.sh pack                   # HERE: build/ -> .gpu-bin/ (binaries + Gloo's libraries),
 #                                                      #   and shared/'s prebuilt NCCL 2.30.7 -> .gpu-nccl/
 #   BUILD_DIR=.gpu-bin bash scripts/gpu-session.sh prebuilt quick step bench   # THERE, carry .gpu-bin and .gpu-nccl
 #
 # Stages: nccl, build, test, memcheck-{core,ops,comm,train}, racecheck, train, launch, bench, and for
-# short leases pack (here), prebuilt, quick, step (in the order given);
+# binaries built elsewhere pack (here), prebuilt, quick, step (in the order given);
 # each is sized to fit one 10-minute command. A fresh machine needs `build` first in every command
 # (it is quick when the build directory is still there). Logs and JSON go to $OUT (default
 # gpu-out/), a few files per stage, and a summary is printed last.
@@ -162,7 +163,7 @@ stage_build() {
     meson setup "$build_dir" "${args[@]}" >"$OUT/build.log" 2>&1
   fi || { note "build: meson setup FAILED (see build.log)"; return 1; }
   # NINJA_TARGETS narrows the build to what the GPU stages run (libbrigade.so tools/brigade
-  # tests/test_gpu_ops ...): a lease is short, and the CPU suites are proven elsewhere.
+  # tests/test_gpu_ops ...): a remote command is short, and the CPU suites are proven elsewhere.
   # shellcheck disable=SC2086
   if ninja -C "$build_dir" ${NINJA_TARGETS:-} >>"$OUT/build.log" 2>&1; then
     note "build: ok ($(grep -E '^ +(cuda|cudnn|nccl) +:' "$OUT/build.log" | tr -s ' ' | tr '\n' ';'))"
@@ -177,7 +178,7 @@ stage_test() {
   # meson's 600 s), stopping a suite after 10 failures (a sticky CUDA error fails everything after
   # it; the first ones are the story). A missing GPU fails here instead of skipping.
   # --no-rebuild: the build stage built what these need (and only that, under NINJA_TARGETS).
-  # TEST_TIMEOUT_MULTIPLIER shortens the cap where a lease has less time left.
+  # TEST_TIMEOUT_MULTIPLIER shortens the cap where less time is left.
   BRIGADE_REQUIRE_GPU=1 meson test -C "$build_dir" --suite gpu --no-rebuild --print-errorlogs \
     -t "${TEST_TIMEOUT_MULTIPLIER:-0.8}" --test-args '--abortx 10' \
     >"$OUT/gpu-tests.log" 2>&1
@@ -240,13 +241,13 @@ stage_launch() {
 
 stage_bench() {
   # --device cuda: where the GPU is missing, say so rather than measure the CPU instead.
-  # BENCH_QUICK=1 (a short lease): the --quick sizes and repeats. Each run is bounded.
+  # BENCH_QUICK=1 (little time): the --quick sizes and repeats. Each run is bounded.
   local quick=() cap=${BENCH_TIMEOUT:-540}
   [[ -n ${BENCH_QUICK:-} ]] && quick=(--quick)
   timeout "$cap" "$build_dir/tools/brigade" bench kernels --device cuda "${quick[@]}" --json "$OUT/bench-kernels.json" >"$OUT/bench.log" 2>&1
   local kernels=$?
   # BENCH_PIPELINE_LOCAL=0 leaves out the rank-threads-on-local-communicators run (kept from an
-  # earlier session) where a lease has no time for it.
+  # earlier version) where there is no time for it.
   local pipeline="not run"
   if [[ ${BENCH_PIPELINE_LOCAL:-1} != 0 ]]; then
     timeout "$cap" "$build_dir/tools/brigade" bench pipeline "${quick[@]}" --json "$OUT/bench-pipeline.json" >>"$OUT/bench.log" 2>&1
@@ -271,7 +272,7 @@ stage_bench() {
   while IFS= read -r line; do note "bench: $line"; done < <(grep -e 'tuned picked' -e 'matmul (tuned): not using' "$OUT/bench.log" | sed -e 's/^ *//' -e '/tuned picked/s/ for cuda:.*//')
 }
 
-# ---- short leases: binaries built here, run there --------------------------------------------------
+# ---- binaries built here, run there ---------------------------------------------------------------
 # pack (run HERE, after `ninja -C build`): the library, the CLI and the GPU test binaries, with the
 # non-CUDA libraries they load that the GPU machine's image lacks (Gloo and what Gloo loads), into
 # .gpu-bin/ in the build directory's layout (the binaries find libbrigade.so through $ORIGIN/..).

@@ -405,7 +405,9 @@ TEST_CASE("local: split forms groups by color, ordered by key", "[comm][local]")
   auto comms = comm::local_group(n);
   std::vector<int> stage_rank(n), stage_size(n), replica_rank(n);
   std::vector<Tensor> grads(n);
-  std::vector<bool> left_out(n);
+  // char, not bool: std::vector<bool> packs its elements into shared words, and six rank threads
+  // writing neighbouring elements would race.
+  std::vector<char> left_out(n);
   auto errors = test::run_ranks(comms, [&](comm::Communicator& c) {
     size_t r = size_t(c.rank());
     int stage = c.rank() % 2, replica = c.rank() / 2;
@@ -427,7 +429,7 @@ TEST_CASE("local: split forms groups by color, ordered by key", "[comm][local]")
     REQUIRE(stage_rank[size_t(r)] == r / 2);
     REQUIRE(stage_size[size_t(r)] == 3);
     REQUIRE(replica_rank[size_t(r)] == r % 2);
-    REQUIRE(left_out[size_t(r)] == (r % 2 == 1));
+    REQUIRE(bool(left_out[size_t(r)]) == (r % 2 == 1));
     double mean = r % 2 == 0 ? (0 + 2 + 4) / 3.0 : (1 + 3 + 5) / 3.0;
     test::require_close(grads[size_t(r)], full({3}, mean, DType::f32), 1e-6, 1e-6);
   }

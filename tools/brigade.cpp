@@ -3,8 +3,8 @@
 //   brigade train ...     train a GPT: to sort digits, or on text with --data (tools/train/)
 //   brigade simulate ...  dry-run a pipeline schedule: bubble, memory, timeline (tools/simulate/)
 //   brigade plan ...      find the fastest pipeline x data-parallel configuration that fits (tools/plan/)
-//   brigade bench ...     benchmarks: kernels against this GPU's ceilings (bench_kernels/), communication (bench_comm/),
-//                         pipeline schedules run for real (bench_pipeline/)
+//   brigade bench ...     benchmarks: kernels against the machine's ceilings (bench_kernels/), communication (bench_comm/),
+//                         pipeline schedules run for real (bench_pipeline/), a training step (bench_step/)
 //   brigade launch ...    start N ranks of a program on this machine or several (tools/launch/)
 //   brigade tokenizer ... train, or encode and decode with, a byte-level BPE tokenizer (tools/tokenizer/)
 //   brigade data ...      prepare token shards from text files (tools/data_prepare/)
@@ -84,11 +84,13 @@ int run_bench(const std::vector<std::string>& args) {
 }
 
 const Subcommand kSubcommands[] = {
-    {"train", "train a small GPT to sort digits and report its held-out accuracy", run_train},
+    {"train", "train a GPT, pipelined or on one device: to sort digits (held-out accuracy), or on token shards (--data)",
+     run_train},
     {"simulate", "dry-run a pipeline-parallel schedule: its bubble, memory and timeline", run_simulate},
     {"plan", "the fastest pipeline x data-parallel configuration of a GPT that fits N devices, and how to run it",
      run_plan},
-    {"bench", "benchmarks: 'bench kernels' against measured ceilings, 'bench comm' per transport, 'bench step' a training step", run_bench},
+    {"bench", "benchmarks: 'bench kernels' against measured ceilings, 'bench comm' per transport, 'bench pipeline' every schedule, 'bench step' a training step",
+     run_bench},
     {"launch", "start a program's ranks on this machine (or several: --nnodes), with a rendezvous", run_launch},
     {"tokenizer", "GPT-2's byte-level BPE: 'tokenizer train' on text files, 'encode' and 'decode' with it", run_tokenizer},
     {"data", "'data prepare': text files to llm.c token shards for `train --data`", run_data},

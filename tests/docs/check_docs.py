@@ -37,7 +37,6 @@ NOT_IN_REPOSITORY = {
     "build-emu-asan/": "the AddressSanitizer emulator build the README shows how to make",
     "runs/": "checkpoints `brigade train --save runs/sort/` writes",
     "gpt2/": "GPT-2's weights and tokenizer files, which a user downloads (docs/language-modelling.md)",
-    "$OUT/": "where scripts/gpu-session.sh writes logs on a GPU machine",
     ".gpu-bin/": "the binaries `scripts/gpu-session.sh pack` copies for a GPU machine (ignored by git)",
     "include/brigade/": "where `meson install` puts the headers, under the install prefix",
     "DIR/": "a placeholder in `brigade train --save DIR/`: the folder the reader chooses",

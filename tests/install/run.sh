@@ -3,6 +3,7 @@
 #
 #   run.sh BUILD_DIR PREFIX LIBDIR MAIN_CPP CXX...
 #
+# CXX... is the compiler command, with any flags every program needs (the build's -fsanitize=...).
 # Installs the build into a temporary DESTDIR, compiles MAIN_CPP with the flags
 # `pkg-config --cflags --libs brigade` gives (pointed into the DESTDIR), runs the program, and
 # removes the DESTDIR again. Nothing outside the temporary directory is touched.

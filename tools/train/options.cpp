@@ -111,7 +111,7 @@ const std::vector<Flag>& flags() {
       {"--partition", "BY",
        "split layers into stages by: layers (count), params, time (measured once), balanced (measured time "
        "and memory, blocks cut in halves, within --memory-budget), or auto (balanced where the stages run at "
-       "once: GPUs, or a core per rank thread; else layers)",
+       "once: GPUs, or a core per rank thread; else params)",
        [](TrainOptions& o, const std::string& v) {
          if (v != "auto" && v != "layers" && v != "params" && v != "time" && v != "balanced")
            bad("--partition", "expected auto, layers, params, time or balanced, got '" + v + "'");

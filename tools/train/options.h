@@ -36,9 +36,9 @@ struct TrainOptions {
   // Model (brigade::nn::GPT). A preset (--model gpt2, ...) sets layers, heads, embd and context; flags
   // given on the command line override it, wherever they stand.
   std::string model;
-  int64_t layers = 2;
+  int64_t layers = 4;  // as many blocks as the default stages, so every rank of the default run holds one
   int64_t heads = 4;
-  int64_t embd = 64;
+  int64_t embd = 48;   // narrow: four blocks of 48 cost about what two of 64 do
   // Task: sort `digits` digits (sequence length 2 * digits), or with `data`, language modelling on
   // that directory's token shards (text_task.h), windows of `context` tokens. vocab 0: the
   // tokenizer's in the directory (or GPT-2's for bare llm.c shards).
@@ -65,7 +65,7 @@ struct TrainOptions {
   // How layers are split into stages (pipeline/partition.h): by count, by parameters, by time
   // measured once on this device (pipeline rank 0 measures; every rank uses its numbers), balanced
   // (measured time and stash, blocks cut into their two halves, within memory_budget), or auto:
-  // balanced where the stages run at once (GPUs, or a core per rank thread), else by count.
+  // balanced where the stages run at once (GPUs, or a core per rank thread), else params.
   std::string partition = "auto";
   int64_t memory_budget = 0;  // bytes per rank for --partition balanced; 0: no limit
   // The most this process may reserve on its GPU (core/memory_limit.h; the caching allocator

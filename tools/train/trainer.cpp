@@ -224,8 +224,9 @@ std::string Trainer::resolve_partition(const nn::GPTConfig& config) {
   // GPU (or stream) of its own, or each rank thread on a core of its own. Then balancing pays. When
   // rank threads share cores, the total work sets the pace instead, and whole blocks are a little
   // less of it than halves (their residual add and norm fused): on two cores with four ranks the
-  // two splits ran at the same speed, the layer-count one 1-4% ahead, and it cuts the same way every
-  // run (bench/results/cpu-partition-2026-11-27.md).
+  // two splits ran at the same speed, whole blocks 1-4% ahead (bench/results/cpu-partition-2026-11-27.md).
+  // Whole blocks then, weighed by their parameters, which the config gives, so every run cuts the
+  // same way: the tiny embedding and head share a stage with a block rather than idle on their own.
   const comm::LaunchEnv launch = comm::read_launch_env();
   const int64_t rank_threads = launch.world_size > 1 ? launch.local_world_size : options_.stages * options_.replicas;
   const int64_t cores = int64_t(std::max(1u, std::thread::hardware_concurrency()));
@@ -238,7 +239,7 @@ std::string Trainer::resolve_partition(const nn::GPTConfig& config) {
   else
     partition_reason_ = "auto: " + std::to_string(rank_threads) + " rank threads share " + std::to_string(cores) +
                         " cores, so the total work sets the pace; --partition balanced evens the stages";
-  return balanced ? "balanced" : "layers";
+  return balanced ? "balanced" : "params";
 }
 
 pipeline::Partition Trainer::choose_partition(const pipeline::Schedule& schedule) {
