@@ -15,7 +15,7 @@
 // cublasDestroy does not synchronise the device as the real one does: queued work holds copies of
 // everything it needs from the handle, so destroying it early is harmless here.
 //
-// The GEMMs are in cublas_gemm.cpp (validation and arithmetic) and cublas_entry_points.cpp.
+// The GEMMs are in cublas_gemm.cpp (validation), cublas_gemm_arithmetic.cpp and cublas_entry_points.cpp.
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <library_types.h>
