@@ -1,6 +1,6 @@
 // The CUDA emulator's graphs: stream capture's API, and launching what it captured.
 //
-// streams.cpp records the work a capturing stream is given (streams.h, "stream capture"); this file
+// stream_capture.cpp records the work a capturing stream is given (streams.h, "stream capture"); this file
 // turns the recording into the runtime's objects:
 //   cudaStreamBeginCapture .. cudaStreamEndCapture  -> a cudaGraph_t (the list of captured nodes)
 //   cudaGraphInstantiate                            -> a cudaGraphExec_t (the same list, frozen)

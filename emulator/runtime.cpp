@@ -5,7 +5,7 @@
 //
 //   - Devices: BRIGADE_EMULATED_GPUS of them (default 1), each with BRIGADE_EMULATED_GPU_MEMORY
 //     bytes (default 16 GiB) counted against cudaMalloc, so out-of-memory paths run.
-//   - Streams and events (streams.cpp): each stream runs its work in order on a worker thread of
+//   - Streams and events (streams.cpp, events.cpp): each stream runs its work in order on a worker thread of
 //     its own, concurrently with the host and the other streams; copies, memsets and kernels are
 //     synchronous or asynchronous exactly where the runtime API's "API synchronization behavior"
 //     says so. A race detector (races.cpp) reports work on one stream that touches an allocation
@@ -233,7 +233,7 @@ const char* cudaGetErrorString(cudaError_t error) {
   return cudaGetErrorName(error);
 }
 
-// ---- streams and events (streams.cpp) ----------------------------------------------------------------
+// ---- streams and events (streams.cpp, events.cpp) ----------------------------------------------------
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags) {
   *stream = make_stream(the_device, (flags & cudaStreamNonBlocking) == 0);

@@ -17,7 +17,7 @@
 namespace brigade::emu {
 
 // Memory that queued work reads or writes. `pointer` lies inside the allocation it touches; the race
-// detector (emulator/streams.cpp) works at allocation granularity, so the extent is the
+// detector (emulator/races.cpp) works at allocation granularity, so the extent is the
 // allocation's.
 struct Access {
   const void* pointer;

@@ -1,5 +1,6 @@
-// The CUDA emulator's streams and events (streams.cpp) and its race detector (races.cpp): internal to
-// the emulator; runtime.cpp builds the CUDA runtime API on top of them.
+// The CUDA emulator's streams (streams.cpp), events (events.cpp), stream capture (stream_capture.cpp)
+// and race detector (races.cpp): internal to the emulator; runtime.cpp builds the CUDA runtime API on
+// top of them.
 //
 // A stream is a queue with its own worker thread: work runs in issue order, concurrently with the
 // host and with other streams, as on a GPU. An event marks a point in a stream's queue. Waiting for
@@ -39,7 +40,7 @@ void synchronize_device(int device);  // every stream of `device`; -1: of every 
 cudaError_t run_and_wait(cudaStream_t stream, std::string what, std::vector<Access> accesses,
                          std::function<std::string()> work);
 
-// ---- events (streams.cpp) ----
+// ---- events (events.cpp) ----
 struct EmulatedEvent;
 cudaEvent_t make_event(int device, bool timing);
 void delete_event(cudaEvent_t event);
@@ -52,7 +53,7 @@ void synchronize_event(cudaEvent_t event);
 // "" and the milliseconds between two completed timing events, or why there are none.
 std::string elapsed_ms(cudaEvent_t start, cudaEvent_t end, float* ms);
 
-// ---- stream capture (streams.cpp): what CUDA graphs are made of ----
+// ---- stream capture (stream_capture.cpp): what CUDA graphs are made of ----
 // While a stream captures, everything issued to it (kernels, library calls, async copies and
 // memsets) becomes a node of the capture's graph instead of running; cudaStreamEndCapture hands the
 // nodes over, and graphs.cpp launches them as one piece of work. One stream per capture sequence:
@@ -103,7 +104,7 @@ std::string check_races(int stream_id, const std::string& stream_name, uint64_t 
 void forget_allocation(const void* start);
 bool races_checked();  // BRIGADE_EMULATOR_RACES=0 turns the detector off
 
-// From runtime.cpp: the start and size of the device or pinned allocation holding `p`, or nullptr.
+// From memory.cpp: the start and size of the device or pinned allocation holding `p`, or nullptr.
 const void* allocation_start(const void* p, size_t* bytes, int* device);
 
 }  // namespace brigade::emu
