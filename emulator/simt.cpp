@@ -10,8 +10,13 @@
 // instructions on x86-64 (elsewhere through makecontext/swapcontext, which also make a system call
 // for the signal mask), so a thread that never waits costs well under a microsecond. Still, the
 // emulator is a checker for the test suite's small shapes, not a fast path.
+//
+// The models of PTX instructions act on the running thread through simt_internal.h: cp.async,
+// mbarrier and the bulk copies in async_copies.cpp, ldmatrix and mma.sync in mma.cpp, the
+// shared-memory race detector in shared_memory_races.cpp, the TMA in tensor_maps.cpp, wgmma in
+// wgmma.cpp.
 #undef _FORTIFY_SOURCE  // its longjmp check refuses jumps between stacks, which is what a fiber is
-#include "emulator/simt.h"
+#include "emulator/simt_internal.h"
 
 #include <setjmp.h>
 #include <sys/mman.h>
@@ -37,10 +42,11 @@ namespace brigade::emu {
 thread_local uint3 thread_index, block_index;
 thread_local dim3 block_size, grid_size;
 
+thread_local Block* running = nullptr;
+
 namespace {
 
 constexpr size_t kStackBytes = 64 * 1024;  // kernels keep small arrays in registers; 64 KiB is plenty
-constexpr int kWarp = 32;
 
 // AddressSanitizer must be told about every switch between stacks, or it takes the fiber stacks for
 // overflows of the host thread's (a -Db_sanitize=address emulator build is a CPU-side memcheck:
@@ -83,79 +89,7 @@ class FiberStack {
   size_t bytes_ = 0;
 };
 
-// yielded: the thread completed an mbarrier phase and lets the threads that waited for it run first.
-enum class State { runnable, at_block_barrier, at_warp_barrier, at_mbarrier, yielded, done };
-
-// A cp.async this thread issued that has not landed yet: the 16 bytes it will write, read from
-// global memory at issue, and its group (-1 until cp.async.commit_group closes one).
-struct PendingCopy {
-  uint32_t dst;
-  unsigned char bytes[16];
-  int group;
-};
-
-struct Fiber {
-  jmp_buf resume;  // where a parked fiber continues
-  void* fake_stack = nullptr;  // ASan's bookkeeping while parked
-  bool started = false;
-  uint3 index;
-  int warp = 0, lane = 0;
-  State state = State::runnable;
-  std::vector<PendingCopy> copies;  // cp.async copies in flight, oldest first
-  int groups = 0;                   // cp.async groups committed so far
-  uint32_t wait_bar = 0, wait_parity = 0;  // at_mbarrier: the barrier and the phase parity it waits for
-};
-
-// An mbarrier as the PTX ISA defines it ("Parallel Synchronization and Communication Instructions:
-// mbarrier"): the current phase, the arrivals it still needs (reset to `expected` when it completes),
-// and its tx-count — bytes announced by expect-tx and not yet delivered by complete-tx, which may run
-// in either order, so it can go below zero for a while. A phase completes when both reach zero.
-struct MBarrier {
-  uint32_t expected = 0, pending = 0;
-  int64_t tx = 0;
-  uint32_t phase = 0;  // how many phases have completed; the current phase's parity is phase % 2
-  uint64_t init_epoch = 0;           // the block's barrier epoch at mbarrier.init ...
-  const void* init_thread = nullptr;  // ... and the fiber that ran it: others must wait for a __syncthreads
-};
-
-// A bulk copy in flight (cp.async.bulk, or cp.async.bulk.tensor's tile): its bytes, read from global
-// memory at issue, in runs by where they land, and the mbarrier its complete-tx signals.
-struct BulkCopy {
-  uint32_t bar;
-  std::vector<SharedRun> runs;
-  size_t bytes;  // over all runs: what complete-tx takes off the barrier
-};
-
-// Who touched a 16-byte chunk of shared memory since the block's last barrier (see note_shared).
-struct SharedUse {
-  uint64_t epoch = 0;      // the barrier epoch these fields belong to
-  int writer = -1;         // the warp that wrote it in that epoch, -1: none
-  uint32_t readers = 0;    // the warps that read it in that epoch, one bit each
-};
-
-struct Block {
-  const char* kernel = nullptr;  // the launch, for messages
-  dim3 grid, block;
-  size_t shared_bytes = 0;
-  const std::function<void()>* body = nullptr;
-  std::vector<Fiber> fibers;
-  std::vector<uint64_t> posted;  // one shuffle slot per thread
-  Fiber* current = nullptr;
-  jmp_buf scheduler;       // where the scheduler continues when a fiber parks or ends
-  void* scheduler_fake_stack = nullptr;
-  const void* scheduler_bottom = nullptr;  // the host thread's stack, for ASan's switch notes
-  size_t scheduler_size = 0;
-  ucontext_t start;        // makecontext's template for starting a fiber
-  ucontext_t start_from;   // swapcontext's save area (the scheduler returns through `scheduler`)
-  std::string fault;
-  uint64_t epoch = 0;  // how many times the block's barrier has opened
-  std::unordered_map<uint32_t, SharedUse> shared_uses;  // by chunk (offset / 16)
-  std::unordered_map<uint32_t, MBarrier> barriers;      // by shared offset, from mbarrier.init
-  std::vector<BulkCopy> bulk_copies;                    // cp.async.bulk copies in flight, in issue order
-};
-
 thread_local std::vector<std::unique_ptr<FiberStack>> stacks;  // reused by every block of this thread
-thread_local Block* running = nullptr;
 thread_local uint64_t blocks_run = 0;  // see block_serial
 // Dynamic shared memory: a static of the host thread like every __shared__ array, so its offsets
 // from the other shared arrays stay small; the launch's bytes start 16 bytes in (see simt.h).
@@ -168,14 +102,6 @@ thread_local const char* shared_base = nullptr;  // see shared_offset
 [[noreturn]] void to_scheduler(Block& b, Fiber& f, bool parked) {
   leaving_for(parked ? &f.fake_stack : nullptr, b.scheduler_bottom, b.scheduler_size);
   _longjmp(b.scheduler, 1);
-}
-
-void park(State state) {
-  Block& b = *running;
-  Fiber* f = b.current;
-  f->state = state;
-  if (_setjmp(f->resume) == 0) to_scheduler(b, *f, true);
-  arrived(f->fake_stack, &b.scheduler_bottom, &b.scheduler_size);
 }
 
 [[noreturn]] void fiber_main() {
@@ -213,12 +139,6 @@ void resume(Block& b, Fiber& f, FiberStack& stack) {
   makecontext(&b.start, fiber_main, 0);
   swapcontext(&b.start_from, &b.start);
 #endif
-}
-
-std::string describe(const uint3& v) {
-  std::ostringstream s;
-  s << "(" << v.x << "," << v.y << "," << v.z << ")";
-  return s.str();
 }
 
 // The threads parked in `state`, e.g. "(0,0,0) (1,0,0) ... 64 threads".
@@ -261,12 +181,6 @@ bool release_mbarrier_waiters(Block& b) {
     }
   }
   return released;
-}
-
-void complete_phase_if_done(MBarrier& m) {
-  if (m.pending != 0 || m.tx != 0) return;
-  ++m.phase;
-  m.pending = m.expected;
 }
 
 // One bulk copy in flight lands and signals its barrier: called only when no thread can run, so a
@@ -349,6 +263,26 @@ std::string run_block(Block& b, uint3 block, dim3 block_dim) {
 
 }  // namespace
 
+void park(State state) {
+  Block& b = *running;
+  Fiber* f = b.current;
+  f->state = state;
+  if (_setjmp(f->resume) == 0) to_scheduler(b, *f, true);
+  arrived(f->fake_stack, &b.scheduler_bottom, &b.scheduler_size);
+}
+
+std::string describe(const uint3& v) {
+  std::ostringstream s;
+  s << "(" << v.x << "," << v.y << "," << v.z << ")";
+  return s.str();
+}
+
+void complete_phase_if_done(MBarrier& m) {
+  if (m.pending != 0 || m.tx != 0) return;
+  ++m.phase;
+  m.pending = m.expected;
+}
+
 void sync_block() { park(State::at_block_barrier); }
 
 void gather_in_warp(uint64_t value, uint64_t (&all)[32]) {
@@ -384,236 +318,7 @@ void* dynamic_shared_memory() {
   return dynamic_window + kDynamicSharedSlack;
 }
 
-// The race detector for shared memory, at 16-byte granularity, for the accesses that go through the
-// emulated instructions (ldmatrix reads; cp.async and st.shared.v4 writes — every shared-memory
-// access of the tensor-core kernels). Two accesses by different warps, at least one a write, with no
-// __syncthreads between them are a race on a GPU: nothing orders them. The emulator's fibers run
-// warps in near lockstep, so such a race rarely changes a result here; this finds it whatever the
-// interleaving, as compute-sanitizer's racecheck does on a GPU. Plain C++ accesses to __shared__
-// arrays are not seen.
-void note_shared(uint32_t offset, bool write, const char* what) {
-  Block& b = *running;
-  const int warp = b.current->warp;
-  SharedUse& use = b.shared_uses[offset / 16];
-  if (use.epoch != b.epoch) use = SharedUse{b.epoch, -1, 0};
-  auto race = [&](int other, const char* earlier) {
-    kernel_fault(std::string(what) + " by warp " + std::to_string(warp) + " touches shared bytes [" +
-                 std::to_string(offset / 16 * 16) + ", +16) that warp " + std::to_string(other) + " " + earlier +
-                 " since the last __syncthreads: a race on a GPU (a barrier is missing between the two)");
-  };
-  if (use.writer >= 0 && use.writer != warp) race(use.writer, "wrote");
-  if (write) {
-    const uint32_t others = use.readers & ~(1u << warp);
-    if (others) race(__builtin_ctz(others), "read");
-    use.writer = warp;
-  } else {
-    use.readers |= 1u << warp;
-  }
-}
-
-void store_shared_16(uint32_t dst, const void* v) {
-  note_shared(dst, true, "st.shared.v4");
-  std::memcpy(shared_pointer(dst), v, 16);
-}
-
-// cp.async as the PTX ISA defines it (section "Data Movement and Conversion Instructions:
-// cp.async"): the copy runs in the background and is guaranteed to have landed only once a
-// cp.async.wait_group of the issuing thread has retired its group; until then the destination is
-// undefined, and other threads see it only after that wait and a barrier. The emulator takes each
-// rule at its strictest, so a kernel that relies on anything more fails here as it could on a GPU:
-// the destination is poisoned (all bits set: NaN in every float format) when the copy is issued,
-// and the bytes land at the latest moment allowed — the wait that retires the group. A missing
-// wait reads the poison; a copy issued into a buffer another warp still reads (a missing barrier
-// before the refill) poisons what that warp reads next.
-void cp_async_16(uint32_t dst, const void* src, int bytes) {
-  if (bytes < 0 || bytes > 16) kernel_fault("cp.async with a source size of " + std::to_string(bytes) + " bytes");
-  if (reinterpret_cast<uintptr_t>(src) % 16 != 0 || dst % 16 != 0)
-    kernel_fault("cp.async.cg with an address that is not 16-byte aligned");
-  // The PTX ISA says only `bytes` bytes are read, the rest zero-filled; compute-sanitizer's memcheck
-  // nevertheless reports all 16 as read (seen on an H200 for a 2-byte tensor, 2026-11-26), so the
-  // emulator holds kernels to the stricter rule: the whole window lies inside one allocation.
-  if (std::string error = check_global_range("cp.async.cg's 16-byte source", src, 16); !error.empty())
-    kernel_fault(error);
-  note_shared(dst, true, "cp.async");
-  PendingCopy copy{dst, {}, -1};
-  std::memcpy(copy.bytes, src, size_t(bytes));  // the rest stays zero: the zero-fill
-  running->current->copies.push_back(copy);
-  std::memset(shared_pointer(dst), 0xff, 16);
-}
-
-void cp_async_commit() {
-  // Closes a group of every copy issued since the last commit; an empty group is a group too
-  // (wait_group counts it), as the ISA says.
-  Fiber& f = *running->current;
-  for (PendingCopy& c : f.copies)
-    if (c.group < 0) c.group = f.groups;
-  ++f.groups;
-}
-
-void cp_async_wait(int pending) {
-  Fiber& f = *running->current;
-  const int retired_below = f.groups - pending;  // groups [0, retired_below) must have landed
-  size_t kept = 0;
-  for (PendingCopy& c : f.copies) {
-    if (c.group >= 0 && c.group < retired_below) {
-      note_shared(c.dst, true, "cp.async (landing)");
-      std::memcpy(shared_pointer(c.dst), c.bytes, 16);
-    } else {
-      f.copies[kept++] = c;
-    }
-  }
-  f.copies.resize(kept);
-}
-
-// ---- mbarrier and cp.async.bulk (the PTX ISA's "mbarrier" and "cp.async.bulk" sections) ----
-// The barrier's state lives beside shared memory, keyed by its address, rather than in its 8 bytes:
-// PTX leaves that encoding opaque, and a kernel must not read it.
-
-static MBarrier& barrier_at(uint32_t bar, const char* instruction) {
-  if (bar % 8 != 0) kernel_fault(std::string(instruction) + " on a shared address that is not 8-byte aligned");
-  auto it = running->barriers.find(bar);
-  if (it == running->barriers.end())
-    kernel_fault(std::string(instruction) + " on shared address " + std::to_string(bar) +
-                 ", where no mbarrier.init has made an mbarrier");
-  MBarrier& m = it->second;
-  // The initialising thread's write must be made visible to the others (a __syncthreads after it).
-  if (m.init_epoch == running->epoch && m.init_thread != running->current)
-    kernel_fault(std::string(instruction) + " by thread " + describe(running->current->index) +
-                 " on an mbarrier another thread initialised with no __syncthreads since");
-  return m;
-}
-
-// The PTX ISA's range for a tx-count: +-(2^20 - 1).
-void check_tx_range(const MBarrier& m, const char* instruction) {
-  constexpr int64_t kLimit = (int64_t(1) << 20) - 1;
-  if (m.tx > kLimit || m.tx < -kLimit)
-    kernel_fault(std::string(instruction) + " takes an mbarrier's tx-count to " + std::to_string(m.tx) +
-                 " (the PTX ISA's range is +-(2^20 - 1))");
-}
-
-void mbarrier_init(uint32_t bar, uint32_t count) {
-  if (bar % 8 != 0) kernel_fault("mbarrier.init on a shared address that is not 8-byte aligned");
-  if (count < 1 || count > (1u << 20) - 1)
-    kernel_fault("mbarrier.init with a count of " + std::to_string(count) + " (the PTX ISA allows 1 to 2^20 - 1)");
-  running->barriers[bar] = MBarrier{count, count, 0, 0, running->epoch, running->current};
-}
-
-uint64_t mbarrier_arrive_expect_tx(uint32_t bar, uint32_t tx_bytes) {
-  MBarrier& m = barrier_at(bar, "mbarrier.arrive");
-  if (m.pending == 0)
-    kernel_fault("mbarrier.arrive on a barrier whose phase has all its arrivals (it waits for " +
-                 std::to_string(m.tx) + " more transaction bytes): more arrivals than its count");
-  const uint64_t state = m.phase;  // the token names the phase arrived on
-  m.tx += tx_bytes;
-  check_tx_range(m, "mbarrier.arrive.expect_tx");
-  --m.pending;
-  complete_phase_if_done(m);
-  // Nothing orders the arriving thread's next steps after the waiters' wake-up: the emulator lets the
-  // waiters go first (a producer refilling a buffer the moment its last reader arrives), the order
-  // that exposes a reader which arrived before it was really done with the buffer.
-  if (m.phase != state) park(State::yielded);
-  return state;
-}
-
-bool mbarrier_try_wait_parity(uint32_t bar, uint32_t parity) {
-  const MBarrier& m = barrier_at(bar, "mbarrier.try_wait.parity");
-  if (parity > 1) kernel_fault("mbarrier.try_wait.parity with a phase parity of " + std::to_string(parity) + " (0 or 1)");
-  if (m.phase % 2 != parity) return true;  // the phase of that parity has completed
-  // Not yet: the thread sleeps until it does (try_wait may wait; a GPU gives up after a time limit
-  // and returns false, and the kernel's loop tries again — the same thing, seen from the kernel).
-  Fiber& f = *running->current;
-  f.wait_bar = bar;
-  f.wait_parity = parity;
-  park(State::at_mbarrier);
-  return true;
-}
-
-void cp_async_bulk_to_shared(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
-  if (bytes % 16 != 0)
-    kernel_fault("cp.async.bulk of " + std::to_string(bytes) + " bytes (the size must be a multiple of 16)");
-  if (bytes > 227 * 1024)
-    kernel_fault("cp.async.bulk of " + std::to_string(bytes) + " bytes: more than a block's shared memory (227 KiB)");
-  if (dst % 16 != 0 || reinterpret_cast<uintptr_t>(src) % 16 != 0)
-    kernel_fault("cp.async.bulk with an address that is not 16-byte aligned");
-  if (std::string error = check_global_range("cp.async.bulk's source", src, bytes); !error.empty())
-    kernel_fault(error);
-  SharedRun run{dst, std::vector<unsigned char>(bytes)};
-  std::memcpy(run.bytes.data(), src, bytes);
-  std::vector<SharedRun> runs;
-  runs.push_back(std::move(run));
-  queue_bulk_copy(std::move(runs), bar, "cp.async.bulk");
-}
-
-void queue_bulk_copy(std::vector<SharedRun> runs, uint32_t bar, const char* instruction) {
-  barrier_at(bar, (std::string(instruction) + "'s mbarrier::complete_tx").c_str());
-  size_t bytes = 0;
-  for (const SharedRun& run : runs) {
-    const int64_t dst = int32_t(run.dst), size = int64_t(run.bytes.size());
-    for (const auto& [at, m] : running->barriers)  // the emulator's barriers live beside their 8 bytes
-      if (int64_t(int32_t(at)) - dst < size && dst - int64_t(int32_t(at)) < 8)
-        kernel_fault(std::string(instruction) + " into shared bytes [" + std::to_string(run.dst) + ", +" +
-                     std::to_string(size) + ") that hold the mbarrier at " + std::to_string(at));
-    std::memset(shared_pointer(run.dst), 0xff, run.bytes.size());  // undefined until the phase completes
-    bytes += run.bytes.size();
-  }
-  running->bulk_copies.push_back(BulkCopy{bar, std::move(runs), bytes});
-}
-
 uint64_t block_serial() { return blocks_run; }
-
-// ldmatrix .x4: lanes 8j..8j+7 give the row addresses of 8x8 matrix j, and lane l receives, in r[j],
-// the two 16-bit elements (l/4, 2(l%4)) and (l/4, 2(l%4)+1) of matrix j; with .trans, of its
-// transpose: (2(l%4), l/4) and (2(l%4)+1, l/4).
-void ldmatrix_x4(uint32_t (&r)[4], uint32_t address, bool transpose) {
-  if (address % 16 != 0) kernel_fault("ldmatrix with a row address that is not 16-byte aligned");
-  uint64_t rows[32];
-  gather_in_warp(address, rows);
-  note_shared(address, false, "ldmatrix");  // each lane's own 16-byte row
-  const int l = running->current->lane, group = l / 4, pair = l % 4;
-  auto element = [&](int matrix, int row, int col) {
-    uint16_t v;
-    std::memcpy(&v, static_cast<char*>(shared_pointer(uint32_t(rows[8 * matrix + row]))) + 2 * col, 2);
-    return uint32_t(v);
-  };
-  for (int j = 0; j < 4; ++j) {
-    r[j] = transpose ? element(j, 2 * pair, group) | element(j, 2 * pair + 1, group) << 16
-                     : element(j, group, 2 * pair) | element(j, group, 2 * pair + 1) << 16;
-  }
-}
-
-// mma.m16n8k16.row.col with f32 accumulators. Lane l (group g = l/4, t = l%4) holds
-//   A (16x16): a0 = A[g][2t..2t+1], a1 = A[g+8][2t..], a2 = A[g][2t+8..], a3 = A[g+8][2t+8..]
-//   B (16x8):  b0 = B[2t..2t+1][g], b1 = B[2t+8..2t+9][g]
-//   C (16x8):  c0, c1 = C[g][2t..2t+1], c2, c3 = C[g+8][2t..2t+1]
-// (the low half of each register is the first element). Products are exact in f32 and summed in
-// f32, in k order; the hardware's order is unspecified, so last bits may differ from a GPU's.
-void mma_m16n8k16(float (&acc)[4], const uint32_t (&a)[4], const uint32_t (&b)[2], bool bf16_inputs) {
-  uint64_t a01[32], a23[32], b01[32];
-  gather_in_warp(uint64_t(a[0]) | uint64_t(a[1]) << 32, a01);
-  gather_in_warp(uint64_t(a[2]) | uint64_t(a[3]) << 32, a23);
-  gather_in_warp(uint64_t(b[0]) | uint64_t(b[1]) << 32, b01);
-  auto value = [&](uint32_t bits16) { return float_from_16(bits16, bf16_inputs); };
-  auto half_of = [](uint64_t regs, int reg, int half) { return uint32_t(regs >> (32 * reg + 16 * half)) & 0xffffu; };
-  float A[16][16], B[16][8];
-  for (int lane = 0; lane < 32; ++lane) {
-    const int g = lane / 4, t = lane % 4;
-    for (int h = 0; h < 2; ++h) {
-      A[g][2 * t + h] = value(half_of(a01[lane], 0, h));
-      A[g + 8][2 * t + h] = value(half_of(a01[lane], 1, h));
-      A[g][2 * t + 8 + h] = value(half_of(a23[lane], 0, h));
-      A[g + 8][2 * t + 8 + h] = value(half_of(a23[lane], 1, h));
-      B[2 * t + h][g] = value(half_of(b01[lane], 0, h));
-      B[2 * t + 8 + h][g] = value(half_of(b01[lane], 1, h));
-    }
-  }
-  const int l = running->current->lane, g = l / 4, t = l % 4;
-  for (int i = 0; i < 4; ++i) {
-    const int row = g + (i >= 2 ? 8 : 0), col = 2 * t + (i % 2);
-    float sum = acc[i];
-    for (int k = 0; k < 16; ++k) sum += A[row][k] * B[k][col];
-    acc[i] = sum;
-  }
-}
 
 uint64_t exchange_in_warp(uint64_t value, int source_lane) {
   Block& b = *running;

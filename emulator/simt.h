@@ -153,7 +153,8 @@ void* dynamic_shared_memory();
 void ldmatrix_x4(uint32_t (&r)[4], uint32_t address, bool transpose);  // ldmatrix.sync.aligned.m8n8.x4[.trans].b16
 void mma_m16n8k16(float (&acc)[4], const uint32_t (&a)[4], const uint32_t (&b)[2], bool bf16_inputs);
 // cp.async.cg.shared.global (bytes < 16: zero-filled), cp.async.commit_group and cp.async.wait_group:
-// copies land at the latest moment the PTX ISA allows, the destination poisoned until then (simt.cpp).
+// copies land at the latest moment the PTX ISA allows, the destination poisoned until then
+// (async_copies.cpp).
 void cp_async_16(uint32_t dst, const void* src, int bytes);
 void cp_async_commit();
 void cp_async_wait(int pending);
@@ -161,8 +162,9 @@ void store_shared_16(uint32_t dst, const void* v);  // st.shared.v4
 // mbarrier.init / mbarrier.arrive.expect_tx (tx 0: a plain arrive) / mbarrier.try_wait.parity on a
 // shared::cta barrier, and cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes: the
 // copy lands, and signals its barrier, at the latest moment allowed — when no thread of the block can
-// go on without it — with its destination poisoned until then (simt.cpp). A wait that can never be
-// satisfied fails the launch like a barrier that cannot open; a block may not end with a copy in flight.
+// go on without it — with its destination poisoned until then (async_copies.cpp). A wait that can
+// never be satisfied fails the launch like a barrier that cannot open; a block may not end with a
+// copy in flight.
 void mbarrier_init(uint32_t bar, uint32_t count);
 uint64_t mbarrier_arrive_expect_tx(uint32_t bar, uint32_t tx_bytes);
 bool mbarrier_try_wait_parity(uint32_t bar, uint32_t parity);
@@ -180,7 +182,8 @@ void wgmma_mma_async(float* d, int n, uint64_t desc_a, uint64_t desc_b, bool acc
 void wgmma_commit_group();
 void wgmma_wait_group(int pending);
 // Shared-memory accesses by different warps with no barrier between them, one of them a write, fail
-// the launch (simt.cpp: note_shared); ldmatrix, cp.async and store_shared_16 report theirs.
+// the launch (shared_memory_races.cpp: note_shared); ldmatrix, cp.async and store_shared_16 report
+// theirs.
 
 // ---- for the emulator's other instruction models (tensor_maps.cpp, wgmma.cpp) ----
 // Bytes that land at one shared offset.

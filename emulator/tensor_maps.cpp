@@ -6,9 +6,9 @@
 //   - cp.async.bulk.tensor.Nd.shared::cluster.global.tile.mbarrier::complete_tx::bytes (the PTX ISA's
 //     "Data Movement and Conversion Instructions: cp.async.bulk.tensor"): the box at the given
 //     coordinates, elements outside the tensor read as zero (the map's OOB fill NONE), laid out in
-//     shared memory box-row after box-row, and swizzled. Then like every bulk copy (simt.cpp): the
-//     destination is poisoned until the copy lands, as late as possible, and complete-tx takes the
-//     whole box's bytes off the mbarrier — out-of-bounds elements included.
+//     shared memory box-row after box-row, and swizzled. Then like every bulk copy
+//     (async_copies.cpp): the destination is poisoned until the copy lands, as late as possible, and
+//     complete-tx takes the whole box's bytes off the mbarrier — out-of-bounds elements included.
 //
 // Swizzling (CU_TENSOR_MAP_SWIZZLE_128B: "swizzle 16B chunks within 128B span"): the 16-byte chunk
 // at bits 4-6 of a shared address is exchanged by XOR with bits 7-9, so row r of 128 bytes holds its
