@@ -12,7 +12,7 @@ rm -f "$log"  # a stale log from an earlier run must not be counted
 meson test -C "$build_dir" --print-errorlogs "$@"
 status=$?
 
-# The GPU suites again, on the CPU emulator (core/cuda/emulator/, docs/cuda.md): without a GPU they
+# The GPU suites again, on the CPU emulator (emulator/, docs/cuda.md): without a GPU they
 # SKIP above, but here every hand-written kernel still runs and is compared with the CPU reference.
 # Only on a full run, and only where the CUDA toolkit's headers are; BRIGADE_EMULATOR=0 leaves it out.
 emu_dir=${EMU_BUILD_DIR:-build-emu}

@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
     return must ? 1 : 77;
   }
 #if BRIGADE_CUDA_EMULATOR
-  std::printf("CUDA emulator build: the kernels run as CPU fibers on a fake runtime (core/cuda/emulator/)\n");
+  std::printf("CUDA emulator build: the kernels run as CPU fibers on a fake runtime (emulator/)\n");
 #endif
   const int failed = Catch::Session().run(argc, argv);
   return failed == 77 ? 1 : failed;  // Catch returns the number of failures: 77 would read as SKIP

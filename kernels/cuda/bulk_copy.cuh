@@ -1,6 +1,6 @@
 // Hopper's asynchronous bulk copies and the barriers that track them: the building blocks of a TMA
 // pipeline (sm_90), each a thin wrapper over its PTX instruction with the CPU emulator's model of it
-// (core/cuda/emulator/simt.cpp), as mma.cuh does for mma.sync.
+// (emulator/async_copies.cpp), as mma.cuh does for mma.sync.
 //
 //   - An mbarrier is a 64-bit object in shared memory that counts arrivals per phase: mbarrier.init
 //     sets how many each phase needs; a phase completes when that many threads have arrived AND its

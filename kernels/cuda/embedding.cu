@@ -17,7 +17,7 @@
 // grad_weight in the same dtype, summing in f32 (f64 for f64) — deterministically: each row adds
 // its contributions in increasing position order, exactly the CPU's order.
 #if BRIGADE_CUDA_EMULATOR
-#include "core/cuda/emulator/runtime.h"
+#include "emulator/runtime.h"
 #else
 #include <cub/device/device_radix_sort.cuh>
 #endif

@@ -24,7 +24,7 @@
 // stores only what lies inside C. The epilogue (bias, GELU, pre) is epilogue.cuh's, as in the mma.sync
 // GEMM, so both tensor-core paths round identically.
 //
-// The emulator runs this kernel too (core/cuda/emulator/tensor_maps.cpp, wgmma.cpp): copies land as
+// The emulator runs this kernel too (emulator/tensor_maps.cpp, wgmma.cpp): copies land as
 // late as possible, wgmma reads shared memory only at its wait, accumulators are NaN in between — so
 // a missing wait or an early release shows up as wrong results in tests/gpu.
 #include "kernels/cuda/bulk_copy.cuh"

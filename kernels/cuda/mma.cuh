@@ -17,7 +17,7 @@
 
 namespace brigade::cuda {
 
-// Under the CPU emulator (-Dgpu_emulator=true) each one is core/cuda/emulator's C++ model of the
+// Under the CPU emulator (-Dgpu_emulator=true) each one is the emulator's (emulator/) C++ model of the
 // same instruction, so the whole kernel around them runs and is checked there too.
 __device__ __forceinline__ uint32_t shared_address(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));

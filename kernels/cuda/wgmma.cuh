@@ -1,6 +1,6 @@
 // Hopper's warpgroup matrix multiply (wgmma, sm_90a), the instructions kernels/cuda/gemm_hopper.cu is
 // built from, each a thin wrapper over its PTX with the CPU emulator's model of it
-// (core/cuda/emulator/wgmma.cpp), as mma.cuh does for mma.sync:
+// (emulator/wgmma.cpp), as mma.cuh does for mma.sync:
 //
 //   - wgmma.mma_async.m64n128k16: the 128 threads of a warpgroup multiply A (64 x 16) by B (16 x 128),
 //     both read straight from shared memory through 64-bit descriptors, into 64 f32 accumulators per

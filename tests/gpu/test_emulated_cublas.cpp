@@ -1,4 +1,4 @@
-// The CUDA emulator's cuBLAS (core/cuda/emulator/cublas.cpp, cublas_gemm.cpp), checked against the
+// The CUDA emulator's cuBLAS (emulator/cublas*.cpp), checked against the
 // cuBLAS documentation: column-major storage with leading dimensions, op(A) and op(B), strided
 // batches, beta == 0 never reading C, k == 0 giving beta C, the type combinations of cublasGemmEx,
 // TF32 rounding, pointer modes, and every documented error status. Expected values come from hand
@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/cuda/emulator/runtime.h"
+#include "emulator/runtime.h"
 #include "kernels/cuda/gemm.h"
 
 namespace {

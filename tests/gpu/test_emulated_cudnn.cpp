@@ -1,4 +1,4 @@
-// The emulated cuDNN (core/cuda/emulator/cudnn_*.cpp), checked against cuDNN's documented semantics:
+// The emulated cuDNN (emulator/cudnn_*.cpp), checked against cuDNN's documented semantics:
 // hand-computed convolutions, an independent f64 reference written here (it scatters where the
 // emulation gathers), finite differences of the forward pass, descriptor strides, alpha/beta, 16-bit
 // data, the status of every bad parameter the emulation checks, faults reported at the next

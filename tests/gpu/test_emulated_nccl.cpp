@@ -1,4 +1,4 @@
-// The CUDA emulator's NCCL (core/cuda/emulator/nccl_*.cpp): ranks as threads of this process and as
+// The CUDA emulator's NCCL (emulator/nccl_*.cpp): ranks as threads of this process and as
 // forked processes, every expected value worked out by hand. Then brigade's own nccl backend
 // (comm/nccl.cpp) on top of it: nccl_group over two emulated GPUs and nccl_communicator across
 // processes through a file store.
@@ -26,7 +26,7 @@
 #include "brigade.h"
 #include "comm/comm.h"
 #include "comm/nccl.h"
-#include "core/cuda/emulator/runtime.h"
+#include "emulator/runtime.h"
 
 using Catch::Contains;
 using namespace std::chrono_literals;

@@ -1,4 +1,4 @@
-// The CPU emulator's stream capture and graphs (core/cuda/emulator/streams.cpp, graphs.cpp), checked
+// The CPU emulator's stream capture and graphs (emulator/stream_capture.cpp, graphs.cpp), checked
 // against the CUDA documentation: cudaStreamBeginCapture ("all operations pushed into the stream will
 // not be executed, but will instead be captured"), cudaThreadExchangeStreamCaptureMode (which calls a
 // capture forbids, per mode and thread), cudaStreamIsCapturing (the legacy stream while a blocking

@@ -1,4 +1,4 @@
-// The emulator's module loading (core/cuda/emulator/module_loading.cpp) against the CUDA Programming
+// The emulator's module loading (emulator/module_loading.cpp) against the CUDA Programming
 // Guide's "Lazy Loading": CUDA_MODULE_LOADING=EAGER loads everything up front; LAZY (the default) loads
 // a kernel at its first launch, which may wait for the context to be idle. The emulator takes "may" as
 // "does", so the documented hazard — a kernel that spins until a kernel launched after it has run —

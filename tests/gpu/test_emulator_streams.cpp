@@ -1,4 +1,4 @@
-// The CPU emulator's streams, events and race detector (core/cuda/emulator/streams.cpp, races.cpp),
+// The CPU emulator's streams, events and race detector (emulator/streams.cpp, events.cpp, races.cpp),
 // checked against the CUDA Runtime API's documented behaviour: work on a stream runs after the call
 // that queued it returns and in issue order; cudaStreamWaitEvent orders two streams; synchronising
 // calls wait; copies involving pageable memory are synchronous where "API synchronization behavior"
