@@ -708,7 +708,7 @@ TEST_CASE("emulated nccl: abort wakes a blocked receive; a bad pointer is a CUDA
 namespace {
 
 // True when the emulator runs stream work on the issuing thread at once. Then a transfer that waits
-// for a peer blocks its issuing thread inside ncclGroupEnd, with comm/nccl.cpp's lock held, so the
+// for a peer blocks its issuing thread inside ncclGroupEnd, with comm/nccl_lanes.cpp's lock held, so the
 // watchdog cannot abort it: the timeout cases need asynchronous streams. So do the link-setup cases
 // that drive several ranks from one thread: a group's task waits for its setup on the issuing
 // thread, and the peer's mirror setup would come from that same thread only afterwards.
