@@ -80,6 +80,17 @@ Tensor log_softmax(const Tensor& x, int64_t dim);
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal = true, double dropout = 0);
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& params);
 
+// ---- the pieces of a LLaMA-style block ----
+// Rotary position embedding of x [B, H, T, D] (D even; any strides), HF's rotate_half layout: pair
+// (i, i + D/2) of row t turns by the angle of table row t (ops::rope, ops::rope_table). cos and sin
+// [T, D/2] are not differentiated; they have x's compute dtype (f64 for f64, else f32).
+Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin);
+// The same with the table made for positions [start, start + T): a KV-cache step or a later pipeline
+// stage passes where its tokens sit. nn::RotaryEmbedding keeps the table instead of remaking it.
+Tensor rope(const Tensor& x, int64_t start, const RopeParams& params = {});
+// silu(gate) * up in one kernel each way (ops::swiglu): SwiGLU's gate, gate and up of one shape.
+Tensor swiglu(const Tensor& gate, const Tensor& up);
+
 // ---- normalisation (over the last dim) ----
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-6);

@@ -220,6 +220,31 @@ CrossEntropyOutput cross_entropy(const Tensor& logits, const Tensor& targets, in
 Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, const Tensor& targets,
                               const CrossEntropyOutput& saved, int64_t ignore_index, Reduction reduction);
 
+// ---- rotary position embedding (kernels/rope.cpp) ----
+// inv_freq[i] of RopeParams for a head of size D (even), i < D/2, after any llama3 scaling: in f64.
+std::vector<double> rope_frequencies(int64_t head_dim, const RopeParams& p);
+// cos and sin of each angle position * inv_freq[i] for positions [start, start + count): [count, D/2]
+// each, computed in f64 and rounded once to `dtype` (f32 or f64: the compute dtype of the inputs the
+// table will turn). Positions are explicit so that a KV-cache step or a pipeline stage turns its
+// tokens by where they sit in the sequence, not by where they sit in the batch.
+struct RopeTable {
+  Tensor cos, sin;
+};
+RopeTable rope_table(int64_t head_dim, int64_t start, int64_t count, const RopeParams& p, DType dtype, Device device);
+// x [B, H, T, D] (any strides) turned by the table's T rows: for i < D/2, with c, s = table[t, i],
+//   y[i] = x[i] c - x[i + D/2] s,   y[i + D/2] = x[i + D/2] c + x[i] s.
+// The table's dtype is x's compute dtype (f64 for f64, else f32) and its device x's. y is contiguous.
+Tensor rope(const Tensor& x, const RopeTable& table);
+// The backward: a rotation's transpose is the rotation by -angle, so grad_x is rope with s negated.
+Tensor rope_backward(const Tensor& grad_y, const RopeTable& table);
+
+// ---- SwiGLU's gate (kernels/swiglu.cpp) ----
+// silu(gate) * up, elementwise over two tensors of one shape, dtype and device: the two halves of a
+// SwiGLU MLP's hidden layer in one pass, without silu(gate) ever stored. The result is rounded once.
+Tensor swiglu(const Tensor& gate, const Tensor& up);
+// {grad_gate, grad_up} = {grad_y * up * silu'(gate), grad_y * silu(gate)}, one pass.
+std::pair<Tensor, Tensor> swiglu_backward(const Tensor& grad_y, const Tensor& gate, const Tensor& up);
+
 // ---- dropout (kernels/dropout.cpp) ----
 // Keeps each element with probability 1 - p, scaling kept ones by 1 / (1 - p). Element i is dropped
 // when philox_uniform(seed, offset + i) < p, so the mask is never stored: backward recomputes it.

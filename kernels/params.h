@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 namespace brigade {
 
@@ -27,6 +28,24 @@ struct AttentionParams {
   double scale = 0;    // multiplies q k^T; 0 means 1 / sqrt(head dim)
   double dropout = 0;  // in [0, 1)
   uint64_t seed = 0, offset = 0;
+};
+
+// Rotary position embedding's settings (ops::rope_table, nn::RotaryEmbedding). Pair i of a head of
+// size D turns by the angle position * inv_freq[i], inv_freq[i] = theta^(-2i / D), in Hugging Face's
+// "rotate_half" layout: element i pairs with element i + D/2.
+// LLaMA 3's frequency scaling (config.json's rope_scaling with rope_type "llama3"): wavelengths
+// 2 pi / inv_freq longer than original_max_position_embeddings / low_freq_factor are stretched by
+// `factor`, those shorter than original_max_position_embeddings / high_freq_factor are kept, and
+// those in between blend the two smoothly. The defaults are LLaMA 3.1's.
+struct RopeLlama3Scaling {
+  double factor = 8;
+  double low_freq_factor = 1;
+  double high_freq_factor = 4;
+  double original_max_position_embeddings = 8192;
+};
+struct RopeParams {
+  double theta = 10000;  // config.json's rope_theta (LLaMA 2: 10000; LLaMA 3: 500000)
+  std::optional<RopeLlama3Scaling> llama3 = std::nullopt;
 };
 
 }  // namespace brigade

@@ -8,7 +8,9 @@
 // attention over the cached keys, their MLP.
 //
 // Each layer's k and v are [B, H, capacity, hd] buffers allocated on first use (in the dtype the
-// activations have, so bf16 compute keeps a bf16 cache), filled at positions [0, length).
+// activations have, so bf16 compute keeps a bf16 cache), filled at positions [0, length). H is the
+// layer's key/value heads: under grouped-query attention (nn::GroupedQueryAttention) fewer than its
+// query heads, and the cache is that much smaller.
 #pragma once
 
 #include <cstdint>

@@ -5,28 +5,17 @@
 #include <map>
 #include <set>
 
+#include "linear_ref.h"
 #include "nn/nn.h"
 #include "test_util.h"
 
 using namespace brigade;
 using Catch::Contains;
+using test::linear_ref;
 
 namespace {
 
 // ---- f64 references, written as plain loops ----
-
-// y[r, o] = sum_i x[r, i] * w[o, i] + b[o]  (w is [out, in], b may be empty)
-std::vector<double> linear_ref(const std::vector<double>& x, int64_t rows, int64_t in, const std::vector<double>& w,
-                               const std::vector<double>& b, int64_t out) {
-  std::vector<double> y(size_t(rows * out));
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t o = 0; o < out; ++o) {
-      double s = b.empty() ? 0.0 : b[size_t(o)];
-      for (int64_t i = 0; i < in; ++i) s += x[size_t(r * in + i)] * w[size_t(o * in + i)];
-      y[size_t(r * out + o)] = s;
-    }
-  return y;
-}
 
 std::vector<double> layer_norm_ref(const std::vector<double>& x, int64_t dim, const std::vector<double>& w,
                                    const std::vector<double>& b, double eps) {

@@ -34,6 +34,8 @@ namespace brigade::cpu {
 #include "kernels/twins/pool.inc"
 #include "kernels/twins/indices.inc"
 #include "kernels/twins/attention.inc"
+#include "kernels/twins/rope.inc"
+#include "kernels/twins/swiglu.inc"
 
 }  // namespace brigade::cpu
 

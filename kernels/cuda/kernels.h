@@ -31,6 +31,8 @@ namespace brigade::cuda {
 #include "kernels/twins/pool.inc"
 #include "kernels/twins/indices.inc"
 #include "kernels/twins/attention.inc"
+#include "kernels/twins/rope.inc"
+#include "kernels/twins/swiglu.inc"
 
 // The GPU's own: matmul with an explicit GEMM (automatic = cuBLAS); the op layer has checked that
 // the backend takes the dtype (ops::matmul's list).

@@ -24,6 +24,7 @@
 
 #include "cases_attention.h"
 #include "cases_elementwise.h"
+#include "cases_llama.h"
 #include "cases_matmul_conv.h"
 #include "cases_nn.h"
 #include "cases_reduce.h"
@@ -50,6 +51,9 @@ const bool registered = [] {
   register_cases(cross_entropy_cases());
   register_cases(dropout_cases());
   register_cases(attention_cases());
+  register_cases(rope_cases());
+  register_cases(swiglu_cases());
+  register_cases(grouped_attention_cases());
   register_cases(conv_cases());
   register_cases(pool_cases());
   register_cases(join_cases());
