@@ -10,14 +10,13 @@
 #include "generate/options.h"
 #include "generate/saved_model.h"
 #include "tools/cli/command.h"
-#include "train/trainer.h"  // resolve_device
 
 namespace brigade::generate_cli {
 
 namespace {
 
 void generate(const GenerateOptions& o, std::ostream& out) {
-  const Device device = train::resolve_device(o.device);
+  const Device device = cli::usable_device(o.device);
   const SavedModel saved = load_saved_model(o.checkpoint, device, o.tokenizer);
   BRIGADE_CHECK(saved.tokenizer.has_value(), "'", o.checkpoint, "' carries no tokenizer: name one with --tokenizer DIR");
   const text::Tokenizer& tokenizer = *saved.tokenizer;

@@ -40,12 +40,8 @@ const std::vector<Flag>& flags() {
        [](GenerateOptions& o, const std::string& v) { o.samples = cli::parse_int("--samples", v, 1, 64); },
        [](const GenerateOptions& o) { return std::to_string(o.samples); }},
       {"--device", "DEV", "auto, cpu or cuda",
-       [](GenerateOptions& o, const std::string& v) {
-         if (v != "auto" && v != "cpu" && v != "cuda" && v.rfind("cuda:", 0) != 0)
-           throw UsageError("--device: expected auto, cpu or cuda, got '" + v + "'");
-         o.device = v;
-       },
-       [](const GenerateOptions& o) { return o.device; }},
+       [](GenerateOptions& o, const std::string& v) { o.device = cli::parse_device("--device", v); },
+       [](const GenerateOptions& o) { return cli::device_choice_name(o.device); }},
       {"--no-cache", "", "no KV cache: run the whole context for every token (the reference, slower)",
        [](GenerateOptions& o, const std::string&) { o.no_cache = true; },
        [](const GenerateOptions&) { return std::string("off"); }},

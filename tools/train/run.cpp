@@ -73,14 +73,15 @@ void print_header(Trainer& trainer, std::ostream& out) {
         << " sequences" << (schedule.chunks() > 1 ? ", " + std::to_string(schedule.chunks()) + " chunks per rank" : "")
         << (o.replicas > 1 ? ", " + std::to_string(o.replicas) + " data-parallel replicas" : "")
         << (o.recompute ? ", recomputation on" : "") << "\n";
-    out << "partition: " << trainer.partition_method() << " (" << trainer.partition_reason() << ")\n";
+    out << "partition: " << pipeline::partition_method_name(trainer.partition_method()) << " (" << trainer.partition_reason() << ")\n";
     out << trainer.partition_table();
   }
   const nn::GPTConfig& config = trainer.model().config();
-  out << "run: " << o.steps << " steps of " << o.batch << " sequences, seed " << o.seed << ", " << o.device
-      << " (" << config.device.str() << "), "
+  out << "run: " << o.steps << " steps of " << o.batch << " sequences, seed " << o.seed << ", "
+      << cli::device_choice_name(o.device) << " (" << config.device.str() << "), "
       << (config.compute_dtype == DType::bf16 ? "bf16 compute with f32 master weights" : "f32") << ", "
-      << (config.device.is_cuda() && o.matmul != "automatic" ? "matmul " + o.matmul + ", " : "") << num_threads()
+      << (config.device.is_cuda() && o.matmul != ops::MatmulBackend::automatic ? "matmul " + cli::matmul_choice_name(o.matmul) + ", " : "")
+      << num_threads()
       << " threads\n";
 }
 
@@ -106,7 +107,7 @@ double report_validation(Trainer& trainer, std::ostream& out, double first) {
 // how many candidates were refused (stderr names them and why). Nothing on the
 // CPU, or where every matmul was f32 (nothing to choose).
 void report_tuned_gemms(const TrainOptions& o, std::ostream& out) {
-  if (o.matmul != "tuned") return;
+  if (o.matmul != ops::MatmulBackend::tuned) return;
   const std::vector<ops::MatmulTuning> tunings = ops::matmul_tunings();
   if (tunings.empty()) return;
   std::map<std::string, int> wins;
@@ -369,9 +370,11 @@ TrainSummary run_training(const TrainOptions& options_in, std::ostream& out) {
   // --matmul for every matmul of the run: process-wide, set before any rank thread starts, and the
   // previous backend restored when the run ends. check_combination has refused a backend the GPU
   // cannot run; the CPU has one GEMM and ignores the choice.
-  const cli::ScopedMatmulBackend matmul(cli::matmul_backend_of(options.matmul));
+  const cli::ScopedMatmulBackend matmul(options.matmul);
+  // The one check that the device can be used here (the Trainer takes --device as it is).
+  const Device device = cli::usable_device(options.device);
   if (options.stages == 0) {
-    apply_memory_limit(options, resolve_device(options.device));
+    apply_memory_limit(options, device);
     return train_rank(options, nullptr, out);
   }
 
@@ -388,7 +391,6 @@ TrainSummary run_training(const TrainOptions& options_in, std::ostream& out) {
     BRIGADE_CHECK(options.batch % (R * options.microbatches) == 0, "brigade train: a batch of ", options.batch,
                   " does not split into ", R, " replicas x ", options.microbatches, " micro-batches");
     comm::ConnectOptions connect;
-    Device device = resolve_device(options.device);
     connect.device = device.is_cuda() ? comm::local_device(env) : Device::cpu();
     apply_memory_limit(options, connect.device);
     auto world = comm::connect(env, connect);
@@ -399,7 +401,6 @@ TrainSummary run_training(const TrainOptions& options_in, std::ostream& out) {
 
   // One process: every rank a thread, on the GPU each with its own stream.
   const int world_size = int(P * options.replicas);
-  const Device device = resolve_device(options.device);
   apply_memory_limit(options, device);
   auto world = comm::local_group(std::vector<Device>(size_t(world_size), device));
   std::vector<std::string> errors(static_cast<size_t>(world_size));
