@@ -35,13 +35,13 @@ Flag int_flag(std::string name, std::string value, std::string help, int LaunchO
 }
 
 // A number of seconds passed on to the ranks as an environment variable: kept as written.
-Flag seconds_text_flag(std::string name, std::string help, std::string LaunchOptions::*field) {
+Flag seconds_text_flag(std::string name, std::string help, std::string LaunchOptions::*field, std::string otherwise) {
   return {name, "SECONDS", std::move(help),
           [name, field](LaunchOptions& o, const std::string& v) {
             if (parse_seconds(name, v) <= 0) throw UsageError(name + ": must be positive");
             o.*field = v;
           },
-          [](const LaunchOptions&) { return std::string("the library's"); }};
+          [otherwise](const LaunchOptions&) { return otherwise; }};
 }
 
 std::string seconds(double v) {
@@ -85,10 +85,10 @@ const std::vector<Flag>& flags() {
        [](LaunchOptions& o, const std::string& v) { o.grace_seconds = parse_seconds("--grace", v); },
        [](const LaunchOptions& o) { return seconds(o.grace_seconds); }},
       seconds_text_flag("--timeout", "sets BRIGADE_COMM_TIMEOUT for the ranks: how long a communication call may "
-                        "wait before it fails (the library's: 300 s)", &LaunchOptions::timeout),
+                        "wait before it fails", &LaunchOptions::timeout, "the library's, 300 s"),
       seconds_text_flag("--connect-timeout", "sets BRIGADE_CONNECT_TIMEOUT: how long a rank waits for the others "
-                        "to start and connect (the library's: the call timeout, at least 60 s)",
-                        &LaunchOptions::connect_timeout),
+                        "to start and connect", &LaunchOptions::connect_timeout,
+                        "the library's: the call timeout, at least 60 s"),
   };
   return table;
 }
