@@ -81,7 +81,6 @@ class Tensor {
   Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
   Tensor select(int64_t dim, int64_t index) const;  // removes `dim`
   Tensor expand(const Shape& shape) const;           // broadcast size-1 dims (stride 0); -1 keeps a size
-  Tensor broadcast_to(const Shape& shape) const { return expand(shape); }
   Tensor squeeze(int64_t dim) const;
   Tensor unsqueeze(int64_t dim) const;
   Tensor flatten() const { return reshape({numel()}); }

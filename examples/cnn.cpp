@@ -53,11 +53,11 @@ int main() {
     const nn::Init init{.generator = &gen};
     // [n, 1, 8, 8] -> conv 3x3 -> [n, 8, 8, 8] -> pool -> [n, 8, 4, 4] -> [n, 128] -> two logits
     nn::Sequential model{
-        std::make_shared<nn::Conv2d>(1, 8, 3, /*stride=*/1, /*padding=*/1, /*bias=*/true, init),
+        std::make_shared<nn::Conv2d>(1, 8, 3, nn::Conv2dOptions{.padding = 1, .init = init}),
         std::make_shared<nn::ReLU>(),
         std::make_shared<nn::MaxPool2d>(2),
         std::make_shared<nn::Flatten>(),
-        std::make_shared<nn::Linear>(8 * 4 * 4, 2, /*bias=*/true, init),
+        std::make_shared<nn::Linear>(8 * 4 * 4, 2, nn::LinearOptions{.init = init}),
     };
     std::printf("%s", model.describe().c_str());
 

@@ -39,9 +39,9 @@ struct MLP : nn::Module {
   std::shared_ptr<Gate> gate;
   explicit MLP(Generator& gen) {
     const nn::Init init{.generator = &gen};
-    fc1 = register_module("fc1", std::make_shared<nn::Linear>(8, 64, true, init));
+    fc1 = register_module("fc1", std::make_shared<nn::Linear>(8, 64, nn::LinearOptions{.init = init}));
     gate = register_module("gate", std::make_shared<Gate>(64));
-    fc2 = register_module("fc2", std::make_shared<nn::Linear>(64, 1, true, init));
+    fc2 = register_module("fc2", std::make_shared<nn::Linear>(64, 1, nn::LinearOptions{.init = init}));
   }
   std::string name() const override { return "MLP"; }
   Tensor forward(const Tensor& x) override { return (*fc2)((*gate)(gelu((*fc1)(x)))); }

@@ -41,8 +41,8 @@ constexpr int kStages = 2, kMicrobatches = 4, kSteps = 5;
 struct ResidualMLP : nn::Module {
   std::shared_ptr<nn::Linear> up, down;
   ResidualMLP(int64_t dim, const nn::Init& init) {
-    up = register_module("up", std::make_shared<nn::Linear>(dim, 2 * dim, true, init.at("up")));
-    down = register_module("down", std::make_shared<nn::Linear>(2 * dim, dim, true, init.at("down")));
+    up = register_module("up", std::make_shared<nn::Linear>(dim, 2 * dim, nn::LinearOptions{.init = init.at("up")}));
+    down = register_module("down", std::make_shared<nn::Linear>(2 * dim, dim, nn::LinearOptions{.init = init.at("down")}));
   }
   std::string name() const override { return "ResidualMLP"; }
   Tensor forward(const Tensor& x) override { return x + (*down)(gelu((*up)(x))); }
@@ -59,10 +59,10 @@ std::vector<LayerFactory> model_factories(std::vector<int>& made) {
       return make();
     };
   };
-  return {counted(0, [=] { return std::make_shared<nn::Linear>(4, 16, true, init.at("0")); }),
+  return {counted(0, [=] { return std::make_shared<nn::Linear>(4, 16, nn::LinearOptions{.init = init.at("0")}); }),
           counted(1, [=] { return std::make_shared<ResidualMLP>(16, init.at("1")); }),
           counted(2, [=] { return std::make_shared<ResidualMLP>(16, init.at("2")); }),
-          counted(3, [=] { return std::make_shared<nn::Linear>(16, 1, true, init.at("3")); })};
+          counted(3, [=] { return std::make_shared<nn::Linear>(16, 1, nn::LinearOptions{.init = init.at("3")}); })};
 }
 // Stage s holds layers [bounds[s], bounds[s + 1]): two each.
 Partition two_stages() {

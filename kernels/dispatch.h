@@ -4,7 +4,12 @@
 //
 // runs cuda::binary(op, out, a, b) when `a` lives on a GPU (in a build with CUDA) and
 // cpu::binary(op, out, a, b) otherwise — the same call, spelled once, against two namespaces whose
-// kernels have the same signatures. The op layer has already checked that all operands share a device.
+// kernels have the same signatures (kernels/twins/*.inc declares them once for both). The op layer
+// has already checked that all operands share a device.
+//
+// Every op chooses here but two: matmul and linear (kernels/matmul.cpp), whose CUDA kernels take the
+// GEMM backend (MatmulBackend) that the CPU's single GEMM has no use for. They spell the same choice
+// out, with the same check_cpu_backend on the CPU side.
 #pragma once
 
 #include "kernels/cpu/kernels.h"

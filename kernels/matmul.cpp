@@ -76,7 +76,8 @@ bool backend_takes(MatmulBackend backend, DType t) {
   }
 }
 
-// The one dispatch with an extra argument, so it is spelled out instead of BRIGADE_DISPATCH.
+// With linear_epilogue below, the dispatch whose CUDA side takes the GEMM backend: spelled out
+// (kernels/dispatch.h says why).
 void run_gemm(const Tensor& out, const Tensor& a, const Tensor& b, MatmulBackend backend) {
 #if BRIGADE_HAVE_CUDA
   if (a.device().is_cuda()) return cuda::matmul(out, a, b, backend);

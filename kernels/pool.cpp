@@ -68,23 +68,15 @@ Tensor max_pool2d_backward(const Tensor& grad_y, const Tensor& indices, const Sh
   check_grad_shape(op, grad_y, x_shape, p);
   BRIGADE_CHECK(indices.shape() == grad_y.shape(), op, ": indices shape ", shape_str(indices.shape()),
                 " differs from grad_y shape ", shape_str(grad_y.shape()));
-#if BRIGADE_HAVE_CUDA
-  // The CUDA kernel gathers (deterministically) and so needs the window geometry: this dispatch is
-  // spelled out. It reads indices only to compare them with positions, so bad ones cannot reach
-  // memory; they are not checked here (that would copy them to the host and wait).
-  if (grad_y.device().is_cuda()) {
-    Tensor grad_x = empty(x_shape, grad_y.dtype(), grad_y.device());
-    cuda::max_pool2d_backward(grad_x, contiguous(grad_y), contiguous(indices), p);
-    return grad_x;
-  }
-#endif
-  if (is_half(grad_y.dtype()))
+  if (grad_y.device().is_cpu() && is_half(grad_y.dtype()))
     return to_dtype(max_pool2d_backward(to_dtype(grad_y, DType::f32), indices, x_shape, p), grad_y.dtype());
-  check_cpu_backend(op, grad_y);
-  Tensor idx = contiguous(indices);
-  check_indices_in_plane(op, idx, x_shape[2], x_shape[3]);
+  const Tensor idx = contiguous(indices);
+  // The CPU kernel scatters through the indices, so bad ones would reach memory: checked there. The
+  // CUDA kernel gathers (deterministically), reading indices only to compare them with positions, so
+  // they are not checked for it (that would copy them to the host and wait).
+  if (grad_y.device().is_cpu()) check_indices_in_plane(op, idx, x_shape[2], x_shape[3]);
   Tensor grad_x = empty(x_shape, grad_y.dtype(), grad_y.device());
-  cpu::max_pool2d_backward(grad_x, contiguous(grad_y), idx, p);
+  BRIGADE_DISPATCH(op, grad_y, max_pool2d_backward(grad_x, contiguous(grad_y), idx, p));
   return grad_x;
 }
 

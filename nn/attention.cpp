@@ -9,14 +9,15 @@
 
 namespace brigade::nn {
 
-CausalSelfAttention::CausalSelfAttention(int64_t embd, int64_t heads, double dropout, bool bias, const Init& init)
+CausalSelfAttention::CausalSelfAttention(int64_t embd, int64_t heads, const AttentionOptions& o)
     : n_embd(embd), n_head(heads) {
   BRIGADE_CHECK(embd > 0 && heads > 0 && embd % heads == 0, "CausalSelfAttention: n_embd=", embd,
                 " must be a positive multiple of n_head=", heads);
-  qkv = register_module("qkv", std::make_shared<Linear>(embd, 3 * embd, bias, init.at("qkv")));
-  proj = register_module("proj", std::make_shared<Linear>(embd, embd, bias, init.residual().at("proj")));
-  attn_drop = register_module("attn_drop", std::make_shared<Dropout>(dropout));
-  resid_drop = register_module("resid_drop", std::make_shared<Dropout>(dropout));
+  qkv = register_module("qkv", std::make_shared<Linear>(embd, 3 * embd, LinearOptions{.bias = o.bias, .init = o.init.at("qkv")}));
+  proj = register_module(
+      "proj", std::make_shared<Linear>(embd, embd, LinearOptions{.bias = o.bias, .init = o.init.residual().at("proj")}));
+  attn_drop = register_module("attn_drop", std::make_shared<Dropout>(o.dropout));
+  resid_drop = register_module("resid_drop", std::make_shared<Dropout>(o.dropout));
 }
 
 std::string CausalSelfAttention::details() const {

@@ -20,10 +20,16 @@
 
 namespace brigade::nn {
 
+struct AttentionOptions {
+  double dropout = 0;  // on the attention weights and on the output
+  bool bias = true;    // in the projections
+  Init init = {};      // `proj` writes into the residual stream: init.residual()
+};
+
 class CausalSelfAttention : public Module {
  public:
-  // n_embd must be divisible by n_head. `proj` writes into the residual stream: init.residual().
-  CausalSelfAttention(int64_t n_embd, int64_t n_head, double dropout = 0, bool bias = true, const Init& init = {});
+  // n_embd must be divisible by n_head.
+  CausalSelfAttention(int64_t n_embd, int64_t n_head, const AttentionOptions& options = {});
 
   std::string name() const override { return "CausalSelfAttention"; }
   std::string details() const override;

@@ -19,8 +19,11 @@ void check_window(const char* layer, int64_t kernel, int64_t stride, int64_t pad
 
 }  // namespace
 
-Conv2d::Conv2d(int64_t in, int64_t out, int64_t k, int64_t s, int64_t pad, bool with_bias, const Init& init)
-    : in_channels(in), out_channels(out), kernel(k), stride(s), padding(pad) {
+Conv2d::Conv2d(int64_t in, int64_t out, int64_t k, const Conv2dOptions& o)
+    : in_channels(in), out_channels(out), kernel(k), stride(o.stride), padding(o.padding) {
+  const int64_t s = o.stride, pad = o.padding;
+  const bool with_bias = o.bias;
+  const Init& init = o.init;
   BRIGADE_CHECK(in > 0 && out > 0, "Conv2d: channel counts must be positive, got in=", in, ", out=", out);
   BRIGADE_CHECK(k > 0 && s > 0 && pad >= 0, "Conv2d: invalid kernel=", k, ", stride=", s, ", padding=", pad);
   Shape shape{out, in, k, k};
@@ -42,14 +45,16 @@ Tensor Conv2d::forward(const Tensor& x) {
   return conv2d(x, weight, bias, stride, padding);
 }
 
-MaxPool2d::MaxPool2d(int64_t k, int64_t s, int64_t pad) : kernel(k), stride(s == -1 ? k : s), padding(pad) {
-  check_window("MaxPool2d", k, s, pad);
+MaxPool2d::MaxPool2d(int64_t k, const Pool2dOptions& o)
+    : kernel(k), stride(o.stride == -1 ? k : o.stride), padding(o.padding) {
+  check_window("MaxPool2d", k, o.stride, o.padding);
 }
 std::string MaxPool2d::details() const { return window_details(kernel, stride, padding); }
 Tensor MaxPool2d::forward(const Tensor& x) { return max_pool2d(x, kernel, stride, padding); }
 
-AvgPool2d::AvgPool2d(int64_t k, int64_t s, int64_t pad) : kernel(k), stride(s == -1 ? k : s), padding(pad) {
-  check_window("AvgPool2d", k, s, pad);
+AvgPool2d::AvgPool2d(int64_t k, const Pool2dOptions& o)
+    : kernel(k), stride(o.stride == -1 ? k : o.stride), padding(o.padding) {
+  check_window("AvgPool2d", k, o.stride, o.padding);
 }
 std::string AvgPool2d::details() const { return window_details(kernel, stride, padding); }
 Tensor AvgPool2d::forward(const Tensor& x) { return avg_pool2d(x, kernel, stride, padding); }

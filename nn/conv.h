@@ -6,13 +6,19 @@
 
 namespace brigade::nn {
 
+struct Conv2dOptions {
+  int64_t stride = 1;
+  int64_t padding = 0;  // zeros on every side
+  bool bias = true;     // a bias [out], zeros
+  Init init = {};       // weights N(0, init.std) when init.std > 0, else U(-1/sqrt(in*k*k), 1/sqrt(in*k*k))
+};
+
 // x [N, in, H, W] -> [N, out, H', W'] with a square kernel, stride and symmetric zero padding.
+//   nn::Conv2d(1, 8, 3, {.padding = 1, .init = init})
 class Conv2d : public Module {
  public:
-  // weight [out, in, k, k]: N(0, init.std) when init.std > 0, else U(-1/sqrt(in*k*k), 1/sqrt(in*k*k)).
-  // bias [out], zeros.
-  Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel, int64_t stride = 1, int64_t padding = 0,
-         bool bias = true, const Init& init = {});
+  // weight [out, in, k, k].
+  Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel, const Conv2dOptions& options = {});
 
   std::string name() const override { return "Conv2d"; }
   std::string details() const override;
@@ -23,10 +29,16 @@ class Conv2d : public Module {
   Tensor bias;  // undefined without bias
 };
 
-// Max over each kernel x kernel window. stride -1 means stride = kernel.
+// The windows of MaxPool2d and AvgPool2d beyond their size.
+struct Pool2dOptions {
+  int64_t stride = -1;  // -1: the kernel size (windows side by side)
+  int64_t padding = 0;
+};
+
+// Max over each kernel x kernel window.
 class MaxPool2d : public Module {
  public:
-  explicit MaxPool2d(int64_t kernel, int64_t stride = -1, int64_t padding = 0);
+  explicit MaxPool2d(int64_t kernel, const Pool2dOptions& options = {});
   std::string name() const override { return "MaxPool2d"; }
   std::string details() const override;
   Tensor forward(const Tensor& x) override;
@@ -36,7 +48,7 @@ class MaxPool2d : public Module {
 // Mean over each window; padded positions count in the divisor.
 class AvgPool2d : public Module {
  public:
-  explicit AvgPool2d(int64_t kernel, int64_t stride = -1, int64_t padding = 0);
+  explicit AvgPool2d(int64_t kernel, const Pool2dOptions& options = {});
   std::string name() const override { return "AvgPool2d"; }
   std::string details() const override;
   Tensor forward(const Tensor& x) override;

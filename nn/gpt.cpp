@@ -51,7 +51,7 @@ Tensor GPTEmbedding::forward_at(const Tensor& idx, int64_t first) {
 GPTHead::GPTHead(int64_t n_embd, bool bias, Tensor tied_weight, const Init& init) {
   BRIGADE_CHECK(tied_weight.defined() && tied_weight.dim() == 2 && tied_weight.size(1) == n_embd,
                 "GPTHead: the tied weight must be [vocab_size, ", n_embd, "]");
-  ln_f = register_module("ln_f", std::make_shared<LayerNorm>(n_embd, 1e-5, true, bias, init.at("ln_f")));
+  ln_f = register_module("ln_f", std::make_shared<LayerNorm>(n_embd, LayerNormOptions{.bias = bias, .init = init.at("ln_f")}));
   // Registered here too so a pipeline stage holding only the head still sees (and trains) it.
   wte = register_parameter("wte", tied_weight);
 }
@@ -103,8 +103,9 @@ GPT::GPT(const GPTConfig& c, LayerGrain grain, const std::vector<int64_t>& held)
     }
     if (!halves.attention && !halves.mlp) continue;
     const std::string name = std::to_string(i);
-    auto block = std::make_shared<TransformerBlock>(c.n_embd, c.n_head, c.dropout, c.bias,
-                                                    init.at("blocks").at(name), halves);
+    auto block = std::make_shared<TransformerBlock>(
+        c.n_embd, c.n_head,
+        TransformerBlockOptions{.dropout = c.dropout, .bias = c.bias, .init = init.at("blocks").at(name), .halves = halves});
     if (block->attn) block->attn->fused = c.fused_attention;
     blocks->push_back(name, block);
     block_at_[size_t(i)] = block;

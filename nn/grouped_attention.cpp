@@ -33,11 +33,10 @@ GroupedQueryAttention::GroupedQueryAttention(const GroupedQueryAttentionOptions&
   BRIGADE_CHECK(head_dim > 0 && head_dim % 2 == 0, "GroupedQueryAttention: head_dim must be positive and even "
                 "(rotary embedding turns pairs), got ", head_dim);
   const Init& init = opt.init;
-  q = register_module("q", std::make_shared<Linear>(n_embd, n_head * head_dim, opt.qkv_bias, init.at("q")));
-  k = register_module("k", std::make_shared<Linear>(n_embd, n_kv_head * head_dim, opt.qkv_bias, init.at("k")));
-  v = register_module("v", std::make_shared<Linear>(n_embd, n_kv_head * head_dim, opt.qkv_bias, init.at("v")));
-  o = register_module("o", std::make_shared<Linear>(n_head * head_dim, n_embd, opt.out_bias,
-                                                    init.residual().at("o")));
+  q = register_module("q", std::make_shared<Linear>(n_embd, n_head * head_dim, LinearOptions{.bias = opt.qkv_bias, .init = init.at("q")}));
+  k = register_module("k", std::make_shared<Linear>(n_embd, n_kv_head * head_dim, LinearOptions{.bias = opt.qkv_bias, .init = init.at("k")}));
+  v = register_module("v", std::make_shared<Linear>(n_embd, n_kv_head * head_dim, LinearOptions{.bias = opt.qkv_bias, .init = init.at("v")}));
+  o = register_module("o", std::make_shared<Linear>(n_head * head_dim, n_embd, LinearOptions{.bias = opt.out_bias, .init = init.residual().at("o")}));
   rotary = register_module("rotary", std::make_shared<RotaryEmbedding>(
                                          RotaryEmbeddingOptions{.head_dim = head_dim, .rope = opt.rope}));
 }

@@ -9,7 +9,7 @@
 //    the order the layers were built in):
 //
 //      Generator gen(42);
-//      auto fc = std::make_shared<nn::Linear>(64, 10, true, nn::Init{.generator = &gen});
+//      auto fc = std::make_shared<nn::Linear>(64, 10, nn::LinearOptions{.init = {.generator = &gen}});
 //
 //    Without a generator, layers draw from default_generator() (see manual_seed).
 //
@@ -22,7 +22,7 @@
 //    receives must be that layer's full name in the model:
 //
 //      const nn::Init keyed = nn::Init::keyed(42);
-//      auto fc = std::make_shared<nn::Linear>(64, 10, true, keyed.at("blocks").at("3").at("fc"));
+//      auto fc = std::make_shared<nn::Linear>(64, 10, nn::LinearOptions{.init = keyed.at("blocks").at("3").at("fc")});
 //      // fc->weight is drawn from named_generator(42, "blocks.3.fc.weight")
 //
 //    nn::GPT initialises this way. Non-random parameters (zeros, ones) do not depend on the mode.

@@ -8,7 +8,9 @@
 
 namespace brigade::nn {
 
-Linear::Linear(int64_t in, int64_t out, bool with_bias, const Init& init) : in_features(in), out_features(out) {
+Linear::Linear(int64_t in, int64_t out, const LinearOptions& options) : in_features(in), out_features(out) {
+  const Init& init = options.init;
+  const bool with_bias = options.bias;
   BRIGADE_CHECK(in > 0 && out > 0, "Linear: sizes must be positive, got in=", in, ", out=", out);
   const Init named = init.at("weight");
   weight = register_parameter("weight", init.std > 0 ? init::normal({out, in}, init.std, named)

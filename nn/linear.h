@@ -7,11 +7,16 @@
 
 namespace brigade::nn {
 
+struct LinearOptions {
+  bool bias = true;  // a bias [out], zeros
+  Init init = {};    // weights N(0, init.std) when init.std > 0, else U(-1/sqrt(in), 1/sqrt(in))
+};
+
 class Linear : public Module {
  public:
-  // weight [out, in] (PyTorch's layout: one row per output feature); bias [out], zeros.
-  // Weights: N(0, init.std) when init.std > 0, else U(-1/sqrt(in), 1/sqrt(in)).
-  Linear(int64_t in_features, int64_t out_features, bool bias = true, const Init& init = {});
+  // weight [out, in] (PyTorch's layout: one row per output feature).
+  //   nn::Linear(64, 10, {.bias = false, .init = init})
+  Linear(int64_t in_features, int64_t out_features, const LinearOptions& options = {});
 
   std::string name() const override { return "Linear"; }
   std::string details() const override;

@@ -2,12 +2,13 @@
 
 namespace brigade::nn {
 
-MLP::MLP(int64_t dim, int64_t hidden, bool bias, double dropout, const Init& init) {
-  if (hidden == 0) hidden = 4 * dim;
-  fc = register_module("fc", std::make_shared<Linear>(dim, hidden, bias, init.at("fc")));
+MLP::MLP(int64_t dim, const MLPOptions& o) {
+  const int64_t hidden = o.hidden == 0 ? 4 * dim : o.hidden;
+  fc = register_module("fc", std::make_shared<Linear>(dim, hidden, LinearOptions{.bias = o.bias, .init = o.init.at("fc")}));
   act = register_module("act", std::make_shared<GELU>());
-  proj = register_module("proj", std::make_shared<Linear>(hidden, dim, bias, init.residual().at("proj")));
-  drop = register_module("drop", std::make_shared<Dropout>(dropout));
+  proj = register_module(
+      "proj", std::make_shared<Linear>(hidden, dim, LinearOptions{.bias = o.bias, .init = o.init.residual().at("proj")}));
+  drop = register_module("drop", std::make_shared<Dropout>(o.dropout));
 }
 
 // `act` is applied inside fc's GEMM epilogue rather than as a module call of its own: the same bits

@@ -10,11 +10,18 @@
 
 namespace brigade::nn {
 
+struct MLPOptions {
+  int64_t hidden = 0;  // 0: 4 * dim
+  bool bias = true;
+  double dropout = 0;
+  // The output projection `proj` writes into the residual stream, so it is initialised with
+  // init.residual().
+  Init init = {};
+};
+
 class MLP : public Module {
  public:
-  // hidden = 0 means 4 * dim. The output projection `proj` writes into the residual stream, so it is
-  // initialised with init.residual().
-  explicit MLP(int64_t dim, int64_t hidden = 0, bool bias = true, double dropout = 0, const Init& init = {});
+  explicit MLP(int64_t dim, const MLPOptions& options = {});
 
   std::string name() const override { return "MLP"; }
   Tensor forward(const Tensor& x) override;  // [..., dim] -> [..., dim]

@@ -22,12 +22,12 @@ std::string norm_details(int64_t dim, double eps) {
 
 }  // namespace
 
-LayerNorm::LayerNorm(int64_t d, double e, bool affine, bool with_bias, const Init& init) : dim(d), eps(e) {
+LayerNorm::LayerNorm(int64_t d, const LayerNormOptions& o) : dim(d), eps(o.eps) {
   BRIGADE_CHECK(d > 0, "LayerNorm: dim must be positive, got ", d);
-  BRIGADE_CHECK(e >= 0, "LayerNorm: eps must be non-negative, got ", e);
-  if (!affine) return;
-  weight = register_parameter("weight", init::ones({d}, init));
-  if (with_bias) bias = register_parameter("bias", init::zeros({d}, init));
+  BRIGADE_CHECK(o.eps >= 0, "LayerNorm: eps must be non-negative, got ", o.eps);
+  if (!o.affine) return;
+  weight = register_parameter("weight", init::ones({d}, o.init));
+  if (o.bias) bias = register_parameter("bias", init::zeros({d}, o.init));
 }
 
 std::string LayerNorm::details() const {
@@ -47,10 +47,10 @@ std::pair<Tensor, Tensor> LayerNorm::forward_add(const Tensor& x, const Tensor& 
   return add_layer_norm(x, residual, weight, bias, eps);
 }
 
-RMSNorm::RMSNorm(int64_t d, double e, const Init& init) : dim(d), eps(e) {
+RMSNorm::RMSNorm(int64_t d, const RMSNormOptions& o) : dim(d), eps(o.eps) {
   BRIGADE_CHECK(d > 0, "RMSNorm: dim must be positive, got ", d);
-  BRIGADE_CHECK(e >= 0, "RMSNorm: eps must be non-negative, got ", e);
-  weight = register_parameter("weight", init::ones({d}, init));
+  BRIGADE_CHECK(o.eps >= 0, "RMSNorm: eps must be non-negative, got ", o.eps);
+  weight = register_parameter("weight", init::ones({d}, o.init));
 }
 
 std::string RMSNorm::details() const { return norm_details(dim, eps); }

@@ -8,11 +8,18 @@
 
 namespace brigade::nn {
 
+struct LayerNormOptions {
+  double eps = 1e-5;
+  bool affine = true;  // false: no weight and no bias
+  bool bias = true;    // false: a weight only (as GPTConfig.bias=false uses)
+  Init init = {};
+};
+
 // y = (x - mean) / sqrt(var + eps) * weight + bias, over the last dim (of size `dim`).
-// affine=false: no weight and no bias; bias=false: a weight only (as GPTConfig.bias=false uses).
+//   nn::LayerNorm(768, {.eps = 1e-6, .bias = false})
 class LayerNorm : public Module {
  public:
-  explicit LayerNorm(int64_t dim, double eps = 1e-5, bool affine = true, bool bias = true, const Init& init = {});
+  explicit LayerNorm(int64_t dim, const LayerNormOptions& options = {});
 
   std::string name() const override { return "LayerNorm"; }
   std::string details() const override;
@@ -27,10 +34,15 @@ class LayerNorm : public Module {
   Tensor bias;    // [dim], zeros; undefined without affine or bias
 };
 
+struct RMSNormOptions {
+  double eps = 1e-6;
+  Init init = {};
+};
+
 // y = x / sqrt(mean(x^2) + eps) * weight, over the last dim: LayerNorm without centring or bias.
 class RMSNorm : public Module {
  public:
-  explicit RMSNorm(int64_t dim, double eps = 1e-6, const Init& init = {});
+  explicit RMSNorm(int64_t dim, const RMSNormOptions& options = {});
 
   std::string name() const override { return "RMSNorm"; }
   std::string details() const override;

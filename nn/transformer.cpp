@@ -4,17 +4,18 @@
 
 namespace brigade::nn {
 
-TransformerBlock::TransformerBlock(int64_t n_embd, int64_t n_head, double dropout, bool bias, const Init& init,
-                                   BlockHalves halves) {
-  BRIGADE_CHECK(halves.attention || halves.mlp, "TransformerBlock: build at least one of its halves");
-  if (halves.attention) {
-    ln1 = register_module("ln1", std::make_shared<LayerNorm>(n_embd, 1e-5, true, bias, init.at("ln1")));
-    attn = register_module("attn",
-                           std::make_shared<CausalSelfAttention>(n_embd, n_head, dropout, bias, init.at("attn")));
+TransformerBlock::TransformerBlock(int64_t n_embd, int64_t n_head, const TransformerBlockOptions& o) {
+  BRIGADE_CHECK(o.halves.attention || o.halves.mlp, "TransformerBlock: build at least one of its halves");
+  if (o.halves.attention) {
+    ln1 = register_module("ln1", std::make_shared<LayerNorm>(n_embd, LayerNormOptions{.bias = o.bias, .init = o.init.at("ln1")}));
+    attn = register_module("attn", std::make_shared<CausalSelfAttention>(
+                                       n_embd, n_head,
+                                       AttentionOptions{.dropout = o.dropout, .bias = o.bias, .init = o.init.at("attn")}));
   }
-  if (halves.mlp) {
-    ln2 = register_module("ln2", std::make_shared<LayerNorm>(n_embd, 1e-5, true, bias, init.at("ln2")));
-    mlp = register_module("mlp", std::make_shared<MLP>(n_embd, 4 * n_embd, bias, dropout, init.at("mlp")));
+  if (o.halves.mlp) {
+    ln2 = register_module("ln2", std::make_shared<LayerNorm>(n_embd, LayerNormOptions{.bias = o.bias, .init = o.init.at("ln2")}));
+    mlp = register_module("mlp", std::make_shared<MLP>(n_embd, MLPOptions{.hidden = 4 * n_embd, .bias = o.bias,
+                                                                          .dropout = o.dropout, .init = o.init.at("mlp")}));
   }
 }
 

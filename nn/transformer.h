@@ -25,12 +25,18 @@ struct BlockHalves {
   bool mlp = true;        // ln2 and mlp
 };
 
-class TransformerBlock : public Module {
- public:
+struct TransformerBlockOptions {
+  double dropout = 0;
+  bool bias = true;  // in the norms and the projections
   // The children are built with init.at("ln1"), init.at("attn"), ...: with a by-name Init
   // (nn/init.h) whose path is the block's full name, each parameter draws from its own stream.
-  TransformerBlock(int64_t n_embd, int64_t n_head, double dropout = 0, bool bias = true, const Init& init = {},
-                   BlockHalves halves = {});
+  Init init = {};
+  BlockHalves halves = {};
+};
+
+class TransformerBlock : public Module {
+ public:
+  TransformerBlock(int64_t n_embd, int64_t n_head, const TransformerBlockOptions& options = {});
 
   std::string name() const override { return "TransformerBlock"; }
   Tensor forward(const Tensor& x) override;  // [B, T, C] -> [B, T, C]

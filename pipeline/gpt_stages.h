@@ -9,7 +9,7 @@
 //
 //   // A model of your own: one factory per layer; a rank calls only those of its own layers.
 //   const nn::Init init = nn::Init::keyed(seed);  // each parameter drawn by its name: "0.weight", ...
-//   std::vector<LayerFactory> factories = {[=] { return std::make_shared<nn::Linear>(4, 16, true, init.at("0")); }};
+//   std::vector<LayerFactory> factories = {[=] { return std::make_shared<nn::Linear>(4, 16, nn::LinearOptions{.init = init.at("0")}); }};
 //   Pipeline pipe(groups, schedule, build_rank_chunks(factories, part, layout, comm.rank()), loss);
 //
 // The layers a rank does not hold are never built. That the ranks' layers together start as one

@@ -13,7 +13,7 @@ using namespace brigade;
 
 struct Stasher : nn::Module {
   std::shared_ptr<nn::Linear> fc;
-  explicit Stasher(const nn::Init& init) { fc = register_module("fc", std::make_shared<nn::Linear>(6, 6, true, init)); }
+  explicit Stasher(const nn::Init& init) { fc = register_module("fc", std::make_shared<nn::Linear>(6, 6, nn::LinearOptions{.init = init})); }
   Tensor forward(const Tensor& x) override {
     pipeline::stash("early", x);
     return tanh((*fc)(x));
@@ -22,14 +22,14 @@ struct Stasher : nn::Module {
 
 struct Popper : nn::Module {
   std::shared_ptr<nn::Linear> fc;
-  explicit Popper(const nn::Init& init) { fc = register_module("fc", std::make_shared<nn::Linear>(6, 6, true, init)); }
+  explicit Popper(const nn::Init& init) { fc = register_module("fc", std::make_shared<nn::Linear>(6, 6, nn::LinearOptions{.init = init})); }
   Tensor forward(const Tensor& x) override { return (*fc)(x + pipeline::pop("early")); }
 };
 
 struct Dense : nn::Module {
   std::shared_ptr<nn::Linear> fc;
   Dense(int64_t in, int64_t out, const nn::Init& init) {
-    fc = register_module("fc", std::make_shared<nn::Linear>(in, out, true, init));
+    fc = register_module("fc", std::make_shared<nn::Linear>(in, out, nn::LinearOptions{.init = init}));
   }
   Tensor forward(const Tensor& x) override { return tanh((*fc)(x)); }
 };

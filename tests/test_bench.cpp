@@ -242,40 +242,44 @@ TEST_CASE("environment strings") {
 }
 
 TEST_CASE("bench kernels: flags") {
-  std::string error;
+  // The message a bad command line gets (tools/cli/flags.h's wording, as every command's).
+  auto error_of = [](const std::vector<std::string>& args) -> std::string {
+    try {
+      parse_kernels_args(args);
+    } catch (const brigade::cli::UsageError& e) {
+      return e.what();
+    }
+    return "";
+  };
   SECTION("defaults") {
-    auto o = parse_kernels_options({}, error);
-    REQUIRE(o);
-    CHECK(!o->quick);
-    CHECK(o->json_path.empty());
-    CHECK(o->device.empty());  // chosen at run time: cuda where a GPU is present, else cpu
+    const auto o = parse_kernels_args({}).options;
+    CHECK(!o.quick);
+    CHECK(o.json_path.empty());
+    CHECK(!o.device);  // chosen at run time: cuda where a GPU is present, else cpu
   }
   SECTION("--device cpu|cuda") {
-    CHECK(parse_kernels_options({"--device", "cpu"}, error)->device == "cpu");
-    CHECK(parse_kernels_options({"--device=cuda"}, error)->device == "cuda");
-    CHECK(!parse_kernels_options({"--device", "gpu"}, error));
-    CHECK(error == "--device must be cpu or cuda, got 'gpu'");
-    CHECK(!parse_kernels_options({"--device"}, error));
-    CHECK(error == "--device needs a value: cpu or cuda");
+    CHECK(parse_kernels_args({"--device", "cpu"}).options.device == brigade::Device::cpu());
+    CHECK(parse_kernels_args({"--device=cuda"}).options.device == brigade::Device::cuda(0));
+    CHECK(error_of({"--device", "gpu"}) == "--device: expected cpu or cuda, got 'gpu'");
+    CHECK(error_of({"--device", "auto"}) == "--device: expected cpu or cuda, got 'auto'");
+    CHECK(error_of({"--device"}) == "--device: missing value (DEV)");
   }
   SECTION("--json FILE, --json=FILE and --quick") {
-    auto o = parse_kernels_options({"--quick", "--json", "out.json"}, error);
-    REQUIRE(o);
-    CHECK(o->quick);
-    CHECK(o->json_path == "out.json");
-    CHECK(parse_kernels_options({"--json=x.json"}, error)->json_path == "x.json");
+    const auto o = parse_kernels_args({"--quick", "--json", "out.json"}).options;
+    CHECK(o.quick);
+    CHECK(o.json_path == "out.json");
+    CHECK(parse_kernels_args({"--json=x.json"}).options.json_path == "x.json");
   }
   SECTION("errors") {
-    CHECK(!parse_kernels_options({"--json"}, error));
-    CHECK(error == "--json needs a file name");
-    CHECK(!parse_kernels_options({"--json", "--quick"}, error));
-    CHECK(!parse_kernels_options({"--fast"}, error));
-    CHECK(error == "unknown argument '--fast'");
+    CHECK(error_of({"--json"}) == "--json: missing value (FILE)");
+    CHECK(error_of({"--json", "--quick"}) == "--json: expected a file name, got '--quick'");
+    CHECK(error_of({"--fast"}) == "unknown flag '--fast'");
+    CHECK(error_of({"--quick=yes"}) == "--quick: takes no value");
   }
   SECTION("a bad flag exits 2 with the usage") {
     std::ostringstream out, err;
     CHECK(kernels_command({"--nope"}, out, err) == 2);
-    CHECK(err.str().find("unknown argument '--nope'") != std::string::npos);
+    CHECK(err.str().find("brigade bench kernels: unknown flag '--nope'") != std::string::npos);
     CHECK(err.str().find("usage: brigade bench kernels") != std::string::npos);
   }
   SECTION("--help exits 0") {
@@ -423,4 +427,10 @@ TEST_CASE("bench step: times a GPT step, reports tokens/s and memory, and checks
   CHECK(err2.str().find("--cuda-graph needs --device cuda") != std::string::npos);
   CHECK(brigade::bench_step::bench_step_command({"--device", "cuda", "--cuda-graph", "--warmup", "0"}, out2, err2) == 2);
   CHECK(err2.str().find("--cuda-graph needs --warmup 1 or more") != std::string::npos);
+  // --device and --precision are read into a Device and a DType (tools/cli): a bad value names the flag and
+  // what it takes.
+  CHECK(brigade::bench_step::bench_step_command({"--device", "gpu"}, out2, err2) == 2);
+  CHECK(err2.str().find("--device: expected cpu or cuda, got 'gpu'") != std::string::npos);
+  CHECK(brigade::bench_step::bench_step_command({"--precision", "f16"}, out2, err2) == 2);
+  CHECK(err2.str().find("--precision: expected bf16 or f32, got 'f16'") != std::string::npos);
 }

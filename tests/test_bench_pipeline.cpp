@@ -119,14 +119,13 @@ TEST_CASE("bench pipeline: flags, defaults and their errors", "[bench][pipeline]
     ParsedBenchArgs p = parse_bench_args({"--quick", "--device", "cpu", "--microbatches", "6"});
     p.options.resolve();
     const BenchOptions& o = p.options;
-    CHECK(o.device == "cpu");
-    CHECK(o.schedules ==
-          std::vector<std::string>{"naive", "gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "dualpipev"});
+    CHECK(o.device == Device::cpu());
+    CHECK(o.schedules == pipeline::all_schedule_kinds());  // naive, gpipe, 1f1b, interleaved, zb-h1, zb-v, dualpipev
     CHECK(o.batch % 6 == 0);
     CHECK(o.steps == 3);
     CHECK(o.warmup == 1);
     CHECK(o.embd % o.heads == 0);
-    CHECK(o.precision == "f32");  // the CPU's default (bf16 on a GPU)
+    CHECK(o.precision == DType::f32);  // the CPU's default (bf16 on a GPU)
   }
   SECTION("explicit values win") {
     ParsedBenchArgs p = parse_bench_args({"--quick", "--device=cpu", "--steps", "7", "--warmup", "0", "--batch", "12",
@@ -135,10 +134,11 @@ TEST_CASE("bench pipeline: flags, defaults and their errors", "[bench][pipeline]
     CHECK(p.options.steps == 7);
     CHECK(p.options.warmup == 0);
     CHECK(p.options.batch == 12);
-    CHECK(p.options.schedules == std::vector<std::string>{"zb-h1", "1f1b"});
+    CHECK(p.options.schedules == std::vector<pipeline::ScheduleKind>{pipeline::ScheduleKind::zb_h1,
+                                                                      pipeline::ScheduleKind::one_f_one_b});
     ParsedBenchArgs mixed = parse_bench_args({"--quick", "--device", "cpu", "--precision", "bf16"});
     mixed.options.resolve();
-    CHECK(mixed.options.precision == "bf16");
+    CHECK(mixed.options.precision == DType::bf16);
   }
   SECTION("bad values name the flag") {
     CHECK_THROWS_WITH(parse_bench_args({"--schedules", "1f1b,2f2b"}), Contains("--schedules") && Contains("2f2b"));

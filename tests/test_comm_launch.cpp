@@ -53,6 +53,12 @@ TEST_CASE("launch: flags", "[comm][launch]") {
   REQUIRE_THROWS_WITH(parse({"-n", "2", "--connect-timeout", "0", "p"}),
                       Contains("--connect-timeout: must be positive"));
   REQUIRE_THROWS_WITH(parse({"-n", "2", "--frobnicate", "p"}), Contains("unknown flag '--frobnicate'"));
+  // The shared flag loop (tools/cli/flags.h): --flag=value too, and a dash word that is no flag of
+  // launch's is an error before "--" and the program after it.
+  REQUIRE(parse({"--nprocs=3", "--grace=1", "prog"}).nprocs == 3);
+  REQUIRE_THROWS_WITH(parse({"-n", "2", "-x", "prog"}), Contains("unknown flag '-x'"));
+  REQUIRE(parse({"-n", "2", "--", "-x", "--store", "y"}).command == std::vector<std::string>{"-x", "--store", "y"});
+  REQUIRE_THROWS_WITH(parse({"-n", "2", "--store", "p"}), Contains("--store: expected file or tcp, got 'p'"));
 }
 
 TEST_CASE("launch: flags for several machines and restarts", "[comm][launch]") {

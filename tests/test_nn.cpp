@@ -111,7 +111,7 @@ struct Toy : nn::Module {
   std::shared_ptr<nn::Linear> inner;
   explicit Toy(const nn::Init& init) {
     scale = register_parameter("scale", ones({3}, init.dtype));
-    inner = register_module("inner", std::make_shared<nn::Linear>(3, 2, true, init));
+    inner = register_module("inner", std::make_shared<nn::Linear>(3, 2, nn::LinearOptions{.init = init}));
     shift = register_parameter("shift", zeros({3}, init.dtype));
     count = register_buffer("count", zeros({1}, DType::i64));
   }
@@ -230,7 +230,7 @@ TEST_CASE("describe prints the module tree with parameter counts", "[nn]") {
 
 TEST_CASE("Linear matches f64 loops for contiguous, strided and transposed inputs", "[nn]") {
   Generator gen(5);
-  nn::Linear fc(4, 3, true, nn::Init{.dtype = DType::f64, .generator = &gen});
+  nn::Linear fc(4, 3, {.init = nn::Init{.dtype = DType::f64, .generator = &gen}});
   REQUIRE(fc.weight.shape() == Shape{3, 4});
   REQUIRE(fc.bias.shape() == Shape{3});
   test::require_close(fc.bias, std::vector<double>(3, 0.0));  // zero init
@@ -250,7 +250,7 @@ TEST_CASE("Linear matches f64 loops for contiguous, strided and transposed input
   ops::copy_(fc.bias, tensor({0.5, 0, -1}, DType::f64));
   test::require_close(fc(tensor({{1, 1, 1, 1}, {2, 0, -1, 3}}, DType::f64)), {10.5, 1, -1, 11.5, 3, -4});
 
-  nn::Linear plain(4, 2, false, nn::Init{.dtype = DType::f64, .generator = &gen});
+  nn::Linear plain(4, 2, {.bias = false, .init = nn::Init{.dtype = DType::f64, .generator = &gen}});
   REQUIRE_FALSE(plain.bias.defined());
   REQUIRE(names_of(plain.named_parameters()) == std::vector<std::string>{"weight"});
   test::require_close(plain(x), linear_ref(x.to_vector(), 10, 4, plain.weight.to_vector(), {}, 2), 1e-12, 1e-12);
@@ -261,7 +261,7 @@ TEST_CASE("Linear matches f64 loops for contiguous, strided and transposed input
 
 TEST_CASE("Linear initialises U(-1/sqrt(in), 1/sqrt(in)) by default and N(0, std) on request", "[nn]") {
   Generator gen(9);
-  nn::Linear fc(16, 64, true, nn::Init{.generator = &gen});
+  nn::Linear fc(16, 64, {.init = nn::Init{.generator = &gen}});
   REQUIRE(fc.weight.dtype() == DType::f32);
   double bound = 1.0 / 4.0, lo = 1, hi = -1;
   for (double v : fc.weight.to_vector()) lo = std::min(lo, v), hi = std::max(hi, v);
@@ -270,15 +270,15 @@ TEST_CASE("Linear initialises U(-1/sqrt(in), 1/sqrt(in)) by default and N(0, std
   REQUIRE(hi - lo > 1.8 * bound);  // 1024 draws fill the range
   REQUIRE(std::abs(sample_std(fc.weight) - bound / std::sqrt(3.0)) < 0.1 * bound);
 
-  nn::Linear gpt_style(64, 64, true, nn::Init{.generator = &gen, .std = 0.02});
+  nn::Linear gpt_style(64, 64, {.init = nn::Init{.generator = &gen, .std = 0.02}});
   REQUIRE(std::abs(sample_std(gpt_style.weight) - 0.02) < 0.002);
 }
 
 TEST_CASE("the same generator seed gives the same weights in every dtype", "[nn]") {
   Generator a(11), b(11), c(12);
-  nn::Linear fa(5, 6, true, nn::Init{.dtype = DType::f32, .generator = &a});
-  nn::Linear fb(5, 6, true, nn::Init{.dtype = DType::f64, .generator = &b});
-  nn::Linear fc(5, 6, true, nn::Init{.dtype = DType::f32, .generator = &c});
+  nn::Linear fa(5, 6, {.init = nn::Init{.dtype = DType::f32, .generator = &a}});
+  nn::Linear fb(5, 6, {.init = nn::Init{.dtype = DType::f64, .generator = &b}});
+  nn::Linear fc(5, 6, {.init = nn::Init{.dtype = DType::f32, .generator = &c}});
   test::require_close(fa.weight, fb.weight.to_vector(), 1e-7, 1e-6);  // the f64 values rounded to f32
   REQUIRE(fa.weight.to_vector() != fc.weight.to_vector());
   REQUIRE(a.offset == 30);  // one counter per weight element; the zero bias draws nothing
@@ -293,7 +293,7 @@ TEST_CASE("the same generator seed gives the same weights in every dtype", "[nn]
 
 TEST_CASE("Linear gradcheck (weight, bias, input) and split backward equals full backward", "[nn]") {
   Generator gen(13);
-  nn::Linear fc(3, 2, true, nn::Init{.dtype = DType::f64, .generator = &gen});
+  nn::Linear fc(3, 2, {.init = nn::Init{.dtype = DType::f64, .generator = &gen}});
   ops::copy_(fc.bias, test::random({2}, 14));
   Tensor x = test::leaf(test::random({4, 3}, 15));
   auto f = [&](const std::vector<Tensor>& in) { return fc(in[0]); };
@@ -354,7 +354,7 @@ TEST_CASE("Embedding looks up rows and initialises N(0, 1) or N(0, std)", "[nn]"
 TEST_CASE("LayerNorm and RMSNorm match f64 loops; LayerNorm gradcheck", "[nn]") {
   Generator gen(19);
   nn::Init init{.dtype = DType::f64, .generator = &gen};
-  nn::LayerNorm ln(5, 1e-5, true, true, init);
+  nn::LayerNorm ln(5, {.init = init});
   test::require_close(ln.weight, std::vector<double>(5, 1.0), 0, 0);
   test::require_close(ln.bias, std::vector<double>(5, 0.0), 0, 0);
   ops::copy_(ln.weight, test::random({5}, 20));
@@ -364,14 +364,14 @@ TEST_CASE("LayerNorm and RMSNorm match f64 loops; LayerNorm gradcheck", "[nn]") 
   test::require_close(ln(x), expected, 1e-10, 1e-10);
   test::require_close(ln(test::strided(x)), expected, 1e-10, 1e-10);
 
-  nn::LayerNorm bare(5, 1e-5, false, true, init);
+  nn::LayerNorm bare(5, {.affine = false, .init = init});
   REQUIRE(bare.parameters().empty());
   test::require_close(bare(x), layer_norm_ref(x.to_vector(), 5, {}, {}, 1e-5), 1e-10, 1e-10);
-  nn::LayerNorm no_bias(5, 1e-5, true, false, init);
+  nn::LayerNorm no_bias(5, {.bias = false, .init = init});
   REQUIRE(names_of(no_bias.named_parameters()) == std::vector<std::string>{"weight"});
   test::require_close(no_bias(x), layer_norm_ref(x.to_vector(), 5, {}, {}, 1e-5), 1e-10, 1e-10);
 
-  nn::RMSNorm rms(5, 1e-6, init);
+  nn::RMSNorm rms(5, {.init = init});
   ops::copy_(rms.weight, test::random({5}, 23));
   std::vector<double> xv = x.to_vector(), wv = rms.weight.to_vector(), ref(xv.size());
   for (size_t r = 0; r < 6; ++r) {
@@ -433,8 +433,8 @@ TEST_CASE("Dropout drops in training mode and is the identity in eval mode", "[n
 TEST_CASE("Sequential chains modules and names them by position", "[nn]") {
   Generator gen(23);
   nn::Init init{.dtype = DType::f64, .generator = &gen};
-  auto fc1 = std::make_shared<nn::Linear>(3, 4, true, init);
-  auto fc2 = std::make_shared<nn::Linear>(4, 2, false, init);
+  auto fc1 = std::make_shared<nn::Linear>(3, 4, nn::LinearOptions{.init = init});
+  auto fc2 = std::make_shared<nn::Linear>(4, 2, nn::LinearOptions{.bias = false, .init = init});
   nn::Sequential seq{fc1, std::make_shared<nn::ReLU>(), fc2};
   REQUIRE(seq.size() == 3);
   REQUIRE(seq[0] == fc1);
@@ -450,7 +450,7 @@ TEST_CASE("Sequential chains modules and names them by position", "[nn]") {
 
 TEST_CASE("MLP is Linear -> GELU -> Linear with hidden 4*dim, and passes gradcheck", "[nn]") {
   Generator gen(25);
-  nn::MLP mlp(3, 0, true, 0, nn::Init{.dtype = DType::f64, .generator = &gen});
+  nn::MLP mlp(3, {.init = {.dtype = DType::f64, .generator = &gen}});
   REQUIRE(mlp.fc->weight.shape() == Shape{12, 3});
   REQUIRE(mlp.proj->weight.shape() == Shape{3, 12});
   ops::copy_(mlp.fc->bias, test::random({12}, 26));
@@ -472,7 +472,7 @@ TEST_CASE("MLP is Linear -> GELU -> Linear with hidden 4*dim, and passes gradche
 TEST_CASE("CausalSelfAttention matches an f64 loop reference", "[nn]") {
   Generator gen(29);
   const int64_t B = 2, T = 5, C = 6, H = 3;
-  nn::CausalSelfAttention attn(C, H, 0, true, nn::Init{.dtype = DType::f64, .generator = &gen});
+  nn::CausalSelfAttention attn(C, H, {.init = {.dtype = DType::f64, .generator = &gen}});
   ops::copy_(attn.qkv->bias, test::random({3 * C}, 30, DType::f64, 0.5));
   ops::copy_(attn.proj->bias, test::random({C}, 31));
   Tensor x = test::random({B, T, C}, 32);
@@ -535,7 +535,7 @@ TEST_CASE("fused and composed attention agree in a GPT: loss, every gradient, dr
 
 TEST_CASE("CausalSelfAttention is causal: changing position t leaves earlier outputs unchanged", "[nn]") {
   Generator gen(33);
-  nn::CausalSelfAttention attn(4, 2, 0, true, nn::Init{.dtype = DType::f64, .generator = &gen});
+  nn::CausalSelfAttention attn(4, 2, {.init = {.dtype = DType::f64, .generator = &gen}});
   Tensor x = test::random({1, 6, 4}, 34);
   Tensor changed = ops::clone(x);
   ops::copy_(changed.select(1, 3), test::random({4}, 35));  // position 3 only
@@ -549,7 +549,7 @@ TEST_CASE("CausalSelfAttention is causal: changing position t leaves earlier out
 TEST_CASE("CausalSelfAttention and TransformerBlock pass gradcheck", "[nn]") {
   Generator gen(37);
   nn::Init init{.dtype = DType::f64, .generator = &gen, .std = 0.5};
-  nn::CausalSelfAttention attn(4, 2, 0, true, init);
+  nn::CausalSelfAttention attn(4, 2, {.init = init});
   ops::copy_(attn.qkv->bias, test::random({12}, 38, DType::f64, 0.3));
   Tensor x = test::leaf(test::random({2, 3, 4}, 39));
   auto result = gradcheck([&](const std::vector<Tensor>& in) { return attn(in[0]); },
@@ -557,7 +557,7 @@ TEST_CASE("CausalSelfAttention and TransformerBlock pass gradcheck", "[nn]") {
   INFO(result.message);
   REQUIRE(result.ok);
 
-  nn::TransformerBlock block(4, 2, 0, true, init);
+  nn::TransformerBlock block(4, 2, {.init = init});
   ops::copy_(block.ln1->weight, test::random({4}, 40));
   ops::copy_(block.ln2->bias, test::random({4}, 41));
   auto block_result = gradcheck([&](const std::vector<Tensor>& in) { return block(in[0]); },
@@ -568,7 +568,7 @@ TEST_CASE("CausalSelfAttention and TransformerBlock pass gradcheck", "[nn]") {
 
 TEST_CASE("TransformerBlock is pre-norm: x + attn(ln1(x)), then + mlp(ln2(.))", "[nn]") {
   Generator gen(43);
-  nn::TransformerBlock block(4, 2, 0, true, nn::Init{.dtype = DType::f64, .generator = &gen});
+  nn::TransformerBlock block(4, 2, {.init = {.dtype = DType::f64, .generator = &gen}});
   Tensor x = test::random({2, 3, 4}, 44);
   // Recompose from the sub-modules (each verified separately above) with plain f64 additions.
   std::vector<double> xv = x.to_vector(), a = block.attn->forward(block.ln1->forward(x)).to_vector();
@@ -679,10 +679,10 @@ TEST_CASE("named streams: the hash and the key are the documented ones", "[nn][i
 TEST_CASE("Init::keyed: a layer's weights are its name's stream, whatever was built before", "[nn][init]") {
   const nn::Init keyed = nn::Init::keyed(9, nn::Init{.dtype = DType::f64});
   // Built in either order, "fc" and "out" draw the same numbers.
-  nn::Linear fc_first(4, 3, true, keyed.at("fc"));
-  nn::Linear out_second(3, 2, true, keyed.at("out"));
-  nn::Linear out_first(3, 2, true, keyed.at("out"));
-  nn::Linear fc_second(4, 3, true, keyed.at("fc"));
+  nn::Linear fc_first(4, 3, {.init = keyed.at("fc")});
+  nn::Linear out_second(3, 2, {.init = keyed.at("out")});
+  nn::Linear out_first(3, 2, {.init = keyed.at("out")});
+  nn::Linear fc_second(4, 3, {.init = keyed.at("fc")});
   test::require_equal(fc_first.weight, fc_second.weight);
   test::require_equal(out_first.weight, out_second.weight);
   // ... and they are element 0.. of named_generator(9, "<name>.weight"): U(-1/sqrt(in), 1/sqrt(in)).
@@ -690,17 +690,17 @@ TEST_CASE("Init::keyed: a layer's weights are its name's stream, whatever was bu
   test::require_equal(fc_first.weight, uniform({3, 4}, -0.5, 0.5, DType::f64, Device::cpu(), &fc_stream));
   REQUIRE(fc_first.bias.to_vector() == std::vector<double>(3, 0.0));
   // A layer built on its own is the whole model: its weight's full name is "weight".
-  nn::Linear alone(4, 3, true, keyed);
+  nn::Linear alone(4, 3, {.init = keyed});
   Generator alone_stream = named_generator(9, "weight");
   test::require_equal(alone.weight, uniform({3, 4}, -0.5, 0.5, DType::f64, Device::cpu(), &alone_stream));
   // A draw by name needs a name.
   REQUIRE_THROWS_WITH(nn::init::normal({2}, 1.0, keyed), Contains("needs the parameter's name"));
   // Construction order stays the plain way: the same Generator, consumed in turn.
   Generator a(5), b(5);
-  nn::Linear first(4, 3, true, nn::Init{.dtype = DType::f64, .generator = &a});
-  nn::Linear again(4, 3, true, nn::Init{.dtype = DType::f64, .generator = &b});
+  nn::Linear first(4, 3, {.init = nn::Init{.dtype = DType::f64, .generator = &a}});
+  nn::Linear again(4, 3, {.init = nn::Init{.dtype = DType::f64, .generator = &b}});
   test::require_equal(first.weight, again.weight);
-  nn::Linear next(4, 3, true, nn::Init{.dtype = DType::f64, .generator = &a});
+  nn::Linear next(4, 3, {.init = nn::Init{.dtype = DType::f64, .generator = &a}});
   REQUIRE(next.weight.to_vector() != first.weight.to_vector());
 }
 
@@ -1238,7 +1238,7 @@ TEST_CASE("Module::to converts parameters in place, keeping handles and ties", "
 
 TEST_CASE("Conv2d matches direct f64 loops (stride 2, padding 1)", "[nn]") {
   Generator gen(51);
-  nn::Conv2d conv(2, 3, 3, 2, 1, true, nn::Init{.dtype = DType::f64, .generator = &gen});
+  nn::Conv2d conv(2, 3, 3, {.stride = 2, .padding = 1, .init = {.dtype = DType::f64, .generator = &gen}});
   REQUIRE(conv.weight.shape() == Shape{3, 2, 3, 3});
   ops::copy_(conv.bias, test::random({3}, 52));
   const int64_t N = 2, C = 2, H = 5, W = 4, O = 3, K = 3, S = 2, P = 1, OH = 3, OW = 2;
@@ -1270,7 +1270,7 @@ TEST_CASE("pooling and Flatten layers", "[nn]") {
   Tensor x = from_vector(std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, {1, 1, 4, 4}, DType::f64);
   test::require_close(nn::MaxPool2d(2)(x), {6, 8, 14, 16});
   test::require_close(nn::AvgPool2d(2)(x), {3.5, 5.5, 11.5, 13.5});
-  REQUIRE(nn::MaxPool2d(3, 1)(x).shape() == Shape{1, 1, 2, 2});
+  REQUIRE(nn::MaxPool2d(3, {.stride = 1})(x).shape() == Shape{1, 1, 2, 2});
   REQUIRE(nn::MaxPool2d(2).stride == 2);
 
   Tensor t = test::random({2, 3, 4, 5}, 54);
@@ -1286,14 +1286,14 @@ TEST_CASE("pooling and Flatten layers", "[nn]") {
 TEST_CASE("a small CNN runs forward and backward with the right shapes", "[nn]") {
   Generator gen(55);
   nn::Init init{.dtype = DType::f64, .generator = &gen};
-  nn::Sequential cnn{std::make_shared<nn::Conv2d>(1, 4, 3, 1, 1, true, init),  // [N, 4, 8, 8]
+  nn::Sequential cnn{std::make_shared<nn::Conv2d>(1, 4, 3, nn::Conv2dOptions{.padding = 1, .init = init}),  // [N, 4, 8, 8]
                      std::make_shared<nn::ReLU>(),
                      std::make_shared<nn::MaxPool2d>(2),                        // [N, 4, 4, 4]
-                     std::make_shared<nn::Conv2d>(4, 8, 3, 2, 1, true, init),  // [N, 8, 2, 2]
+                     std::make_shared<nn::Conv2d>(4, 8, 3, nn::Conv2dOptions{.stride = 2, .padding = 1, .init = init}),  // [N, 8, 2, 2]
                      std::make_shared<nn::SiLU>(),
                      std::make_shared<nn::AvgPool2d>(2),                        // [N, 8, 1, 1]
                      std::make_shared<nn::Flatten>(),                           // [N, 8]
-                     std::make_shared<nn::Linear>(8, 10, true, init)};
+                     std::make_shared<nn::Linear>(8, 10, nn::LinearOptions{.init = init})};
   REQUIRE(cnn.parameter_count() == (4 * 9 + 4) + (8 * 4 * 9 + 8) + (10 * 8 + 10));
   Tensor x = test::leaf(test::random({3, 1, 8, 8}, 56));
   Tensor targets = ids({1, 9, 0}, {3});

@@ -196,7 +196,7 @@ TEST_CASE("linear with gelu is, on the tape, the two nodes of linear then gelu",
 
 TEST_CASE("fused layers keep a module's own compute dtype and autocast's dtype rules", "[fused][grad]") {
   SECTION("Linear::forward(x, gelu) and LayerNorm::forward_add run in their module's compute dtype") {
-    nn::MLP mlp(8, 16);
+    nn::MLP mlp(8, {.hidden = 16});
     mlp.fc->set_compute_dtype(DType::bf16);  // the fc alone, as operator() would honour it
     const Tensor x = random({3, 8}, 53, DType::f32), r = random({3, 8}, 58, DType::f32);
     const Tensor fused = mlp.fc->forward(x, Activation::gelu);

@@ -607,7 +607,7 @@ TEST_CASE("runtime: layer factories build only each rank's layers, and train as 
     for (int64_t i = 0; i < 5; ++i)
       out.push_back([&, i] {
         ++calls[size_t(i)];
-        return std::make_shared<nn::Linear>(widths[i], widths[i + 1], true, keyed.at(std::to_string(i)));
+        return std::make_shared<nn::Linear>(widths[i], widths[i + 1], nn::LinearOptions{.init = keyed.at(std::to_string(i))});
       });
     return out;
   };
@@ -684,7 +684,7 @@ TEST_CASE("runtime: layer factories build only each rank's layers, and train as 
   }
   // A factory is called only where its layer lives: an empty one elsewhere is never touched.
   std::vector<LayerFactory> sparse(5);
-  sparse[0] = [&] { return std::make_shared<nn::Linear>(4, 8, true, keyed.at("0")); };
+  sparse[0] = [&] { return std::make_shared<nn::Linear>(4, 8, nn::LinearOptions{.init = keyed.at("0")}); };
   const Partition two = partition_uniform(5, 2);
   Partition first_alone;
   first_alone.bounds = {0, 1, 5};

@@ -345,10 +345,10 @@ TEST_CASE("brigade plan: the table, the summary and a brigade train line per con
     const auto parsed = train::parse_train_args(words(line.substr(train + 17)));
     REQUIRE(devices == 8);
     REQUIRE(8 % parsed.options.stages == 0);
-    REQUIRE(parsed.options.partition == "balanced");
+    REQUIRE(parsed.options.partition == pipeline::PartitionMethod::balanced);
     REQUIRE(parsed.options.memory_budget == int64_t(76) << 30);
     REQUIRE(parsed.options.layers == 12);
-    REQUIRE(parsed.options.precision == "bf16");
+    REQUIRE(parsed.options.precision == DType::bf16);
   }
   REQUIRE(commands == 4);
 }
@@ -365,14 +365,14 @@ TEST_CASE("brigade plan: the train arguments are the configuration's", "[plan]")
     o.batch = 32;
     const train::TrainOptions t = train::parse_train_args(plan_cli::train_arguments(o, c)).options;
     REQUIRE(t.stages == c.stages);
-    REQUIRE(t.schedule == schedule_name(c.schedule));
+    REQUIRE(t.schedule == c.schedule);
     REQUIRE(t.microbatches == c.microbatches);
     REQUIRE(t.chunks_or_default() == c.chunks);
     REQUIRE(t.recompute == c.recompute);
     REQUIRE(t.batch == 32);
     REQUIRE(t.data == "runs/text");
     REQUIRE((t.layers == 20 && t.embd == 1024 && t.heads == 16 && t.context == 1024 && t.vocab == 32000));
-    REQUIRE(t.precision == "f32");
+    REQUIRE(t.precision == DType::f32);
     REQUIRE(t.memory_budget == int64_t(12.5 * double(int64_t(1) << 30)));
   }
   REQUIRE_THAT(plan_cli::run_command_line(o, examples[0]), Catch::StartsWith("brigade launch -n 8 -- brigade train "));

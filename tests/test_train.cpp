@@ -54,7 +54,7 @@ TrainOptions tiny_options() {
   o.lr = 3e-3;
   o.log_every = 10;
   o.eval_examples = 100;
-  o.device = "cpu";  // these tests are about the CPU; "auto" would pick a GPU where there is one (the emulator)
+  o.device = Device::cpu();  // these tests are about the CPU; "auto" would pick a GPU where there is one (the emulator)
   return o;
 }
 
@@ -150,12 +150,16 @@ TEST_CASE("train options: flags parse in both spellings and defaults hold", "[tr
   ParsedTrainArgs parsed = parse_train_args({});
   REQUIRE(!parsed.help);
   REQUIRE(parsed.options.steps == TrainOptions{}.steps);
-  REQUIRE(parsed.options.device == "auto");
-  REQUIRE(parsed.options.precision == "auto");
-  REQUIRE(parsed.options.partition == "auto");  // balanced where stages run at once, else by count
+  REQUIRE(!parsed.options.device);     // auto
+  REQUIRE(!parsed.options.precision);  // auto
+  REQUIRE(!parsed.options.partition);  // auto: balanced where stages run at once, else by count
   REQUIRE(parsed.options.memory_budget == 0);       // no limit
-  REQUIRE(parse_train_args({"--precision", "bf16"}).options.precision == "bf16");
-  REQUIRE(parse_train_args({"--precision=f32"}).options.precision == "f32");
+  REQUIRE(parse_train_args({"--precision", "bf16"}).options.precision == DType::bf16);
+  REQUIRE(parse_train_args({"--precision=f32"}).options.precision == DType::f32);
+  REQUIRE(!parse_train_args({"--precision", "auto"}).options.precision);
+  REQUIRE(parse_train_args({"--partition", "params"}).options.partition == pipeline::PartitionMethod::params);
+  REQUIRE(parse_train_args({"--partition=time"}).options.partition == pipeline::PartitionMethod::time);
+  REQUIRE(!parse_train_args({"--partition", "auto"}).options.partition);
   // Sizes: binary and decimal units, plain bytes.
   REQUIRE(parse_train_args({"--partition", "balanced", "--memory-budget", "80GiB"}).options.memory_budget ==
           80 * (int64_t(1) << 30));
@@ -163,7 +167,8 @@ TEST_CASE("train options: flags parse in both spellings and defaults hold", "[tr
           1'500'000'000);
   REQUIRE(parse_train_args({"--partition", "balanced", "--memory-budget", "4096"}).options.memory_budget == 4096);
   REQUIRE(parsed.options.stages == 4);
-  REQUIRE(parsed.options.schedule == "1f1b");
+  REQUIRE(parsed.options.schedule == pipeline::ScheduleKind::one_f_one_b);
+  REQUIRE(parse_train_args({"--schedule", "zb-h1"}).options.schedule == pipeline::ScheduleKind::zb_h1);
   REQUIRE(parsed.options.microbatches == 8);
 
   parsed = parse_train_args({"--steps", "12", "--lr=0.01", "--layers", "3", "--heads=2", "--embd", "48", "--digits",
@@ -184,7 +189,7 @@ TEST_CASE("train options: flags parse in both spellings and defaults hold", "[tr
   REQUIRE(o.resume == "y.safetensors");
   REQUIRE(o.threads == 1);
   REQUIRE(o.log_every == 3);
-  REQUIRE(o.device == "cuda:1");
+  REQUIRE(o.device == Device::cuda(1));  // parsed, not checked: that is the run's business
   REQUIRE(o.clip == 0);
   REQUIRE(o.weight_decay == 0);
   REQUIRE(o.warmup == 0);
@@ -252,9 +257,9 @@ TEST_CASE("train options: bad command lines are refused with the flag and the re
 }
 
 TEST_CASE("train options: --matmul names a GEMM backend; a bad name lists the choices", "[train]") {
-  REQUIRE(parse_train_args({}).options.matmul == "automatic");
-  REQUIRE(parse_train_args({"--matmul", "tuned"}).options.matmul == "tuned");
-  REQUIRE(parse_train_args({"--matmul=tensor-core"}).options.matmul == "tensor-core");
+  REQUIRE(parse_train_args({}).options.matmul == ops::MatmulBackend::automatic);
+  REQUIRE(parse_train_args({"--matmul", "tuned"}).options.matmul == ops::MatmulBackend::tuned);
+  REQUIRE(parse_train_args({"--matmul=tensor-core"}).options.matmul == ops::MatmulBackend::tensor_core);
   const std::pair<const char*, ops::MatmulBackend> names[] = {
       {"automatic", ops::MatmulBackend::automatic}, {"cublas", ops::MatmulBackend::cublas},
       {"tuned", ops::MatmulBackend::tuned},         {"tensor-core", ops::MatmulBackend::tensor_core},
@@ -267,7 +272,8 @@ TEST_CASE("train options: --matmul names a GEMM backend; a bad name lists the ch
   REQUIRE(error_of({"--matmul", "hopper", "--precision", "f32"}) ==
           "--matmul: hopper has kernels for bf16 and f16 only, and --precision f32 computes in f32; use automatic, "
           "cublas, tuned or tiled, or --precision bf16");
-  REQUIRE(parse_train_args({"--matmul", "tensor-core", "--precision", "bf16"}).options.matmul == "tensor-core");
+  REQUIRE(parse_train_args({"--matmul", "tensor-core", "--precision", "bf16"}).options.matmul ==
+          ops::MatmulBackend::tensor_core);
 }
 
 TEST_CASE("training: the CPU ignores --matmul, as --help says", "[train]") {
@@ -278,7 +284,7 @@ TEST_CASE("training: the CPU ignores --matmul, as --help says", "[train]") {
   o.trace = o.svg = "none";
   std::ostringstream out_default, out_hopper;
   const TrainSummary plain = run_training(o, out_default);
-  o.matmul = "hopper";
+  o.matmul = ops::MatmulBackend::hopper;
   const TrainSummary hopper = run_training(o, out_hopper);
   REQUIRE(ops::matmul_backend() == ops::MatmulBackend::automatic);  // the run restored the process-wide choice
   REQUIRE(hopper.last_loss == plain.last_loss);
@@ -353,9 +359,9 @@ TEST_CASE("training: a tiny GPT learns to sort 4 digits in 200 steps", "[train]"
 TEST_CASE("training: bf16 compute with f32 master weights learns as f32 does", "[train]") {
   TrainOptions o = tiny_options();
   o.steps = 200;
-  o.precision = "bf16";
+  o.precision = DType::bf16;
   Trainer mixed(o);
-  o.precision = "f32";
+  o.precision = DType::f32;
   Trainer plain(o);
   REQUIRE(mixed.model().config().compute_dtype == DType::bf16);
   // The same seed, the same f32 weights to start with.
@@ -441,7 +447,7 @@ TEST_CASE("training: resume refuses a checkpoint of another configuration", "[tr
   REQUIRE_THAT(changed.resume_notes()[0], Catch::Contains("--lr: 0.003 in the checkpoint, now 0.001"));
   // So may the precision (the weights are f32 either way); resolved, not "auto".
   other.lr = o.lr;
-  other.precision = "bf16";
+  other.precision = DType::bf16;
   Trainer mixed(other);
   REQUIRE(mixed.resume_notes().size() == 1);
   REQUIRE_THAT(mixed.resume_notes()[0], Catch::Contains("--precision: f32 in the checkpoint, now bf16"));
@@ -565,7 +571,7 @@ TEST_CASE("training: a pipeline rank builds only its layers, with the whole mode
     DYNAMIC_SECTION("--partition " << partition) {
       const int P = 3;
       o.stages = P;
-      o.partition = partition;
+      o.partition = pipeline::parse_partition_method(partition);
       const nn::LayerGrain grain = partition == "balanced" ? nn::LayerGrain::half_block : nn::LayerGrain::block;
       const std::vector<int64_t> sizes = nn::GPT::layer_parameter_counts(config, grain);
       auto comms = comm::local_group(P);

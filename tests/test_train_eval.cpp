@@ -36,8 +36,8 @@ TrainOptions sort_options() {
   o.steps = 150;
   o.warmup = 5;
   o.lr = 3e-3;
-  o.device = "cpu";
-  o.partition = "layers";  // whole blocks: the layers one device runs (halves may round differently)
+  o.device = Device::cpu();
+  o.partition = pipeline::PartitionMethod::layers;  // whole blocks: the layers one device runs (halves may round differently)
   return o;
 }
 
@@ -83,7 +83,7 @@ TEST_CASE("train eval: held-out accuracy through the stages equals one device's 
     TrainOptions piped = again;
     piped.stages = stages;
     piped.replicas = replicas;
-    piped.schedule = schedule;
+    piped.schedule = pipeline::parse_schedule_kind(schedule);
     piped.microbatches = 2 * stages;
     const Accuracy got = leaders<Accuracy>(piped, [](Trainer& t) { return t.evaluate(300); });
     REQUIRE(got.examples == 300);
@@ -127,7 +127,7 @@ TEST_CASE("train eval: the validation loss through the stages equals one device'
     INFO(schedule << " on " << stages << " stages");
     TrainOptions piped = again;
     piped.stages = stages;
-    piped.schedule = schedule;
+    piped.schedule = pipeline::parse_schedule_kind(schedule);
     piped.microbatches = 2;
     REQUIRE(leaders<double>(piped, [](Trainer& t) { return t.validation_loss(21); }) == single);
   }

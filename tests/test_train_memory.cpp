@@ -62,7 +62,7 @@ TrainOptions small_sort_options() {
   o.embd = 32;
   o.digits = 4;
   o.batch = 8;
-  o.device = "cpu";
+  o.device = Device::cpu();
   return o;
 }
 
@@ -76,7 +76,7 @@ TEST_CASE("train: each rank's measured peak memory is within 10% of the predicti
       o.steps = 3;
       o.warmup = 1;
       o.eval_examples = 10;
-      o.schedule = schedule;
+      o.schedule = pipeline::parse_schedule_kind(schedule);
       o.recompute = recompute;
       o.trace = o.svg = "none";
       std::ostringstream out;
@@ -116,8 +116,8 @@ TEST_CASE("train: --memory-budget bounds what each rank holds, and too little sa
   o.steps = 3;
   o.warmup = 1;
   o.eval_examples = 10;
-  o.device = "cpu";
-  o.partition = "balanced";
+  o.device = Device::cpu();
+  o.partition = pipeline::PartitionMethod::balanced;
   o.trace = o.svg = "none";
   // Too little: the error names the least budget that fits; that one trains, and every rank's
   // measured peak stays within it (the estimate is brigade plan's, an upper bound by construction).

@@ -22,6 +22,8 @@
 #include "data_prepare/prepare.h"
 #include "export/command.h"
 #include "generate/command.h"
+#include "generate/options.h"
+#include "nn/gpt_presets.h"
 #include "text/tokenizer_files.h"
 #include "text/train.h"
 #include "tokenizer/command.h"
@@ -64,7 +66,7 @@ TrainOptions tiny_text_options(const std::string& dir) {
   o.eval_examples = 16;
   o.stages = 0;
   o.microbatches = 1;  // one device: the whole batch at once, as `--stages 0` without --microbatches
-  o.device = "cpu";
+  o.device = Device::cpu();
   o.trace = o.svg = "none";
   return o;
 }
@@ -265,8 +267,27 @@ TEST_CASE("train options: GPT-2 presets set the sizes, and explicit flags win wh
     return "(no error)";
   };
   REQUIRE_THAT(error_of({"--data", "d", "--model", "gpt5"}), Catch::Contains("--model") && Catch::Contains("gpt5"));
+  // The names come from the presets themselves (nn/gpt_presets.h), which plan reads too.
+  REQUIRE(error_of({"--data", "d", "--model", "gpt5"}) ==
+          "--model: expected gpt2, gpt2-medium, gpt2-large or gpt2-xl, got 'gpt5'");
+  for (const nn::GPTPreset& preset : nn::gpt2_presets()) {
+    const TrainOptions o = parse_train_args({"--data", "d", "--model", preset.name}).options;
+    REQUIRE((o.layers == preset.n_layer && o.heads == preset.n_head && o.embd == preset.n_embd &&
+             o.context == preset.block_size));
+  }
   REQUIRE_THAT(error_of({"--model", "gpt2"}), Catch::Contains("add --data DIR"));
   REQUIRE_THAT(error_of({"--vocab", "300"}), Catch::Contains("only with --data"));
+}
+
+TEST_CASE("generate options: --device is read into a Device, and checked only when generating", "[train_text]") {
+  auto parse = [](std::vector<std::string> args) {
+    args.insert(args.begin(), {"--checkpoint", "lm.safetensors"});
+    return generate_cli::parse_generate_args(args).options;
+  };
+  REQUIRE(!parse({}).device);  // auto
+  REQUIRE(parse({"--device", "cuda:1"}).device == Device::cuda(1));
+  REQUIRE(parse({"--device=cpu"}).device == Device::cpu());
+  REQUIRE_THROWS_WITH(parse({"--device", "tpu"}), "--device: expected auto, cpu or cuda, got 'tpu'");
 }
 
 TEST_CASE("MFU: 6N + 12LCT model FLOPs per token, and the peak table", "[train_text]") {

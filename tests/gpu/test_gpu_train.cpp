@@ -344,7 +344,7 @@ TEST_CASE("gpu train --data: a language model on token shards, bf16 on the GPU t
                                   work.file("corpus.txt")},
                                  out, err) == 0);
 
-  auto options = [&](const std::string& device) {
+  auto options = [&](Device device) {
     train::TrainOptions o;
     o.data = work.file("data");
     o.device = device;
@@ -362,13 +362,13 @@ TEST_CASE("gpu train --data: a language model on token shards, bf16 on the GPU t
     o.trace = o.svg = "none";
     return o;
   };
-  train::TrainOptions cpu = options("cpu");
+  train::TrainOptions cpu = options(Device::cpu());
   cpu.stages = 0;
   cpu.steps = 1;
   std::ostringstream cpu_out;
   const train::TrainSummary reference = train::run_training(cpu, cpu_out);
 
-  train::TrainOptions gpu = options("cuda");
+  train::TrainOptions gpu = options(kGpu);
   gpu.stages = 2;
   gpu.replicas = 2;
   gpu.microbatches = 2;

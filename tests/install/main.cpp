@@ -12,8 +12,8 @@ using namespace brigade;
 struct MLP : nn::Module {
   std::shared_ptr<nn::Linear> fc1, fc2;
   MLP(int64_t in, int64_t hidden, int64_t out, Generator& gen) {
-    fc1 = register_module("fc1", std::make_shared<nn::Linear>(in, hidden, true, nn::Init{.generator = &gen}));
-    fc2 = register_module("fc2", std::make_shared<nn::Linear>(hidden, out, true, nn::Init{.generator = &gen}));
+    fc1 = register_module("fc1", std::make_shared<nn::Linear>(in, hidden, nn::LinearOptions{.init = {.generator = &gen}}));
+    fc2 = register_module("fc2", std::make_shared<nn::Linear>(hidden, out, nn::LinearOptions{.init = {.generator = &gen}}));
   }
   std::string name() const override { return "MLP"; }
   Tensor forward(const Tensor& x) override { return (*fc2)(relu((*fc1)(x))); }

@@ -12,6 +12,7 @@
 #include "core/format.h"
 #include "core/stream.h"
 #include "kernels/ops.h"
+#include "tools/cli/command.h"
 
 namespace brigade::bench_comm {
 
@@ -165,34 +166,48 @@ void bench_gpu(std::ostream& out, const Settings& s) {
   }
 }
 
+const std::vector<cli::Flag<Settings>>& flags() {
+  static const std::vector<cli::Flag<Settings>> table = {
+      {"--quick", "", "messages up to 4 MiB, shorter runs",
+       [](Settings& s, const std::string&) {
+         s.max_bytes = int64_t(4) << 20;
+         s.seconds_per_row = 0.05;
+       },
+       [](const Settings&) { return std::string("off: up to 256 MiB"); }},
+  };
+  return table;
+}
+
+std::string usage() {
+  return "usage: brigade bench comm [flags]\n\n"
+         "Point-to-point bandwidth and latency per backend, 4 KiB to 256 MiB. CPU: local (threads), gloo\n"
+         "(loopback TCP). GPU: device copy (the ceiling), local hand-over, NCCL self send/recv.\n\n"
+         "flags:\n" +
+         cli::flag_lines(flags());
+}
+
+struct Parsed {
+  Settings options;
+  bool help = false;
+};
+
+Parsed parse(const std::vector<std::string>& args) {
+  Parsed p;
+  cli::parse_flags(args, flags(), p.options, p.help);
+  return p;
+}
+
 }  // namespace
 
 int bench_comm_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  Settings s;
-  for (const std::string& a : args) {
-    if (a == "--quick") {
-      s.max_bytes = int64_t(4) << 20;
-      s.seconds_per_row = 0.05;
-    } else if (a == "--help" || a == "-h") {
-      out << "usage: brigade bench comm [--quick]\n\n"
-             "Point-to-point bandwidth and latency per backend, 4 KiB to 256 MiB (--quick: to 4 MiB,\n"
-             "shorter runs). CPU: local (threads), gloo (loopback TCP). GPU: device copy (the ceiling),\n"
-             "local hand-over, NCCL self send/recv.\n";
-      return 0;
-    } else {
-      err << "brigade bench comm: unknown flag '" << a << "'\n";
-      return 2;
-    }
-  }
-  try {
-    out << "backend  transfer               size         time/message    bandwidth\n";
-    bench_cpu(out, s);
-    bench_gpu(out, s);
-    return 0;
-  } catch (const std::exception& e) {
-    err << "brigade bench comm: " << e.what() << "\n";
-    return 1;
-  }
+  return cli::run_command(
+      "brigade bench comm", out, err, [&] { return parse(args); }, usage,
+      [&](const Settings& s) {
+        out << "backend  transfer               size         time/message    bandwidth\n";
+        bench_cpu(out, s);
+        bench_gpu(out, s);
+        return 0;
+      });
 }
 
 }  // namespace brigade::bench_comm

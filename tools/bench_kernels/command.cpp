@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "kernels/ops.h"
+#include "tools/cli/command.h"
 
 // The GPU benchmarks need a real GPU: the CPU emulator's timings would mean nothing. (Its CPU kernels
 // are the real ones, so the CPU benchmarks run in an emulator build too.)
@@ -15,25 +16,44 @@
 namespace brigade::bench {
 namespace {
 
-const char* kUsage =
-    "usage: brigade bench kernels [--device cpu|cuda] [--json FILE] [--quick]\n"
-    "\n"
-    "Measures the machine's ceilings, then brigade's kernels against them, and prints a table; --json\n"
-    "also writes the results with the machine, date and commit (see bench/results/README.md).\n"
-    "\n"
-    "On a GPU (the default when there is one): device-to-device copy bandwidth and cuBLAS bf16/f32\n"
-    "GEMM at 4096^3 and 8192^3; memory-bound kernels in GB/s and % of the copy bandwidth, the three\n"
-    "matmul backends in TFLOP/s and % of cuBLAS, the direct convolution as % of cuDNN, fused attention\n"
-    "(forward, backward, and the composition it replaces) as % of cuBLAS at 4096^3.\n"
-    "On the CPU (the default without a GPU): the copy bandwidth of memcpy on brigade's threads, the FMA\n"
-    "peak (independent AVX2 FMAs on every thread) and brigade's f32 GEMM at 2048^3 for reference;\n"
-    "memory-bound kernels in GB/s and % of the copy bandwidth, GEMMs, convolutions and attention in\n"
-    "GFLOP/s and % of the FMA peak. Shapes are CPU-sized (a full run takes a minute or two); f32 throughout, bf16\n"
-    "for the elementwise rows only (the CPU computes bf16 through f32 copies).\n"
-    "\n"
-    "  --device cpu|cuda   what to measure (default: cuda where a GPU is present, else cpu)\n"
-    "  --json FILE         write the report as JSON to FILE\n"
-    "  --quick             fewer sizes and repeats (a smoke run: seconds on the CPU)\n";
+const std::vector<cli::Flag<KernelsOptions>>& flags() {
+  static const std::vector<cli::Flag<KernelsOptions>> table = {
+      {"--device", "DEV", "cpu or cuda: what to measure",
+       [](KernelsOptions& o, const std::string& v) { o.device = cli::parse_device("--device", v, false); },
+       [](const KernelsOptions&) { return std::string("cuda where a GPU is present, else cpu"); }},
+      {"--json", "FILE", "write the report as JSON to FILE",
+       [](KernelsOptions& o, const std::string& v) {
+         // "--json --quick" is a forgotten file name, not a file called --quick.
+         if (v.empty() || v.rfind("--", 0) == 0) throw cli::UsageError("--json: expected a file name, got '" + v + "'");
+         o.json_path = v;
+       },
+       [](const KernelsOptions&) { return std::string("none"); }},
+      {"--quick", "", "fewer sizes and repeats (a smoke run: seconds on the CPU)",
+       [](KernelsOptions& o, const std::string&) { o.quick = true; },
+       [](const KernelsOptions&) { return std::string("off"); }},
+  };
+  return table;
+}
+
+std::string usage() {
+  return "usage: brigade bench kernels [flags]\n"
+         "\n"
+         "Measures the machine's ceilings, then brigade's kernels against them, and prints a table; --json\n"
+         "also writes the results with the machine, date and commit (see bench/results/README.md).\n"
+         "\n"
+         "On a GPU (the default when there is one): device-to-device copy bandwidth and cuBLAS bf16/f32\n"
+         "GEMM at 4096^3 and 8192^3; memory-bound kernels in GB/s and % of the copy bandwidth, the three\n"
+         "matmul backends in TFLOP/s and % of cuBLAS, the direct convolution as % of cuDNN, fused attention\n"
+         "(forward, backward, and the composition it replaces) as % of cuBLAS at 4096^3.\n"
+         "On the CPU (the default without a GPU): the copy bandwidth of memcpy on brigade's threads, the FMA\n"
+         "peak (independent AVX2 FMAs on every thread) and brigade's f32 GEMM at 2048^3 for reference;\n"
+         "memory-bound kernels in GB/s and % of the copy bandwidth, GEMMs, convolutions and attention in\n"
+         "GFLOP/s and % of the FMA peak. Shapes are CPU-sized (a full run takes a minute or two); f32 throughout, bf16\n"
+         "for the elementwise rows only (the CPU computes bf16 through f32 copies).\n"
+         "\n"
+         "flags:\n" +
+         cli::flag_lines(flags());
+}
 
 #if BRIGADE_BENCH_GPU
 void measure_gpu_ceilings(Session& s) {
@@ -99,63 +119,16 @@ size_t count_failures(const Report& report) {
 }
 
 // cuda where this build can measure a real GPU and one is present, else cpu.
-std::string default_device() {
+Device default_device() {
 #if BRIGADE_BENCH_GPU
-  if (cuda_device_count() > 0) return "cuda";
+  if (cuda_device_count() > 0) return Device::cuda(0);
 #endif
-  return "cpu";
+  return Device::cpu();
 }
 
-}  // namespace
-
-std::optional<KernelsOptions> parse_kernels_options(const std::vector<std::string>& args, std::string& error) {
-  KernelsOptions o;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--quick") {
-      o.quick = true;
-    } else if (a == "--help" || a == "-h") {
-      o.help = true;
-    } else if (a == "--json") {
-      if (i + 1 >= args.size() || args[i + 1].empty() || args[i + 1].rfind("--", 0) == 0) {
-        error = "--json needs a file name";
-        return std::nullopt;
-      }
-      o.json_path = args[++i];
-    } else if (a.rfind("--json=", 0) == 0 && a.size() > 7) {
-      o.json_path = a.substr(7);
-    } else if (a == "--device" || a.rfind("--device=", 0) == 0) {
-      const bool inline_value = a != "--device";
-      if (!inline_value && i + 1 >= args.size()) {
-        error = "--device needs a value: cpu or cuda";
-        return std::nullopt;
-      }
-      o.device = inline_value ? a.substr(9) : args[++i];
-      if (o.device != "cpu" && o.device != "cuda") {
-        error = "--device must be cpu or cuda, got '" + o.device + "'";
-        return std::nullopt;
-      }
-    } else {
-      error = "unknown argument '" + a + "'";
-      return std::nullopt;
-    }
-  }
-  return o;
-}
-
-int kernels_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  std::string error;
-  const std::optional<KernelsOptions> options = parse_kernels_options(args, error);
-  if (!options) {
-    err << "brigade bench kernels: " << error << "\n\n" << kUsage;
-    return 2;
-  }
-  if (options->help) {
-    out << kUsage;
-    return 0;
-  }
-  const std::string device = options->device.empty() ? default_device() : options->device;
-  if (device == "cuda") {
+int measure(const KernelsOptions& options, std::ostream& out, std::ostream& err) {
+  const Device device = options.device.value_or(default_device());
+  if (device.is_cuda()) {
 #if BRIGADE_CUDA_EMULATOR
     out << "brigade bench kernels: this build runs CUDA kernels on the CPU emulator (-Dgpu_emulator=true), "
            "whose timings mean nothing: build with nvcc on a GPU machine (--device cpu measures the CPU).\n";
@@ -173,13 +146,13 @@ int kernels_command(const std::vector<std::string>& args, std::ostream& out, std
     }
   }
   try {
-    const Report report = run_all(device == "cpu" ? Device::cpu() : Device::cuda(0), options->quick, err);
+    const Report report = run_all(device, options.quick, err);
     out << "\n" << report_text(report);
-    if (!options->json_path.empty()) {
+    if (!options.json_path.empty()) {
       // A reader (or a committed results file being replaced) never sees half a report; a failure
       // throws and is reported below.
-      write_file_atomically(options->json_path, report_json(report), "--json");
-      out << "\nwrote " << options->json_path << "\n";
+      write_file_atomically(options.json_path, report_json(report), "--json");
+      out << "\nwrote " << options.json_path << "\n";
     }
     if (const size_t failed = count_failures(report)) {
       err << "brigade bench kernels: " << failed << " measurement(s) failed (marked FAILED above)\n";
@@ -190,6 +163,20 @@ int kernels_command(const std::vector<std::string>& args, std::ostream& out, std
     err << "brigade bench kernels: " << e.what() << "\n";
     return 1;
   }
+}
+
+}  // namespace
+
+ParsedKernelsArgs parse_kernels_args(const std::vector<std::string>& args) {
+  ParsedKernelsArgs parsed;
+  cli::parse_flags(args, flags(), parsed.options, parsed.help);
+  return parsed;
+}
+
+int kernels_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  return cli::run_command(
+      "brigade bench kernels", out, err, [&] { return parse_kernels_args(args); }, usage,
+      [&](const KernelsOptions& o) { return measure(o, out, err); });
 }
 
 }  // namespace brigade::bench

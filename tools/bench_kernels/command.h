@@ -3,22 +3,27 @@
 // that bench/results/ keeps.
 #pragma once
 
-#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "tools/cli/device_choice.h"
+
 namespace brigade::bench {
 
 struct KernelsOptions {
-  std::string device;     // "cpu", "cuda", or empty: cuda where a GPU is present, else cpu
-  std::string json_path;  // empty: no JSON file
-  bool quick = false;     // fewer sizes and repeats: a smoke run in well under a minute
+  cli::DeviceChoice device;  // auto: cuda where this build can measure a GPU and one is present, else cpu
+  std::string json_path;     // empty: no JSON file
+  bool quick = false;        // fewer sizes and repeats: a smoke run in well under a minute
+};
+
+struct ParsedKernelsArgs {
+  KernelsOptions options;
   bool help = false;
 };
 
-// Parses the flags after `bench kernels`; on a bad flag returns nothing and says why in `error`.
-std::optional<KernelsOptions> parse_kernels_options(const std::vector<std::string>& args, std::string& error);
+// Parses the flags after `bench kernels` (tools/cli/flags.h); throws cli::UsageError naming the flag.
+ParsedKernelsArgs parse_kernels_args(const std::vector<std::string>& args);
 
 // The command. Exit status: 0 on success — and for --device cuda on a machine without a GPU (or in
 // the emulator build), where it says so and measures nothing, so scripts can run it anywhere; 2 for

@@ -9,6 +9,7 @@
 
 #include "bench/environment.h"
 #include "bench_pipeline/steps.h"
+#include "tools/cli/gpt_flags.h"
 #include "core/error.h"
 #include "core/parallel.h"
 #include "pipeline/analysis/simulator.h"
@@ -115,9 +116,9 @@ void write_trace_files(ScheduleResult& r, const Schedule& schedule, const Pipeli
 ScheduleResult time_schedule(const std::string& name, const Schedule& schedule, const BenchOptions& o,
                              const Workload& work, const BenchResult& so_far, std::ostream& progress);
 
-ScheduleResult run_schedule(const std::string& name, const BenchOptions& o, const Workload& work,
+ScheduleResult run_schedule(ScheduleKind kind, const BenchOptions& o, const Workload& work,
                             const BenchResult& so_far, std::ostream& progress) {
-  const ScheduleKind kind = pipeline::parse_schedule_kind(name);
+  const std::string name = pipeline::schedule_name(kind);
   const int chunks = kind == ScheduleKind::interleaved ? o.chunks : pipeline::default_chunks(kind);  // the V's: 2
   std::string skipped;
   if (kind == ScheduleKind::interleaved && o.microbatches % o.stages != 0) {
@@ -207,21 +208,15 @@ BenchResult run_benchmark(const BenchOptions& o, std::ostream& progress) {
   const Schedule from_file = o.schedule_file.empty() ? Schedule{} : read_schedule_file(o);
   BenchResult result;
   result.options = o;
-  const Device device = Device::parse(o.device);
+  const Device device = *o.device;  // resolved by BenchOptions::resolve
   result.env = bench::describe_environment(device);
   result.device_name = device.is_cuda() ? result.env.gpu_name : cpu_model_name();
   result.cpu_threads = int(std::thread::hardware_concurrency());
   result.kernel_threads = num_threads();
 
-  nn::GPTConfig config;
-  config.vocab_size = o.vocab;
-  config.block_size = o.seq;
-  config.n_layer = o.layers;
-  config.n_head = o.heads;
-  config.n_embd = o.embd;
-  config.device = device;
-  config.compute_dtype = o.precision == "bf16" ? DType::bf16 : DType::f32;
-  config.seed = 1;
+  const nn::GPTConfig config = cli::gpt_config(
+      {.layers = o.layers, .heads = o.heads, .embd = o.embd, .vocab = o.vocab, .context = o.seq}, device,
+      *o.precision, 1);
   const Workload work = make_workload(config, o.batch, o.seq, o.microbatches);
   result.tokens_per_step = work.tokens_per_step;
 
@@ -233,7 +228,7 @@ BenchResult run_benchmark(const BenchOptions& o, std::ostream& progress) {
   result.unpipelined_tokens_per_second = double(work.tokens_per_step) / result.unpipelined_step.median;
   result.unpipelined_loss = base.loss;
 
-  for (const std::string& name : o.schedules) result.schedules.push_back(run_schedule(name, o, work, result, progress));
+  for (ScheduleKind kind : o.schedules) result.schedules.push_back(run_schedule(kind, o, work, result, progress));
   if (!o.schedule_file.empty()) {
     const std::string name = std::filesystem::path(o.schedule_file).filename().string();  // the row's name
     result.schedules.push_back(time_schedule(name, from_file, o, work, result, progress));

@@ -10,6 +10,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "pipeline/schedule.h"
+#include "tools/cli/schedule_choice.h"
 
 namespace brigade::bench_pipeline {
 
@@ -59,14 +60,10 @@ const std::vector<Flag>& flags() {
        [](BenchOptions& o, const std::string& v) {
          o.schedules.clear();
          for (const std::string& name : split_commas(v)) {
-           try {
-             pipeline::parse_schedule_kind(name);
-           } catch (const Error&) {
-             bad("--schedules", "expected " + pipeline::schedule_names() + ", got '" + name + "'");
-           }
-           for (const std::string& seen : o.schedules)
-             if (seen == name) bad("--schedules", "'" + name + "' is listed twice");
-           o.schedules.push_back(name);
+           const pipeline::ScheduleKind kind = cli::parse_schedule("--schedules", name);
+           for (pipeline::ScheduleKind seen : o.schedules)
+             if (seen == kind) bad("--schedules", "'" + name + "' is listed twice");
+           o.schedules.push_back(kind);
          }
          if (o.schedules.empty()) bad("--schedules", "expected at least one schedule");
        },
@@ -90,20 +87,10 @@ const std::vector<Flag>& flags() {
                   "by device"),
       number_flag("--vocab", "N", "vocabulary size", &BenchOptions::vocab, 2, 1 << 24, "by device"),
       {"--device", "DEV", "cpu, cuda or cuda:N",
-       [](BenchOptions& o, const std::string& v) {
-         try {
-           Device::parse(v);
-         } catch (const Error&) {
-           bad("--device", "expected cpu, cuda or cuda:N, got '" + v + "'");
-         }
-         o.device = v;
-       },
+       [](BenchOptions& o, const std::string& v) { o.device = cli::parse_device("--device", v, false); },
        [](const BenchOptions&) { return std::string("cuda with a GPU, else cpu"); }},
       {"--precision", "P", "f32 or bf16 compute (weights stay f32)",
-       [](BenchOptions& o, const std::string& v) {
-         if (v != "f32" && v != "bf16") bad("--precision", "expected f32 or bf16, got '" + v + "'");
-         o.precision = v;
-       },
+       [](BenchOptions& o, const std::string& v) { o.precision = cli::parse_precision("--precision", v, false); },
        [](const BenchOptions&) { return std::string("bf16 on a GPU, else f32"); }},
       {"--quick", "", "a tiny model and 3 steps: a smoke run in seconds",
        [](BenchOptions& o, const std::string&) { o.quick = true; }, [](const BenchOptions&) { return std::string("off"); }},
@@ -138,12 +125,12 @@ constexpr Size kGpu = {14, 768, 12, 512, 32, 8192};
 }  // namespace
 
 void BenchOptions::resolve() {
-  if (device.empty()) device = cuda_device_count() > 0 ? "cuda" : "cpu";
-  const Device d = Device::parse(device);
-  if (d.is_cuda() && cuda_device_count() == 0) {
-    throw UsageError("--device " + device + ": no GPU here (no CUDA device, or a build without CUDA)");
-  }
-  if (precision.empty()) precision = d.is_cuda() ? "bf16" : "f32";
+  // A missing GPU is a usage error here, before anything is measured: the sizes depend on the device.
+  const Device d = cli::device_or_default(device);
+  if (d.is_cuda() && !cuda_available())
+    throw UsageError("--device " + d.str() + ": no GPU here (no CUDA device, or a build without CUDA)");
+  device = d;
+  precision = cli::precision_on(precision, d);
   const Size& size = quick ? kQuick : d.is_cuda() ? kGpu : kCpu;
   // A flag given on the command line wins over the defaults.
   const bool batch_given = batch > 0;
@@ -158,8 +145,7 @@ void BenchOptions::resolve() {
   }
   if (steps <= 0) steps = quick ? 3 : 10;
   if (warmup < 0) warmup = quick ? 1 : 2;
-  if (schedules.empty())
-    for (pipeline::ScheduleKind k : pipeline::all_schedule_kinds()) schedules.push_back(pipeline::schedule_name(k));
+  if (schedules.empty()) schedules = pipeline::all_schedule_kinds();
 
   if (batch_given && batch % microbatches != 0) {
     throw UsageError("--batch " + std::to_string(batch) + " does not split into --microbatches " +
@@ -167,7 +153,7 @@ void BenchOptions::resolve() {
                      std::to_string(microbatches));
   }
   if (transport == "nccl" && !d.is_cuda()) {
-    throw UsageError("--transport nccl needs a GPU device (--device " + device + ")");
+    throw UsageError("--transport nccl needs a GPU device (--device " + d.str() + ")");
   }
   if (transport == "nccl" && !comm::nccl_available()) {
     throw UsageError("--transport nccl: this build has no NCCL");

@@ -10,7 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "pipeline/schedule.h"
+#include "tools/cli/device_choice.h"
 #include "tools/cli/flags.h"
+#include "tools/cli/precision_choice.h"
 
 namespace brigade::bench_pipeline {
 
@@ -20,7 +23,7 @@ struct BenchOptions {
   int chunks = 2;        // V for interleaved; zb-v and dualpipev hold 2, the others one chunk per rank
   int replicas = 1;      // R > 1: also time each schedule data-parallel, reductions overlapped and not
   std::string transport = "local";  // "local" (threads hand tensors over) or "nccl"
-  std::vector<std::string> schedules;  // empty: all of them
+  std::vector<pipeline::ScheduleKind> schedules;  // empty: all of them
   std::string schedule_file;  // also time this schedule (PyTorch's CSV format; its P and M are the run's)
   int steps = 0;          // timed steps per schedule; 0: 10 (3 with --quick)
   int warmup = -1;        // untimed steps first; -1: 2 (1 with --quick)
@@ -30,14 +33,14 @@ struct BenchOptions {
   int64_t seq = 0;        // tokens per sequence T; 0: by device
   int64_t batch = 0;      // sequences per step, split into M micro-batches; 0: by device
   int64_t vocab = 0;      // vocabulary size; 0: by device
-  std::string device;     // "cpu" or "cuda[:N]"; empty: cuda when this build and machine have a GPU
-  std::string precision;  // compute dtype, "f32" or "bf16" (weights stay f32); empty: bf16 on a GPU, f32 on the CPU
+  cli::DeviceChoice device;        // auto: cuda when this build and machine have a GPU
+  cli::PrecisionChoice precision;  // the compute dtype (weights stay f32); auto: bf16 on a GPU, f32 on the CPU
   bool quick = false;     // a tiny model and three steps: what the tests run
   std::string json;       // write every number here (atomically)
   std::string trace_dir;  // write each schedule's Chrome trace and measured-vs-simulated SVG here
 
-  // Fills in everything left to its default (device, model size, steps) and checks what depends on
-  // several flags (batch divisible by M, embd by heads). Throws cli::UsageError naming the flags.
+  // Fills in everything left to its default (device, precision, model size, steps: after it, device
+  // and precision hold values) and checks that the device is here and what depends on several flags (batch divisible by M, embd by heads). Throws cli::UsageError naming the flags.
   void resolve();
 };
 

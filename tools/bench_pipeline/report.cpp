@@ -47,17 +47,17 @@ std::string header(const BenchResult& r) {
   os << "brigade bench pipeline" << (o.quick ? " (quick)" : "") << "\n"
      << "  model    GPT, " << o.layers << " blocks (" << o.layers + 2 << " pipeline layers), C=" << o.embd << ", "
      << o.heads << " heads, T=" << o.seq << ", vocab " << o.vocab << ", " << with_commas(r.parameters)
-     << " parameters, " << (o.precision == "bf16" ? "bf16 compute with f32 weights" : "f32") << "\n"
+     << " parameters, " << (o.precision == DType::bf16 ? "bf16 compute with f32 weights" : "f32") << "\n"
      << "  batch    " << o.batch << " sequences = " << o.microbatches << " micro-batches of " << o.batch / o.microbatches
      << " (" << r.tokens_per_step << " tokens per step)\n"
      << "  pipeline P=" << o.stages << (o.stages == 1 ? " rank" : " ranks") << " on threads, " << (o.transport == "nccl" ? "NCCL" : "local") << " communicators; V="
      << o.chunks
      << " chunks per rank for interleaved; layers split evenly by count\n"
-     << "  device   " << o.device << " (" << r.device_name << "), " << r.cpu_threads << " hardware threads, CPU kernels use "
+     << "  device   " << cli::device_choice_name(o.device) << " (" << r.device_name << "), " << r.cpu_threads << " hardware threads, CPU kernels use "
      << r.kernel_threads << "\n"
      << "  commit   " << r.env.git_commit << ", " << r.env.date << "\n"
      << "  steps    median of " << o.steps << " after " << o.warmup << " warm-up\n";
-  if (o.device == "cpu" && o.stages > r.cpu_threads) {
+  if (o.device && o.device->is_cpu() && o.stages > r.cpu_threads) {
     // Then the ranks time-share the cores: an action's time includes waiting for one, and no
     // schedule can keep more than cpu_threads ranks computing at once.
     os << "  note     " << o.stages << " ranks share " << r.cpu_threads
@@ -218,7 +218,7 @@ std::string result_json(const BenchResult& r) {
      << "  \"benchmark\": \"pipeline\",\n"
      << "  \"date\": " << json_string(e.date) << ",\n"
      << "  \"git_commit\": " << json_string(e.git_commit) << ",\n"
-     << "  \"device\": {\"type\": " << json_string(o.device) << ", \"name\": " << json_string(r.device_name)
+     << "  \"device\": {\"type\": " << json_string(cli::device_choice_name(o.device)) << ", \"name\": " << json_string(r.device_name)
      << ", \"cpu_threads\": " << r.cpu_threads << ", \"kernel_threads\": " << r.kernel_threads
      << ", \"compute_capability\": " << json_string(e.compute_capability) << ", \"memory_gib\": "
      << json_number(e.memory_gib) << ", \"driver_version\": " << json_string(e.driver_version)
@@ -226,7 +226,7 @@ std::string result_json(const BenchResult& r) {
      << "  \"quick\": " << (o.quick ? "true" : "false") << ",\n"
      << "  \"model\": {\"layers\": " << o.layers << ", \"embd\": " << o.embd << ", \"heads\": " << o.heads
      << ", \"seq\": " << o.seq << ", \"vocab\": " << o.vocab << ", \"parameters\": " << r.parameters
-     << ", \"precision\": " << json_string(o.precision) << "},\n"
+     << ", \"precision\": " << json_string(cli::precision_choice_name(o.precision)) << "},\n"
      << "  \"batch\": " << o.batch << ", \"tokens_per_step\": " << r.tokens_per_step << ",\n"
      << "  \"transport\": " << json_string(o.transport) << ", \"replicas\": " << o.replicas << ",\n"
      << "  \"stages\": " << o.stages << ", \"microbatches\": " << o.microbatches << ", \"chunks\": " << o.chunks

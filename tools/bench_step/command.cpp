@@ -14,7 +14,10 @@
 #include "core/json.h"
 #include "core/stream.h"
 #include "tools/cli/command.h"
+#include "tools/cli/device_choice.h"
+#include "tools/cli/gpt_flags.h"
 #include "tools/cli/matmul_choice.h"
+#include "tools/cli/precision_choice.h"
 
 namespace brigade::bench_step {
 namespace {
@@ -22,10 +25,10 @@ namespace {
 struct Options {
   int64_t layers = 2, embd = 64, heads = 4, seq = 24, batch = 32, vocab = 16;
   int64_t steps = 20, warmup = 3, threads = 0;
-  std::string device = "cpu";
-  std::string precision = "f32";
+  Device device = Device::cpu();
+  DType precision = DType::f32;
   std::string attention = "fused";
-  std::string matmul = "automatic";
+  ops::MatmulBackend matmul = ops::MatmulBackend::automatic;
   bool cuda_graph = false;
   std::string json_path;
 };
@@ -64,17 +67,17 @@ std::vector<cli::Flag<Options>> flags() {
       {"--warmup", "K", "untimed steps first", named("--warmup", &Options::warmup, 0), show(&Options::warmup)},
       {"--threads", "N", "CPU worker threads (0: all cores, or BRIGADE_NUM_THREADS)",
        named("--threads", &Options::threads, 0), show(&Options::threads)},
-      {"--device", "DEV", "cpu or cuda", word(&Options::device, {"cpu", "cuda"}, "--device"), text(&Options::device)},
+      {"--device", "DEV", "cpu or cuda",
+       [](Options& o, const std::string& v) { o.device = *cli::parse_device("--device", v, false); },
+       [](const Options& o) { return o.device.str(); }},
       {"--precision", "P", "f32 or bf16 compute (weights stay f32)",
-       word(&Options::precision, {"f32", "bf16"}, "--precision"), text(&Options::precision)},
+       [](Options& o, const std::string& v) { o.precision = *cli::parse_precision("--precision", v, false); },
+       [](const Options& o) { return std::string(dtype_name(o.precision)); }},
       {"--attention", "HOW", "fused (one kernel each way) or composed (separate ops)",
        word(&Options::attention, {"fused", "composed"}, "--attention"), text(&Options::attention)},
       {"--matmul", "GEMM", cli::matmul_choices() + ": the GEMM behind GPU matmuls (as brigade train's --matmul)",
-       [](Options& o, const std::string& v) {
-         cli::matmul_backend_of(v);  // refuses a bad name here, with the choices
-         o.matmul = v;
-       },
-       text(&Options::matmul)},
+       [](Options& o, const std::string& v) { o.matmul = cli::matmul_backend_of(v); },
+       [](const Options& o) { return cli::matmul_choice_name(o.matmul); }},
       {"--cuda-graph", "", "replay forward + loss + backward as one CUDA graph (captured after the warm-up; "
        "AdamW stays eager)",
        [](Options& o, const std::string&) { o.cuda_graph = true; },
@@ -101,12 +104,12 @@ Parsed parse(const std::vector<std::string>& args) {
   const Options& o = p.options;
   if (o.embd % o.heads != 0)
     throw cli::UsageError("--heads " + std::to_string(o.heads) + " must divide --embd " + std::to_string(o.embd));
-  if (o.cuda_graph && o.device != "cuda") throw cli::UsageError("--cuda-graph needs --device cuda");
-  const ops::MatmulBackend matmul = cli::matmul_backend_of(o.matmul);
-  if (o.device == "cuda" && !ops::matmul_backend_available(matmul, Device::cuda(0)))
-    throw cli::UsageError("--matmul " + o.matmul + ": cuda:0 cannot run it");
-  if (o.precision == "f32" && (matmul == ops::MatmulBackend::tensor_core || matmul == ops::MatmulBackend::hopper))
-    throw cli::UsageError("--matmul " + o.matmul + " has kernels for bf16 and f16 only; use --precision bf16");
+  if (o.cuda_graph && !o.device.is_cuda()) throw cli::UsageError("--cuda-graph needs --device cuda");
+  const std::string matmul = cli::matmul_choice_name(o.matmul);
+  if (o.device.is_cuda() && !ops::matmul_backend_available(o.matmul, o.device))
+    throw cli::UsageError("--matmul " + matmul + ": " + o.device.str() + " cannot run it");
+  if (o.precision == DType::f32 && (o.matmul == ops::MatmulBackend::tensor_core || o.matmul == ops::MatmulBackend::hopper))
+    throw cli::UsageError("--matmul " + matmul + " has kernels for bf16 and f16 only; use --precision bf16");
   if (o.cuda_graph && o.warmup < 1)
     throw cli::UsageError("--cuda-graph needs --warmup 1 or more: the graph is captured after an eager step");
   return p;
@@ -131,18 +134,11 @@ size_t memory_in_use(Device device, bool peak) {
 
 int run(const Options& o, std::ostream& out) {
   if (o.threads > 0) set_num_threads(int(o.threads));
-  const Device device = o.device == "cuda" ? Device::cuda(0) : Device::cpu();
-  nn::GPTConfig c;
-  c.vocab_size = o.vocab;
-  c.block_size = o.seq;
-  c.n_layer = o.layers;
-  c.n_head = o.heads;
-  c.n_embd = o.embd;
-  c.device = device;
-  c.seed = 1;
+  const Device device = cli::usable_device(o.device);
+  nn::GPTConfig c = cli::gpt_config({.layers = o.layers, .heads = o.heads, .embd = o.embd, .vocab = o.vocab, .context = o.seq},
+                                    device, o.precision, 1);
   c.fused_attention = o.attention == "fused";
-  if (o.precision == "bf16") c.compute_dtype = DType::bf16;
-  const cli::ScopedMatmulBackend matmul(cli::matmul_backend_of(o.matmul));
+  const cli::ScopedMatmulBackend matmul(o.matmul);
   nn::GPT model(c);
   optim::AdamW optimizer(model.named_parameters(), optim::AdamWOptions{.lr = 1e-4});
   Generator gen(2);
@@ -189,11 +185,11 @@ int run(const Options& o, std::ostream& out) {
 
   out << "model: GPT, " << o.layers << " layers, " << o.embd << " wide, " << o.heads << " heads, vocab " << o.vocab
       << ", " << model.parameter_count() << " parameters; " << o.attention << " attention"
-      << (o.matmul != "automatic" ? ", matmul " + o.matmul : std::string())
+      << (o.matmul != ops::MatmulBackend::automatic ? ", matmul " + cli::matmul_choice_name(o.matmul) : std::string())
       << (graphed ? "; forward + backward as one CUDA graph of " + std::to_string(graphed->graph().operations()) +
                         " operations"
                   : std::string()) << "\n";
-  out << "step: " << o.batch << " x " << o.seq << " tokens on " << device.str() << ", " << o.precision
+  out << "step: " << o.batch << " x " << o.seq << " tokens on " << device.str() << ", " << dtype_name(o.precision)
       << (device.is_cpu() ? ", " + std::to_string(num_threads()) + " threads" : "") << "\n";
   out << "step time: median " << format_fixed(s.median, 3) << " ms (min " << format_fixed(s.min, 3) << ", max "
       << format_fixed(s.max, 3) << ") over " << s.count << " steps after " << o.warmup << " warm-up\n";
@@ -208,8 +204,8 @@ int run(const Options& o, std::ostream& out) {
     j += "  \"config\": {\"layers\": " + std::to_string(o.layers) + ", \"embd\": " + std::to_string(o.embd) +
          ", \"heads\": " + std::to_string(o.heads) + ", \"seq\": " + std::to_string(o.seq) +
          ", \"batch\": " + std::to_string(o.batch) + ", \"vocab\": " + std::to_string(o.vocab) +
-         ", \"device\": " + json_string(device.str()) + ", \"precision\": " + json_string(o.precision) +
-         ", \"attention\": " + json_string(o.attention) + ", \"matmul\": " + json_string(o.matmul) +
+         ", \"device\": " + json_string(device.str()) + ", \"precision\": " + json_string(dtype_name(o.precision)) +
+         ", \"attention\": " + json_string(o.attention) + ", \"matmul\": " + json_string(cli::matmul_choice_name(o.matmul)) +
          ", \"cuda_graph\": " + std::string(o.cuda_graph ? "true" : "false") + ", \"threads\": " + std::to_string(num_threads()) + "},\n";
     j += "  \"parameters\": " + std::to_string(model.parameter_count()) + ",\n";
     j += "  \"step_ms\": {\"median\": " + json_number(s.median) + ", \"min\": " + json_number(s.min) +

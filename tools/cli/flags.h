@@ -1,10 +1,9 @@
-// The flag table and the command-line loop shared by `brigade train`, `brigade simulate`,
-// `brigade bench pipeline` and `brigade tokenizer`.
+// The flag table and the command-line loop shared by every `brigade` command.
 //
-// Both commands describe their flags as one table (name, placeholder, help, how to set, how to
-// show the default) that both parses and prints --help. This header holds the table row and the
-// loop that walks the arguments, so the two commands can't drift apart in how they read
-// `--flag value`, `--flag=value`, switches and -h/--help, or in the messages they give.
+// Each command describes its flags as one table (name, placeholder, help, how to set, how to show
+// the default) that both parses and prints --help. This header holds the table row and the loop
+// that walks the arguments, so the commands can't drift apart in how they read `--flag value`,
+// `--flag=value`, switches and -h/--help, or in the messages they give.
 #pragma once
 
 #include <algorithm>
@@ -41,17 +40,27 @@ struct Flag {
   std::function<std::string(const Options&)> get;  // the default, for --help
 };
 
+// What a command does with operands (arguments that are not flags).
+enum class Operands {
+  anywhere,     // among the flags (`brigade tokenizer train --vocab 500 a.txt b.txt`)
+  end_of_flags  // the first one ends the flags: it and everything after are passed on as they are
+                // (`brigade launch -n 2 prog --steps 3`: --steps is the program's)
+};
+
 // Applies `args` to `options` through `flags`. Accepts `--flag value` and `--flag=value`; a flag
 // whose placeholder is empty is a switch and takes no value. Sets `help` for -h/--help (and keeps
 // going, so a bad flag is still reported). Throws UsageError naming the flag.
 //
 // A command that takes operands besides flags (`brigade tokenizer train ... FILES`) passes
-// `positional`: every argument that does not start with "--" is appended to it, and so is
-// everything after a lone "--" (for an operand that does start with "--"). Without it, such an
-// argument is an error.
+// `positional`: every argument that is not a flag (does not start with "--", and is no row's name:
+// a row may be named "-n") is appended to it, as `operands` says, and so is everything after a lone "--" (for an
+// operand that does start with "--"). Without it, such an argument is an error.
 template <class Options>
 void parse_flags(const std::vector<std::string>& args, const std::vector<Flag<Options>>& flags, Options& options,
-                 bool& help, std::vector<std::string>* positional = nullptr) {
+                 bool& help, std::vector<std::string>* positional = nullptr, Operands operands = Operands::anywhere) {
+  auto is_row = [&](const std::string& arg) {
+    return std::any_of(flags.begin(), flags.end(), [&](const Flag<Options>& f) { return f.name == arg; });
+  };
   for (size_t i = 0; i < args.size(); ++i) {
     std::string arg = args[i];
     if (arg == "--help" || arg == "-h") {
@@ -62,8 +71,12 @@ void parse_flags(const std::vector<std::string>& args, const std::vector<Flag<Op
       positional->insert(positional->end(), args.begin() + long(i) + 1, args.end());
       return;
     }
-    if (arg.rfind("--", 0) != 0) {
+    if (arg.rfind("--", 0) != 0 && !is_row(arg)) {
       if (!positional) throw UsageError("unexpected argument '" + arg + "'");
+      if (operands == Operands::end_of_flags) {
+        positional->insert(positional->end(), args.begin() + long(i), args.end());
+        return;
+      }
       positional->push_back(arg);
       continue;
     }
@@ -100,14 +113,15 @@ inline bool flag_given(const std::vector<std::string>& args, const std::string& 
 // default in brackets — then -h/--help, the help texts lined up in one column.
 template <class Options>
 std::string flag_lines(const std::vector<Flag<Options>>& flags) {
+  auto spelling = [](const Flag<Options>& f) { return f.name + (f.value.empty() ? "" : " " + f.value); };
   size_t width = 18;
-  for (const Flag<Options>& f : flags) width = std::max(width, f.name.size() + 1 + f.value.size());
+  for (const Flag<Options>& f : flags) width = std::max(width, spelling(f).size());
   const Options defaults{};
   std::string text;
   auto line = [&](const std::string& left, const std::string& right) {
     text += "  " + left + std::string(width + 2 - left.size(), ' ') + right + "\n";
   };
-  for (const Flag<Options>& f : flags) line(f.name + (f.value.empty() ? "" : " " + f.value), f.help + " [" + f.get(defaults) + "]");
+  for (const Flag<Options>& f : flags) line(spelling(f), f.help + " [" + f.get(defaults) + "]");
   line("-h, --help", "show this help");
   return text;
 }

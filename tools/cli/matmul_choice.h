@@ -32,6 +32,13 @@ inline ops::MatmulBackend matmul_backend_of(const std::string& name, const std::
   throw UsageError(flag + ": expected " + matmul_choices() + ", got '" + name + "'");
 }
 
+// `backend` as --matmul spells it ("tensor-core").
+inline std::string matmul_choice_name(ops::MatmulBackend backend) {
+  for (const auto& [spelling, b] : kMatmulChoices)
+    if (b == backend) return spelling;
+  return ops::matmul_backend_name(backend);
+}
+
 // Sets the process-wide backend for a scope and restores the previous one when it ends, so a test or
 // a program that runs a command in-process keeps its own choice afterwards.
 class ScopedMatmulBackend {

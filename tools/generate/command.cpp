@@ -13,7 +13,6 @@
 #include "pipeline/gpt_decode.h"
 #include "pipeline/gpt_stages.h"
 #include "tools/cli/command.h"
-#include "train/trainer.h"  // resolve_device
 
 namespace brigade::generate_cli {
 
@@ -70,7 +69,7 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }
 
 void generate(const GenerateOptions& o, std::ostream& out) {
-  const Device device = train::resolve_device(o.device);
+  const Device device = cli::usable_device(o.device);
   if (o.stages > 0) {
     // Each rank reads the description, builds and loads its own stage; rank 0 prints.
     generate_on_stages(o, device, [&](comm::Communicator& comm) {

@@ -40,12 +40,8 @@ const std::vector<Flag>& flags() {
        [](GenerateOptions& o, const std::string& v) { o.samples = cli::parse_int("--samples", v, 1, 64); },
        [](const GenerateOptions& o) { return std::to_string(o.samples); }},
       {"--device", "DEV", "auto, cpu or cuda",
-       [](GenerateOptions& o, const std::string& v) {
-         if (v != "auto" && v != "cpu" && v != "cuda" && v.rfind("cuda:", 0) != 0)
-           throw UsageError("--device: expected auto, cpu or cuda, got '" + v + "'");
-         o.device = v;
-       },
-       [](const GenerateOptions& o) { return o.device; }},
+       [](GenerateOptions& o, const std::string& v) { o.device = cli::parse_device("--device", v); },
+       [](const GenerateOptions& o) { return cli::device_choice_name(o.device); }},
       {"--stages", "P", "decode across P pipeline stages, each rank building, reading and caching only its own "
        "layers (threads here; under `brigade launch -n P`, one process each); 0: one device",
        [](GenerateOptions& o, const std::string& v) { o.stages = cli::parse_int("--stages", v, 0); },

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/cli/device_choice.h"
 #include "tools/cli/flags.h"
 
 namespace brigade::generate_cli {
@@ -18,7 +19,7 @@ struct GenerateOptions {
   int64_t top_k = 40;           // 0: all tokens
   uint64_t seed = 1;
   int64_t samples = 1;          // independent continuations, generated as one batch
-  std::string device = "auto";
+  cli::DeviceChoice device;     // auto: the GPU when there is one
   bool no_cache = false;        // run the whole context for every token (slower; the reference)
   int64_t stages = 0;           // pipeline stages to decode across (0: the whole model on one device)
 };

@@ -1,9 +1,10 @@
 // `brigade launch` flags.
 #pragma once
 
-#include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "tools/cli/flags.h"
 
 namespace brigade::launch {
 
@@ -25,12 +26,11 @@ struct LaunchOptions {
   std::vector<std::string> command;  // the program and its arguments
 };
 
-class UsageError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+using UsageError = cli::UsageError;
 
-// Throws UsageError naming the flag. `help` is set (and nothing else checked) for -h/--help.
+// Parses the flags (tools/cli/flags.h); the first word that is not one of them, or everything after
+// "--", is the program. Throws UsageError naming the flag. `help` is set (and nothing else checked)
+// for -h/--help.
 LaunchOptions parse_launch_args(const std::vector<std::string>& args, bool* help);
 std::string launch_usage();
 

@@ -65,7 +65,7 @@ int run(const PlanOptions& o, std::ostream& out, std::ostream& err) {
       << with_commas(gpt_parameter_count(m)) << " parameters; " << m.pipeline_layers()
       << " pipeline layers (the embedding, each block's attention and MLP halves, the head)\n";
   out << "devices: " << o.devices << " x " << format_bytes(double(o.memory)) << ", "
-      << format_significant(o.tflops_or_default(), 4) << " TFLOP/s effective (" << o.precision << "), links "
+      << format_significant(o.tflops_or_default(), 4) << " TFLOP/s effective (" << dtype_name(o.precision) << "), links "
       << format_significant(o.bandwidth, 4) << " GB/s + " << format_significant(o.latency, 4) << " us per message\n";
   out << "batch: " << o.batch << " sequences (" << with_commas(o.batch * m.context) << " tokens) per step\n";
 

@@ -13,7 +13,7 @@ std::vector<std::string> train_arguments(const PlanOptions& o, const pipeline::C
   for (const auto& [flag, values] : sizes)
     if (values.first != values.second) args.insert(args.end(), {flag, std::to_string(values.first)});
   if (o.vocab_given) args.insert(args.end(), {"--vocab", std::to_string(o.vocab_unpadded)});
-  args.insert(args.end(), {"--batch", std::to_string(o.batch), "--precision", o.precision, "--stages",
+  args.insert(args.end(), {"--batch", std::to_string(o.batch), "--precision", dtype_name(o.precision), "--stages",
                            std::to_string(c.stages), "--schedule", pipeline::schedule_name(c.schedule),
                            "--microbatches", std::to_string(c.microbatches)});
   if (c.chunks != pipeline::default_chunks(c.schedule)) args.insert(args.end(), {"--chunks", std::to_string(c.chunks)});

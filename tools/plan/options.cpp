@@ -4,7 +4,8 @@
 
 #include "core/error.h"
 #include "core/format.h"
-#include "train/options.h"
+#include "nn/gpt_presets.h"
+#include "tools/cli/precision_choice.h"
 
 namespace brigade::plan_cli {
 
@@ -20,14 +21,6 @@ std::string show(double v) {
   std::ostringstream os;
   os << v;
   return os.str();
-}
-
-std::string preset_names() {
-  std::string out;
-  const auto& presets = train::model_presets();
-  for (size_t i = 0; i < presets.size(); ++i)
-    out += std::string(i == 0 ? "" : i + 1 == presets.size() ? " or " : ", ") + presets[i].name;
-  return out;
 }
 
 Flag size_flag(std::string name, std::string help, int64_t pipeline::GptShape::*field) {
@@ -57,7 +50,7 @@ std::vector<pipeline::ScheduleKind> parse_schedules(const std::string& text) {
 
 const std::vector<Flag>& flags() {
   static const std::vector<Flag> table = {
-      {"--model", "NAME", "a GPT-2 size: " + preset_names() + "; --layers and friends override it",
+      {"--model", "NAME", "a GPT-2 size: " + nn::gpt2_preset_names() + "; --layers and friends override it",
        [](PlanOptions& o, const std::string& v) { o.model = v; },  // applied before the other flags
        [](const PlanOptions& o) { return o.model; }},
       size_flag("--layers", "transformer blocks", &pipeline::GptShape::layers),
@@ -94,11 +87,8 @@ const std::vector<Flag>& flags() {
        [](PlanOptions& o, const std::string& v) { o.batch = parse_int("--batch", v, 1, int64_t(1) << 24); },
        [](const PlanOptions& o) { return std::to_string(o.batch); }},
       {"--precision", "P", "bf16 or f32: the activations' dtype (weights and optimizer state are f32)",
-       [](PlanOptions& o, const std::string& v) {
-         if (v != "bf16" && v != "f32") bad("--precision", "expected bf16 or f32, got '" + v + "'");
-         o.precision = v;
-       },
-       [](const PlanOptions& o) { return o.precision; }},
+       [](PlanOptions& o, const std::string& v) { o.precision = *cli::parse_precision("--precision", v, false); },
+       [](const PlanOptions& o) { return std::string(dtype_name(o.precision)); }},
       {"--schedules", "LIST", "the schedules to try, comma-separated (" + pipeline::schedule_names() + ")",
        [](PlanOptions& o, const std::string& v) { o.schedules = parse_schedules(v); },
        [](const PlanOptions&) { return std::string("all"); }},
@@ -127,24 +117,23 @@ const std::vector<Flag>& flags() {
 }  // namespace
 
 pipeline::GptShape preset_shape(const std::string& model) {
-  for (const train::ModelPreset& p : train::model_presets()) {
-    if (model != p.name) continue;
+  if (const nn::GPTPreset* p = nn::find_gpt2_preset(model)) {
     pipeline::GptShape shape;
-    shape.layers = p.layers;
-    shape.heads = p.heads;
-    shape.embd = p.embd;
-    shape.context = p.context;
+    shape.layers = p->n_layer;
+    shape.heads = p->n_head;
+    shape.embd = p->n_embd;
+    shape.context = p->block_size;
     return shape;
   }
-  bad("--model", "expected " + preset_names() + ", got '" + model + "'");
+  bad("--model", "expected " + nn::gpt2_preset_names() + ", got '" + model + "'");
 }
 
-double PlanOptions::tflops_or_default() const { return tflops > 0 ? tflops : precision == "f32" ? 22 : 240; }
+double PlanOptions::tflops_or_default() const { return tflops > 0 ? tflops : precision == DType::f32 ? 22 : 240; }
 
 pipeline::PlanSpec PlanOptions::spec() const {
   pipeline::PlanSpec s;
   s.model = shape;
-  s.compute = precision == "f32" ? DType::f32 : DType::bf16;
+  s.compute = precision;
   s.batch = batch;
   s.hardware.devices = devices;
   s.hardware.memory = memory;

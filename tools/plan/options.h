@@ -31,7 +31,7 @@ struct PlanOptions {
   double latency = 10;     // microseconds per message
   // The step and the search.
   int64_t batch = 64;  // sequences per step
-  std::string precision = "bf16";
+  DType precision = DType::bf16;  // the activations'
   std::vector<pipeline::ScheduleKind> schedules = pipeline::all_schedule_kinds();
   int max_chunks = 4;
   std::string recompute = "both";  // on, off or both
@@ -44,7 +44,7 @@ struct PlanOptions {
 
 using UsageError = cli::UsageError;
 
-// The sizes of a --model preset (train::model_presets(), GPT-2's vocabulary); throws UsageError
+// The sizes of a --model preset (nn::gpt2_presets(), GPT-2's vocabulary); throws UsageError
 // naming --model for an unknown name.
 pipeline::GptShape preset_shape(const std::string& model);
 

@@ -34,18 +34,18 @@ std::string list(const std::vector<int>& values) {
 // formulas cover: every rank doing the same work and messages taking no time.
 std::string textbook(const SimulateOptions& o, int P, int M, int V) {
   if (o.cost_comm != 0 || !o.stage_f.empty() || !o.stage_b.empty() || !o.stage_w.empty()) return "";
-  if (o.schedule == "naive") return "(P-1)/P = " + fixed4((P - 1.0) / P);
-  if (o.schedule == "gpipe" || o.schedule == "1f1b") {
+  if (o.schedule == ScheduleKind::naive) return "(P-1)/P = " + fixed4((P - 1.0) / P);
+  if (o.schedule == ScheduleKind::gpipe || o.schedule == ScheduleKind::one_f_one_b) {
     return "(P-1)/(M+P-1) = " + fixed4((P - 1.0) / (M + P - 1)) + ", bubble/compute (P-1)/M = " + fixed4((P - 1.0) / M);
   }
-  if (o.schedule == "interleaved") {
+  if (o.schedule == ScheduleKind::interleaved) {
     return "(P-1)/(V*M+P-1) = " + fixed4((P - 1.0) / (V * M + P - 1)) +
            ", bubble/compute (P-1)/(V*M) = " + fixed4((P - 1.0) / (V * M));
   }
-  if (o.schedule == "zb-h1" && o.cost_f == o.cost_b && o.cost_b == o.cost_w && M >= P) {
+  if (o.schedule == ScheduleKind::zb_h1 && o.cost_f == o.cost_b && o.cost_b == o.cost_w && M >= P) {
     return "(P-1)/(3M+P-1) = " + fixed4((P - 1.0) / (3 * M + P - 1)) + " with F = I = W and M >= P";
   }
-  if (o.schedule == "zb-v" && o.cost_f == o.cost_b && o.cost_b == o.cost_w && M >= 2 * P) {
+  if (o.schedule == ScheduleKind::zb_v && o.cost_f == o.cost_b && o.cost_b == o.cost_w && M >= 2 * P) {
     return "(P-1)/(6M+P-1) = " + fixed4((P - 1.0) / (6 * M + P - 1)) + " with F = I = W and M >= 2P";
   }
   return "";
@@ -89,7 +89,7 @@ int run(const SimulateOptions& o, std::ostream& out, std::ostream& err) {
     }
   } else {
     try {
-      schedule = make_schedule(parse_schedule_kind(o.schedule), o.stages, o.microbatches, o.chunks_or_default());
+      schedule = make_schedule(o.schedule, o.stages, o.microbatches, o.chunks_or_default());
     } catch (const Error& e) {  // a configuration the schedule cannot run: a command-line problem
       err << "brigade simulate: " << e.what() << "\n";
       return 2;
@@ -109,7 +109,7 @@ int run(const SimulateOptions& o, std::ostream& out, std::ostream& err) {
   }
   const SimulationResult r = simulate(schedule, costs, o.activation_bytes);
 
-  out << "schedule: " << (o.schedule_file.empty() ? o.schedule : "file " + o.schedule_file) << ", " << P << " rank" << (P == 1 ? "" : "s") << ", " << M << " micro-batch"
+  out << "schedule: " << (o.schedule_file.empty() ? std::string(schedule_name(o.schedule)) : "file " + o.schedule_file) << ", " << P << " rank" << (P == 1 ? "" : "s") << ", " << M << " micro-batch"
       << (M == 1 ? "" : "es") << ", " << V << " chunk" << (V == 1 ? "" : "s") << " per rank (" << schedule.stages()
       << " stage" << (schedule.stages() == 1 ? "" : "s") << ")\n";
   if (costs.stages.empty()) {

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "pipeline/schedule.h"
+#include "tools/cli/schedule_choice.h"
 
 namespace brigade::simulate_cli {
 
@@ -81,15 +82,8 @@ Flag cost_flag(std::string name, std::string help, double SimulateOptions::*fiel
 const std::vector<Flag>& flags() {
   static const std::vector<Flag> table = {
       {"--schedule", "NAME", pipeline::schedule_names(),
-       [](SimulateOptions& o, const std::string& v) {
-         try {
-           pipeline::parse_schedule_kind(v);
-         } catch (const Error&) {
-           bad("--schedule", "expected " + pipeline::schedule_names() + ", got '" + v + "'");
-         }
-         o.schedule = v;
-       },
-       [](const SimulateOptions& o) { return o.schedule; }},
+       [](SimulateOptions& o, const std::string& v) { o.schedule = cli::parse_schedule("--schedule", v); },
+       [](const SimulateOptions& o) { return std::string(pipeline::schedule_name(o.schedule)); }},
       int_flag("--stages", "P", "pipeline ranks P (with V chunks each: P*V stages)", &SimulateOptions::stages, 1, 4096),
       int_flag("--microbatches", "M", "micro-batches M per step", &SimulateOptions::microbatches, 1, 1 << 20),
       {"--chunks", "V", "chunks per rank (interleaved: 2 or more; zb-v, dualpipev: 2)",
@@ -136,7 +130,7 @@ const std::vector<Flag>& flags() {
 }  // namespace
 
 int SimulateOptions::chunks_or_default() const {
-  return chunks > 0 ? chunks : pipeline::default_chunks(pipeline::parse_schedule_kind(schedule));
+  return chunks > 0 ? chunks : pipeline::default_chunks(schedule);
 }
 
 ParsedSimulateArgs parse_simulate_args(const std::vector<std::string>& args) {

@@ -6,12 +6,13 @@
 #include <string>
 #include <vector>
 
+#include "pipeline/schedule.h"
 #include "tools/cli/flags.h"
 
 namespace brigade::simulate_cli {
 
 struct SimulateOptions {
-  std::string schedule = "1f1b";
+  pipeline::ScheduleKind schedule = pipeline::ScheduleKind::one_f_one_b;
   int stages = 4;        // P: pipeline ranks
   int microbatches = 8;  // M
   int chunks = 0;        // V per rank; 0: the schedule's own (2 for interleaved and zb-v, else 1)

@@ -7,10 +7,11 @@
 
 #include "core/error.h"
 #include "core/format.h"
+#include "nn/gpt_presets.h"
 #include "pipeline/schedule.h"
 #include "pipeline/schedule_csv.h"
 #include "tools/cli/matmul_choice.h"
-#include "trainer.h"
+#include "tools/cli/schedule_choice.h"
 
 namespace brigade::train {
 
@@ -61,26 +62,16 @@ Flag text_flag(std::string name, std::string value, std::string help, std::strin
 const std::vector<Flag>& flags() {
   static const std::vector<Flag> table = {
       {"--device", "DEV", "auto, cpu or cuda (cuda: every stage on its own stream of the GPU)",
-       [](TrainOptions& o, const std::string& v) {
-         if (v != "auto" && v != "cpu" && v != "cuda" && v.rfind("cuda:", 0) != 0)
-           bad("--device", "expected auto, cpu or cuda, got '" + v + "'");
-         o.device = v;
-       },
-       [](const TrainOptions& o) { return o.device; }},
+       [](TrainOptions& o, const std::string& v) { o.device = cli::parse_device("--device", v); },
+       [](const TrainOptions& o) { return cli::device_choice_name(o.device); }},
       {"--precision", "P", "auto, f32 or bf16: the compute dtype; weights stay f32 (auto: bf16 on cuda, else f32)",
-       [](TrainOptions& o, const std::string& v) {
-         if (v != "auto" && v != "f32" && v != "bf16") bad("--precision", "expected auto, f32 or bf16, got '" + v + "'");
-         o.precision = v;
-       },
-       [](const TrainOptions& o) { return o.precision; }},
+       [](TrainOptions& o, const std::string& v) { o.precision = cli::parse_precision("--precision", v); },
+       [](const TrainOptions& o) { return cli::precision_choice_name(o.precision); }},
       {"--matmul", "GEMM",
        cli::matmul_choices() + ": the GEMM behind GPU matmuls (tuned: measured once per shape on this GPU, bits "
                           "may differ between runs; ignored on the CPU)",
-       [](TrainOptions& o, const std::string& v) {
-         cli::matmul_backend_of(v);  // refuses a bad name here, with the choices
-         o.matmul = v;
-       },
-       [](const TrainOptions& o) { return o.matmul; }},
+       [](TrainOptions& o, const std::string& v) { o.matmul = cli::matmul_backend_of(v); },
+       [](const TrainOptions& o) { return cli::matmul_choice_name(o.matmul); }},
       int_flag("--steps", "optimizer steps in the whole run (the schedule's length)", &TrainOptions::steps, 1),
       {"--seed", "S", "seed of the weights and of the data stream",
        [](TrainOptions& o, const std::string& v) { o.seed = uint64_t(parse_int("--seed", v, 0)); },
@@ -97,7 +88,7 @@ const std::vector<Flag>& flags() {
       int_flag("--heads", "attention heads (must divide --embd)", &TrainOptions::heads, 1),
       int_flag("--embd", "embedding width", &TrainOptions::embd, 1),
       int_flag("--digits", "digits per sequence to sort (sequence length 2*digits)", &TrainOptions::digits, 1),
-      {"--model", "NAME", "a GPT-2 size: gpt2 (124M), gpt2-medium, gpt2-large or gpt2-xl; sets layers, heads, embd, context",
+      {"--model", "NAME", "a GPT-2 size: " + nn::gpt2_preset_names() + " (124M to 1.5B); sets layers, heads, embd, context",
        [](TrainOptions& o, const std::string& v) { o.model = v; },  // applied before the other flags: parse_train_args
        [](const TrainOptions& o) { return o.model.empty() ? std::string("none") : o.model; }},
       text_flag("--data", "DIR", "train a language model on DIR's token shards (brigade data prepare) instead of sorting",
@@ -113,11 +104,10 @@ const std::vector<Flag>& flags() {
        "and memory, blocks cut in halves, within --memory-budget), or auto (balanced where the stages run at "
        "once: GPUs, or a core per rank thread; else params)",
        [](TrainOptions& o, const std::string& v) {
-         if (v != "auto" && v != "layers" && v != "params" && v != "time" && v != "balanced")
-           bad("--partition", "expected auto, layers, params, time or balanced, got '" + v + "'");
-         o.partition = v;
+         o.partition = pipeline::parse_partition_method(v);
+         if (!o.partition && v != "auto") bad("--partition", "expected auto, layers, params, time or balanced, got '" + v + "'");
        },
-       [](const TrainOptions& o) { return o.partition; }},
+       [](const TrainOptions& o) { return partition_name(o.partition); }},
       {"--memory-budget", "SIZE", "with --partition balanced: the most a rank may hold, e.g. 512MiB (none: no limit)",
        [](TrainOptions& o, const std::string& v) { o.memory_budget = v == "none" ? 0 : cli::parse_bytes("--memory-budget", v); },
        [](const TrainOptions& o) {
@@ -140,15 +130,8 @@ const std::vector<Flag>& flags() {
        },
        [](const TrainOptions& o) { return o.memory_limit.str(); }},
       {"--schedule", "NAME", pipeline::schedule_names(),
-       [](TrainOptions& o, const std::string& v) {
-         try {
-           pipeline::parse_schedule_kind(v);
-         } catch (const Error&) {
-           bad("--schedule", "expected " + pipeline::schedule_names() + ", got '" + v + "'");
-         }
-         o.schedule = v;
-       },
-       [](const TrainOptions& o) { return o.schedule; }},
+       [](TrainOptions& o, const std::string& v) { o.schedule = cli::parse_schedule("--schedule", v); },
+       [](const TrainOptions& o) { return std::string(pipeline::schedule_name(o.schedule)); }},
       text_flag("--schedule-file", "FILE",
                 "run this schedule (PyTorch's CSV format) instead of --schedule; it gives --stages, --microbatches "
                 "and --chunks",
@@ -210,22 +193,18 @@ void take_schedule_file(const std::vector<std::string>& args, TrainOptions& o) {
 
 // Checks that involve more than one flag.
 void check_combination(const TrainOptions& o) {
-  const ops::MatmulBackend matmul = cli::matmul_backend_of(o.matmul);
-  if (o.precision == "f32" && (matmul == ops::MatmulBackend::tensor_core || matmul == ops::MatmulBackend::hopper))
-    bad("--matmul", o.matmul + " has kernels for bf16 and f16 only, and --precision f32 computes in f32; use "
+  const std::string matmul = cli::matmul_choice_name(o.matmul);
+  if (o.precision == DType::f32 && (o.matmul == ops::MatmulBackend::tensor_core || o.matmul == ops::MatmulBackend::hopper))
+    bad("--matmul", matmul + " has kernels for bf16 and f16 only, and --precision f32 computes in f32; use "
                     "automatic, cublas, tuned or tiled, or --precision bf16");
-  // A GPU that cannot run the backend is a usage error too, found before anything runs. A --device
-  // that names no usable GPU is reported by the run itself, with its own message.
-  if (matmul == ops::MatmulBackend::hopper) {
-    Device device = Device::cpu();
-    try {
-      device = resolve_device(o.device);
-    } catch (const Error&) {
-    }
-    if (device.is_cuda() && !ops::matmul_backend_available(matmul, device))
-      bad("--matmul", o.matmul + ": " + device.str() + " cannot run it (hopper needs an sm_90 GPU and a build for "
-                                                       "gpu_arch 90)");
-  }
+  // The device the run will use, unchecked: a --device that names no usable GPU is reported by the
+  // run itself, with its own message (cli::usable_device), so the checks below pass it by.
+  const Device device = cli::device_or_default(o.device);
+  const bool gpu_here = device.is_cuda() && cuda_available();
+  // A GPU that cannot run the backend is a usage error too, found before anything runs.
+  if (o.matmul == ops::MatmulBackend::hopper && gpu_here && !ops::matmul_backend_available(o.matmul, device))
+    bad("--matmul", matmul + ": " + device.str() + " cannot run it (hopper needs an sm_90 GPU and a build for "
+                                                   "gpu_arch 90)");
   if (o.embd % o.heads != 0) {
     throw UsageError("--heads: " + std::to_string(o.heads) + " heads do not divide --embd " + std::to_string(o.embd));
   }
@@ -235,21 +214,13 @@ void check_combination(const TrainOptions& o) {
     if (o.vocab != 0) bad("--vocab", "only with --data (the sort task has its own 11 tokens)");
   }
   if (o.save_every > 0 && o.save.empty()) bad("--save-every", "needs --save PATH");
-  if (!o.memory_limit.none()) {
-    Device device = Device::cpu();
-    try {
-      device = resolve_device(o.device);
-    } catch (const Error&) {
-      device = Device::cuda(0);  // a --device cuda this machine cannot use: the run says so itself
-    }
-    if (device.is_cpu())
-      bad("--memory-limit", "limits GPU memory, and this run is on the CPU (--device " + o.device +
-                                "); for the split of a CPU pipeline use --memory-budget");
-  }
+  if (!o.memory_limit.none() && device.is_cpu())
+    bad("--memory-limit", "limits GPU memory, and this run is on the CPU (--device " + cli::device_choice_name(o.device) +
+                              "); for the split of a CPU pipeline use --memory-budget");
   if (o.memory_budget > 0 && o.stages == 0)
     bad("--memory-budget", "is for splitting a pipeline's stages: add --stages P (one device holds everything)");
-  if (o.memory_budget > 0 && o.partition != "balanced" && o.partition != "auto")
-    bad("--memory-budget", "only --partition balanced weighs memory (got --partition " + o.partition + ")");
+  if (o.memory_budget > 0 && o.partition && *o.partition != pipeline::PartitionMethod::balanced)
+    bad("--memory-budget", "only --partition balanced weighs memory (got --partition " + partition_name(o.partition) + ")");
   if (o.stages == 0 && o.batch % o.microbatches != 0)
     bad("--microbatches", "a batch of " + std::to_string(o.batch) + " sequences does not split into " +
                               std::to_string(o.microbatches) + " equal micro-batches; make --batch a multiple of "
@@ -262,10 +233,10 @@ void check_combination(const TrainOptions& o) {
                                 " equal micro-batches; make --batch a multiple of --replicas x --microbatches");
     if (!o.schedule_file.empty()) return;  // the file's own shape, checked when it was read
     const int64_t V = o.chunks_or_default();
-    if (o.schedule == "interleaved" && V < 2) bad("--chunks", "interleaved needs at least 2 chunks per rank");
-    const pipeline::ScheduleKind kind = pipeline::parse_schedule_kind(o.schedule);
+    const pipeline::ScheduleKind kind = o.schedule;
+    if (kind == pipeline::ScheduleKind::interleaved && V < 2) bad("--chunks", "interleaved needs at least 2 chunks per rank");
     if (pipeline::placement_of(kind) == pipeline::Placement::v_shape && V != 2)
-      bad("--chunks", o.schedule + " holds exactly 2 chunks per rank (its V)");
+      bad("--chunks", std::string(pipeline::schedule_name(kind)) + " holds exactly 2 chunks per rank (its V)");
     if (kind != pipeline::ScheduleKind::interleaved && pipeline::default_chunks(kind) == 1 && V != 1)
       bad("--chunks", "only the interleaved, zb-v and dualpipev schedules hold more than one chunk per rank");
   }
@@ -274,17 +245,11 @@ void check_combination(const TrainOptions& o) {
 }  // namespace
 
 int64_t TrainOptions::chunks_or_default() const {
-  return chunks > 0 ? chunks : pipeline::default_chunks(pipeline::parse_schedule_kind(schedule));
+  return chunks > 0 ? chunks : pipeline::default_chunks(schedule);
 }
 
-const std::vector<ModelPreset>& model_presets() {
-  static const std::vector<ModelPreset> presets = {
-      {"gpt2", 12, 12, 768, 1024},
-      {"gpt2-medium", 24, 16, 1024, 1024},
-      {"gpt2-large", 36, 20, 1280, 1024},
-      {"gpt2-xl", 48, 25, 1600, 1024},
-  };
-  return presets;
+std::string partition_name(const std::optional<pipeline::PartitionMethod>& method) {
+  return method ? pipeline::partition_method_name(*method) : "auto";
 }
 
 ParsedTrainArgs parse_train_args(const std::vector<std::string>& args) {
@@ -295,14 +260,12 @@ ParsedTrainArgs parse_train_args(const std::vector<std::string>& args) {
     if (args[i] == "--model" && i + 1 < args.size()) name = args[i + 1];
     else if (args[i].rfind("--model=", 0) == 0) name = args[i].substr(8);
     else continue;
-    const ModelPreset* preset = nullptr;
-    for (const ModelPreset& p : model_presets())
-      if (name == p.name) preset = &p;
-    if (!preset) bad("--model", "expected gpt2, gpt2-medium, gpt2-large or gpt2-xl, got '" + name + "'");
-    out.options.layers = preset->layers;
-    out.options.heads = preset->heads;
-    out.options.embd = preset->embd;
-    out.options.context = preset->context;
+    const nn::GPTPreset* preset = nn::find_gpt2_preset(name);
+    if (!preset) bad("--model", "expected " + nn::gpt2_preset_names() + ", got '" + name + "'");
+    out.options.layers = preset->n_layer;
+    out.options.heads = preset->n_head;
+    out.options.embd = preset->n_embd;
+    out.options.context = preset->block_size;
   }
   cli::parse_flags(args, flags(), out.options, out.help);
   if (!out.options.schedule_file.empty()) take_schedule_file(args, out.options);

@@ -5,25 +5,28 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/memory_limit.h"
 #include "kernels/ops.h"
+#include "pipeline/partition_method.h"
+#include "pipeline/schedule.h"
+#include "tools/cli/device_choice.h"
 #include "tools/cli/flags.h"
+#include "tools/cli/precision_choice.h"
 
 namespace brigade::train {
 
 struct TrainOptions {
   // Run
-  std::string device = "auto";  // cuda when this build has CUDA and a GPU is visible, else cpu
+  cli::DeviceChoice device;  // auto: cuda when this build has CUDA and a GPU is visible, else cpu
   // The activations' dtype; the weights, their gradients and AdamW's state stay f32 (master weights).
-  // auto: bf16 on a GPU (tensor cores, half the bytes), f32 on the CPU (whose kernels widen bf16 to
-  // f32 anyway, so bf16 there only adds conversions).
-  std::string precision = "auto";
-  // The GEMM behind every matmul on a GPU (kernels/ops.h's MatmulBackend; the CPU has one GEMM and
-  // ignores it): automatic (cuBLAS), cublas, tuned, tensor-core, hopper or tiled.
-  std::string matmul = "automatic";
+  // auto: bf16 on a GPU, f32 on the CPU (cli::precision_on says why).
+  cli::PrecisionChoice precision;
+  // The GEMM behind every matmul on a GPU (the CPU has one GEMM and ignores it).
+  ops::MatmulBackend matmul = ops::MatmulBackend::automatic;
   int64_t steps = 1000;
   uint64_t seed = 1;
   int threads = 0;  // 0: brigade's default (hardware threads or BRIGADE_NUM_THREADS)
@@ -33,8 +36,8 @@ struct TrainOptions {
   int64_t warmup = 50;
   double weight_decay = 0.01;
   double clip = 1.0;
-  // Model (brigade::nn::GPT). A preset (--model gpt2, ...) sets layers, heads, embd and context; flags
-  // given on the command line override it, wherever they stand.
+  // Model (brigade::nn::GPT). A preset (--model gpt2, ...: nn/gpt_presets.h) sets layers, heads, embd
+  // and context; flags given on the command line override it, wherever they stand.
   std::string model;
   int64_t layers = 4;  // as many blocks as the default stages, so every rank of the default run holds one
   int64_t heads = 4;
@@ -51,7 +54,7 @@ struct TrainOptions {
   // or a process of `brigade launch -n N` (then N = stages * replicas). 0 stages: no pipeline at
   // all, the plain one-device loop.
   int64_t stages = 4;
-  std::string schedule = "1f1b";
+  pipeline::ScheduleKind schedule = pipeline::ScheduleKind::one_f_one_b;
   // A schedule file in PyTorch's CSV format (pipeline/schedule_csv.h) instead of `schedule`; parsing
   // reads it and sets stages, microbatches and chunks from it.
   std::string schedule_file;
@@ -65,8 +68,8 @@ struct TrainOptions {
   // How layers are split into stages (pipeline/partition.h): by count, by parameters, by time
   // measured once on this device (pipeline rank 0 measures; every rank uses its numbers), balanced
   // (measured time and stash, blocks cut into their two halves, within memory_budget), or auto:
-  // balanced where the stages run at once (GPUs, or a core per rank thread), else params.
-  std::string partition = "auto";
+  // balanced where the stages run at once (GPUs, or a core per rank thread), else by parameters: nullopt.
+  std::optional<pipeline::PartitionMethod> partition;
   int64_t memory_budget = 0;  // bytes per rank for --partition balanced; 0: no limit
   // The most this process may reserve on its GPU (core/memory_limit.h; the caching allocator
   // enforces it). GPU only; the rank threads of one process share it.
@@ -96,12 +99,8 @@ struct TrainOptions {
   int64_t chunks_or_default() const;  // chunks, or the schedule's own when 0
 };
 
-// The sizes a --model preset stands for: GPT-2's four (Radford et al. 2019; 1024-token context).
-struct ModelPreset {
-  const char* name;
-  int64_t layers, heads, embd, context;
-};
-const std::vector<ModelPreset>& model_presets();
+// "auto" or the method's name, as --partition spells it.
+std::string partition_name(const std::optional<pipeline::PartitionMethod>& method);
 
 // A bad command line (tools/cli/flags.h): the message names the flag; the command prints it
 // and the usage, and exits with status 2.

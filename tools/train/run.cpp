@@ -109,9 +109,11 @@ TrainSummary run_training(const TrainOptions& options_in, std::ostream& out) {
   // --matmul for every matmul of the run: process-wide, set before any rank thread starts, and the
   // previous backend restored when the run ends. check_combination has refused a backend the GPU
   // cannot run; the CPU has one GEMM and ignores the choice.
-  const cli::ScopedMatmulBackend matmul(cli::matmul_backend_of(options.matmul));
+  const cli::ScopedMatmulBackend matmul(options.matmul);
+  // The one check that the device can be used here (the Trainer takes --device as it is).
+  const Device device = cli::usable_device(options.device);
   if (options.stages == 0) {
-    apply_memory_limit(options, resolve_device(options.device));
+    apply_memory_limit(options, device);
     return train_rank(options, nullptr, out);
   }
 
@@ -128,7 +130,6 @@ TrainSummary run_training(const TrainOptions& options_in, std::ostream& out) {
     BRIGADE_CHECK(options.batch % (R * options.microbatches) == 0, "brigade train: a batch of ", options.batch,
                   " does not split into ", R, " replicas x ", options.microbatches, " micro-batches");
     comm::ConnectOptions connect;
-    Device device = resolve_device(options.device);
     connect.device = device.is_cuda() ? comm::local_device(env) : Device::cpu();
     apply_memory_limit(options, connect.device);
     auto world = comm::connect(env, connect);
@@ -140,7 +141,6 @@ TrainSummary run_training(const TrainOptions& options_in, std::ostream& out) {
   // One process: every rank a thread, on the GPU each with its own stream (comm/local_ranks.h); a
   // failing rank stops the others, and its own error is the one reported.
   const int world_size = int(P * options.replicas);
-  const Device device = resolve_device(options.device);
   apply_memory_limit(options, device);
   auto world = comm::local_group(std::vector<Device>(size_t(world_size), device));
   const std::vector<TrainSummary> summaries = comm::run_local_ranks(world, [&](comm::Communicator& rank) {

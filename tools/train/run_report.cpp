@@ -16,6 +16,7 @@
 #include "pipeline/trace.h"
 #include "progress.h"
 #include "text_task.h"
+#include "tools/cli/matmul_choice.h"
 
 namespace brigade::train {
 
@@ -35,7 +36,7 @@ bool enabled(const std::string& path) { return !path.empty() && path != "none"; 
 // how many candidates were refused (stderr names them and why). Nothing on the
 // CPU, or where every matmul was f32 (nothing to choose).
 void report_tuned_gemms(const TrainOptions& o, std::ostream& out) {
-  if (o.matmul != "tuned") return;
+  if (o.matmul != ops::MatmulBackend::tuned) return;
   const std::vector<ops::MatmulTuning> tunings = ops::matmul_tunings();
   if (tunings.empty()) return;
   std::map<std::string, int> wins;
@@ -70,14 +71,14 @@ void print_header(Trainer& trainer, std::ostream& out) {
         << " sequences" << (schedule.chunks() > 1 ? ", " + std::to_string(schedule.chunks()) + " chunks per rank" : "")
         << (o.replicas > 1 ? ", " + std::to_string(o.replicas) + " data-parallel replicas" : "")
         << (o.recompute ? ", recomputation on" : "") << "\n";
-    out << "partition: " << trainer.partition_method() << " (" << trainer.partition_reason() << ")\n";
+    out << "partition: " << pipeline::partition_method_name(trainer.partition_method()) << " (" << trainer.partition_reason() << ")\n";
     out << trainer.partition_table();
   }
   const nn::GPTConfig& config = trainer.model().config();
-  out << "run: " << o.steps << " steps of " << o.batch << " sequences, seed " << o.seed << ", " << o.device
+  out << "run: " << o.steps << " steps of " << o.batch << " sequences, seed " << o.seed << ", " << cli::device_choice_name(o.device)
       << " (" << config.device.str() << "), "
       << (config.compute_dtype == DType::bf16 ? "bf16 compute with f32 master weights" : "f32") << ", "
-      << (config.device.is_cuda() && o.matmul != "automatic" ? "matmul " + o.matmul + ", " : "") << num_threads()
+      << (config.device.is_cuda() && o.matmul != ops::MatmulBackend::automatic ? "matmul " + cli::matmul_choice_name(o.matmul) + ", " : "") << num_threads()
       << " threads\n";
 }
 

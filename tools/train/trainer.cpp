@@ -25,6 +25,7 @@
 #include "kernels/ops.h"
 #include "pipeline/trace.h"
 #include "pipeline_eval.h"
+#include "tools/cli/gpt_flags.h"
 #include "memory_report.h"
 #include "text_task.h"
 
@@ -60,18 +61,6 @@ class TiedGradientApart {
   Tensor embedding_, apart_;
 };
 
-nn::GPTConfig gpt_config(const TrainOptions& o, const Task& task) {
-  nn::GPTConfig c;
-  c.vocab_size = task.vocab_size();
-  c.block_size = task.sequence_length();
-  c.n_layer = o.layers;
-  c.n_head = o.heads;
-  c.n_embd = o.embd;
-  c.dropout = 0;  // keeps every step a pure function of the data: resumes are exact
-  c.seed = o.seed;
-  return c;
-}
-
 // GPT-2's recipe: weight decay on the matrices (embeddings, projections) only; decaying biases and
 // norm gains towards zero just fights the normalisation. `mine` picks this rank's parameters.
 std::vector<optim::ParamGroup> param_groups(const nn::GPT& model, const std::function<bool(const Tensor&)>& mine) {
@@ -82,13 +71,6 @@ std::vector<optim::ParamGroup> param_groups(const nn::GPT& model, const std::fun
   return {decayed, not_decayed};
 }
 
-// The compute dtype --precision asks for on `device` (see TrainOptions::precision).
-DType resolve_precision(const std::string& precision, Device device) {
-  if (precision == "bf16") return DType::bf16;
-  if (precision == "f32") return DType::f32;
-  return device.is_cuda() ? DType::bf16 : DType::f32;
-}
-
 std::unique_ptr<Task> make_task(const TrainOptions& o) {
   if (o.data.empty()) return std::make_unique<SortTask>(o.digits, o.seed);
   return std::make_unique<TextTask>(o.data, o.context, o.vocab, o.seed);
@@ -96,45 +78,31 @@ std::unique_ptr<Task> make_task(const TrainOptions& o) {
 
 }  // namespace
 
-Device resolve_device(const std::string& device) {
-#ifdef BRIGADE_HAVE_CUDA
-  const bool built_with_cuda = true;
-#else
-  const bool built_with_cuda = false;
-#endif
-  if (device == "cpu") return Device::cpu();
-  if (device == "auto") return built_with_cuda && cuda_available() ? Device::cuda(0) : Device::cpu();
-  if (!built_with_cuda) {
-    fail("--device ", device, ": this build has no CUDA backend (nvcc was not found, or it was configured with "
-         "-Dcuda=disabled); use --device cpu");
-  }
-  if (!cuda_available()) fail("--device ", device, ": no CUDA device is visible on this machine; use --device cpu");
-  return Device::parse(device);
-}
-
 Trainer::Trainer(const TrainOptions& options, const pipeline::PipelineGroups* groups)
     : options_(options),
       task_(make_task(options)),
       groups_(groups),
       first_loss_(std::numeric_limits<double>::quiet_NaN()) {
+  // --device as it is: run_training has checked it can be used here (cli::usable_device). Under
+  // `brigade launch` each process drives the GPU of its local rank, which its communicator was made
+  // for: the model goes there too (not to cuda:0 in every process).
+  Device device = cli::device_or_default(options_.device);
+  if (groups_ != nullptr && device.is_cuda()) device = groups_->pipeline->device();
+  // No dropout (gpt_config's): every step a pure function of the data, so resumes are exact.
   nn::GPTConfig& config = config_;
-  config = gpt_config(options_, *task_);
-  config.device = resolve_device(options_.device);
-  // Under `brigade launch` each process drives the GPU of its local rank, which its communicator
-  // was made for: the model goes there too (not to cuda:0 in every process).
-  if (groups_ != nullptr && config.device.is_cuda()) config.device = groups_->pipeline->device();
-  config.compute_dtype = resolve_precision(options_.precision, config.device);
+  config = cli::gpt_config({.layers = options_.layers, .heads = options_.heads, .embd = options_.embd,
+                            .vocab = task_->vocab_size(), .context = task_->sequence_length()},
+                           device, cli::precision_on(options_.precision, device), options_.seed);
   if (groups_ == nullptr) {
     model_ = std::make_shared<nn::GPT>(config);
   } else {
     const int P = groups_->pipeline->size();
     pipeline::Schedule schedule =
         options_.schedule_file.empty()
-            ? pipeline::make_schedule(pipeline::parse_schedule_kind(options_.schedule), P, int(options_.microbatches),
-                                      int(options_.chunks_or_default()))
+            ? pipeline::make_schedule(options_.schedule, P, int(options_.microbatches), int(options_.chunks_or_default()))
             : pipeline::schedule_from_file(pipeline::read_schedule_csv(options_.schedule_file));
     partition_method_ = resolve_partition(config);
-    const nn::LayerGrain grain = partition_method_ == "balanced" ? nn::LayerGrain::half_block : nn::LayerGrain::block;
+    const nn::LayerGrain grain = partition_method_ == pipeline::PartitionMethod::balanced ? nn::LayerGrain::half_block : nn::LayerGrain::block;
     layer_count_ = nn::GPT::layer_count(config, grain);
     // World rank 0 measures and describes the layers on a sample of the model (sample_layers_), freed
     // before this rank builds its own layers: no rank ever holds the whole model for training.
@@ -215,10 +183,10 @@ void Trainer::set_trace(bool on) {
 
 DType Trainer::compute_dtype() const { return model_->config().compute_dtype.value_or(model_->config().dtype); }
 
-std::string Trainer::resolve_partition(const nn::GPTConfig& config) {
-  if (options_.partition != "auto") {
+pipeline::PartitionMethod Trainer::resolve_partition(const nn::GPTConfig& config) {
+  if (options_.partition) {
     partition_reason_ = "asked for";
-    return options_.partition;
+    return *options_.partition;
   }
   // A pipeline runs at the pace of its slowest stage only when its stages run at once: each on a
   // GPU (or stream) of its own, or each rank thread on a core of its own. Then balancing pays. When
@@ -239,21 +207,24 @@ std::string Trainer::resolve_partition(const nn::GPTConfig& config) {
   else
     partition_reason_ = "auto: " + std::to_string(rank_threads) + " rank threads share " + std::to_string(cores) +
                         " cores, so the total work sets the pace; --partition balanced evens the stages";
-  return balanced ? "balanced" : "params";
+  return balanced ? pipeline::PartitionMethod::balanced : pipeline::PartitionMethod::params;
 }
 
 pipeline::Partition Trainer::choose_partition(const pipeline::Schedule& schedule) {
   const int64_t stages = schedule.stages();
-  if (partition_method_ == "params") {
-    // Counted from the config (the same numbers as the layers' parameter_count()): no rank builds them.
-    const nn::GPTConfig& c = config_;
-    std::vector<double> counts;
-    for (int64_t n : nn::GPT::layer_parameter_counts(c, nn::LayerGrain::block)) counts.push_back(double(n));
-    return pipeline::partition_by_cost(counts, stages, "parameters");
+  switch (partition_method_) {
+    case pipeline::PartitionMethod::layers: return pipeline::partition_uniform(layer_count_, stages);
+    case pipeline::PartitionMethod::params: {
+      // Counted from the config (the same numbers as the layers' parameter_count()): no rank builds them.
+      std::vector<double> counts;
+      for (int64_t n : nn::GPT::layer_parameter_counts(config_, nn::LayerGrain::block)) counts.push_back(double(n));
+      return pipeline::partition_by_cost(counts, stages, "parameters");
+    }
+    case pipeline::PartitionMethod::time:
+      return pipeline::partition_by_cost(shared_layer_seconds(false), stages, "seconds");
+    case pipeline::PartitionMethod::balanced: return balanced_partition(schedule);
   }
-  if (partition_method_ == "balanced") return balanced_partition(schedule);
-  if (partition_method_ != "time") return pipeline::partition_uniform(layer_count_, stages);
-  return pipeline::partition_by_cost(shared_layer_seconds(false), stages, "seconds");
+  fail("unknown partition method");
 }
 
 std::vector<double> Trainer::shared_layer_seconds(bool recompute) {

@@ -48,7 +48,8 @@ class Trainer {
   // Builds the model and the optimizer; with options.resume, restores that checkpoint, and else with
   // a --save directory, its newest checkpoint that loads (checkpoint_dir.h; in a pipeline, world
   // rank 0 picks it and every rank loads that file). Throws brigade::Error when the checkpoint can't
-  // be read or belongs to a different configuration.
+  // be read or belongs to a different configuration. options.device is taken as it is: whether it
+  // can be used here is run_training's question (cli::usable_device), asked once.
   explicit Trainer(const TrainOptions& options, const pipeline::PipelineGroups* groups = nullptr);
   ~Trainer();
 
@@ -86,7 +87,7 @@ class Trainer {
   const std::vector<LayerBytes>& layer_bytes() const { return layer_bytes_; }
   const LayerBytes& tied_bytes() const { return tied_bytes_; }
   // How the layers were cut (balanced, layers, params or time: --partition, with auto resolved) and why.
-  const std::string& partition_method() const { return partition_method_; }
+  pipeline::PartitionMethod partition_method() const { return partition_method_; }
   const std::string& partition_reason() const { return partition_reason_; }
   bool pipelined() const { return pipe_ != nullptr; }
   // Prints (and writes) on this rank: world rank 0, or the only rank.
@@ -125,7 +126,7 @@ class Trainer {
   // Checks that `ckpt` belongs to this configuration and loads it; errors start with `context`.
   void restore(const nn::Checkpoint& ckpt, const std::string& context);
   int64_t leaders_value(int64_t value);  // world rank 0's `value`, on every rank
-  std::string resolve_partition(const nn::GPTConfig& config);  // --partition auto -> balanced or layers
+  pipeline::PartitionMethod resolve_partition(const nn::GPTConfig& config);  // --partition auto -> balanced or layers
   pipeline::Partition choose_partition(const pipeline::Schedule& schedule);  // by partition_method_
   // --partition balanced: measured time per layer, memory as `brigade plan` estimates it
   // (pipeline/analysis/plan_memory.h), within options_.memory_budget.
@@ -144,7 +145,8 @@ class Trainer {
   std::unique_ptr<optim::AdamW> optimizer_;
   optim::CosineSchedule schedule_;
   const pipeline::PipelineGroups* groups_;
-  std::string partition_method_, partition_reason_;
+  pipeline::PartitionMethod partition_method_ = pipeline::PartitionMethod::layers;
+  std::string partition_reason_;
   int64_t layer_count_ = 0;
   // While the constructor chooses the partition, on world rank 0: one entry per layer, from a small
   // GPT holding the embedding, block 0 and the head — every block is that block (the blocks are alike
@@ -171,10 +173,6 @@ struct TrainSummary {
   // --data with validation shards: (step, validation loss), first before any step of this run.
   std::vector<std::pair<int64_t, double>> validation;
 };
-
-// The device --device names: "auto" is cuda:0 when this build has CUDA and a GPU is visible, else
-// the CPU; a CUDA device this build or machine cannot use is an error saying so.
-Device resolve_device(const std::string& device);
 
 // The whole `brigade train` run: train, log progress to `out`, checkpoint, evaluate, report.
 TrainSummary run_training(const TrainOptions& options, std::ostream& out);
