@@ -105,7 +105,7 @@ TEST_CASE("A LLaMA-style block matches f64 loops: RMSNorm, GQA with rotary posit
     INFO(kv_heads << " kv heads");
     Generator gen(71);
     const nn::Init init{.dtype = DType::f64, .generator = &gen};
-    nn::RMSNorm norm1(C, 1e-6, init), norm2(C, 1e-6, init);
+    nn::RMSNorm norm1(C, {.eps = 1e-6, .init = init}), norm2(C, {.eps = 1e-6, .init = init});
     ops::copy_(norm1.weight, random({C}, 72));
     ops::copy_(norm2.weight, random({C}, 73));
     nn::GroupedQueryAttention attn({.n_embd = C, .n_head = H, .n_kv_head = kv_heads, .qkv_bias = true,
