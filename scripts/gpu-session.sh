@@ -7,7 +7,7 @@
 #   bash scripts/gpu-session.sh memcheck-ops           # one GPU suite under compute-sanitizer memcheck
 #   bash scripts/gpu-session.sh memcheck-core memcheck-comm memcheck-train racecheck
 #   bash scripts/gpu-session.sh bench                  # brigade bench kernels + bench pipeline
-#   bash scripts/gpu-session.sh rank-memory            # 4 ranks on one GPU, a quarter each, train a GPT one device cannot
+#   bash scripts/gpu-session.sh nccl build rank-memory # 4 NCCL ranks on one GPU, a quarter each, train a GPT one device cannot
 #
 # A short lease (15 minutes of device time, the machine's start included) has no time to build: build
 # here, pack the binaries, and run them there in one call:
@@ -247,7 +247,11 @@ stage_launch() {
 # message; the launch must train 2 steps and print each rank's predicted and measured device peak.
 # Each rank's peak (its own allocations, core/memory_account.h) comes back in the --metrics file;
 # rank-memory.json and rank-memory.md are ready for bench/results/ (<gpu>-rank-memory-<date>-<commit>).
-# RANK_MEMORY_MODEL and RANK_MEMORY_LIMIT replace the model and the limit (a tiny run on the emulator).
+# Four ranks on one GPU need NCCL >= 2.30.3 (the nccl stage, or the carried 2.30.7 on a short lease:
+# BUILD_DIR=.gpu-bin ... prebuilt rank-memory). RANK_MEMORY_MODEL and RANK_MEMORY_LIMIT replace the
+# model and the limit: on the emulator (four emulated GPUs, one per rank: its NCCL is 2.28's),
+#   OUT=/tmp/rm BUILD_DIR=build-emu BRIGADE_EMULATED_GPUS=4 RANK_MEMORY_MODEL="--layers 4 --embd 256 --heads 4" \
+#     RANK_MEMORY_LIMIT=64MiB bash scripts/gpu-session.sh rank-memory
 stage_rank_memory() {
   local limit=${RANK_MEMORY_LIMIT:-0.25} cap=${RANK_MEMORY_TIMEOUT:-270} brigade=$build_dir/tools/brigade
   # shellcheck disable=SC2206
