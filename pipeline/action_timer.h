@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/device.h"
-#include "core/host_memory.h"
+#include "core/memory_account.h"
 #include "core/stream.h"
 #include "pipeline/action.h"
 #include "pipeline/trace.h"
@@ -30,7 +30,7 @@ class ActionTimer {
   size_t start() {
     if (!enabled_) return 0;
     Mark m;
-    if (account_) {  // the host bytes this rank holds, around the action (core/host_memory.h)
+    if (account_) {  // the bytes this rank holds on the device, around the action (core/memory_account.h)
       m.memory_start = double(account_->allocated());
       account_->begin_window();
     }
@@ -90,9 +90,9 @@ class ActionTimer {
 
   Device device_;
   bool enabled_;
-  // Host memory is the CPU's: on a GPU the account would miss what the actions allocate.
-  std::shared_ptr<HostMemoryAccount> account_ =
-      device_.is_cpu() && enabled_ ? current_host_memory_account() : nullptr;
+  // The account of the memory the actions allocate: host memory on the CPU, GPU memory on a GPU.
+  std::shared_ptr<MemoryAccount> account_ =
+      enabled_ ? current_memory_account(device_.is_cpu() ? MemoryKind::host : MemoryKind::device) : nullptr;
   Clock::time_point origin_;
   Event origin_event_;
   std::vector<Mark> marks_;

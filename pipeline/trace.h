@@ -29,9 +29,9 @@ struct TraceEvent {
   Action action;
   double start = 0;  // seconds since the step began on this rank
   double end = 0;
-  // Host bytes the rank held (its HostMemoryAccount, core/host_memory.h) when the action started,
-  // when it ended, and the most during it; -1 when not measured (no account: a GPU run, or a caller
-  // that set none).
+  // Bytes the rank held on its device (its MemoryAccount, core/memory_account.h: host memory on the
+  // CPU, GPU memory on a GPU) when the action started, when it ended, and the most during it; -1 when
+  // not measured (a caller that set no account).
   double memory_start = -1, memory_end = -1, memory_peak = -1;
 };
 

@@ -8,6 +8,7 @@
 #   bash scripts/gpu-session.sh memcheck-ops           # one GPU suite under compute-sanitizer memcheck
 #   bash scripts/gpu-session.sh memcheck-core memcheck-comm memcheck-train racecheck
 #   bash scripts/gpu-session.sh bench                  # brigade bench kernels + bench pipeline
+#   bash scripts/gpu-session.sh nccl build rank-memory # 4 NCCL ranks on one GPU, a quarter each, train a GPT one device cannot
 #
 # Where building on the GPU machine takes too long, build here, pack the binaries, and run them there
 # in one call:
@@ -15,8 +16,8 @@
 #                                                      #   and shared/'s prebuilt NCCL 2.30.7 -> .gpu-nccl/
 #   BUILD_DIR=.gpu-bin bash scripts/gpu-session.sh prebuilt quick step bench   # THERE, carry .gpu-bin and .gpu-nccl
 #
-# Stages: nccl, build, test, memcheck-{core,ops,comm,train}, racecheck, train, launch, bench, and for
-# binaries built elsewhere pack (here), prebuilt, quick, step (in the order given);
+# Stages: nccl, build, test, memcheck-{core,ops,comm,train}, racecheck, train, launch, rank-memory, bench,
+# and for binaries built elsewhere pack (here), prebuilt, quick, step (in the order given);
 # each is sized to fit one 10-minute command. A fresh machine needs `build` first in every command
 # (it is quick when the build directory is still there). Logs and JSON go to $OUT (default
 # gpu-out/), a few files per stage, and a summary is printed last.
@@ -239,6 +240,51 @@ stage_launch() {
   note "launch (4 NCCL ranks, every schedule): exit $rc ($(nccl_line); $(tail -2 "$OUT/launch.log" | tr -s '\n' ' '))"
 }
 
+# rank-memory: a GPT that one device cannot train within a quarter of the GPU's memory, trained by
+# four pipeline ranks (processes, NCCL) sharing the GPU with a quarter each (issue 31). 40 blocks,
+# 2560 wide: 3.15B parameters, ~16 B each for the f32 weights, gradients and AdamW's moments (50 GB,
+# more than a quarter of an 80 GB H100 or a 141 GB H200); a stage holds ~11 blocks (~14 GB with the
+# bf16 copies), under a quarter of either. The one-device run must fail with the out-of-memory
+# message; the launch must train 2 steps and print each rank's predicted and measured device peak.
+# Each rank's peak (its own allocations, core/memory_account.h) comes back in the --metrics file;
+# rank-memory.json and rank-memory.md are ready for bench/results/ (<gpu>-rank-memory-<date>-<commit>).
+# Four ranks on one GPU need NCCL >= 2.30.3 (the nccl stage, or the carried 2.30.7 with binaries built elsewhere:
+# BUILD_DIR=.gpu-bin ... prebuilt rank-memory). RANK_MEMORY_MODEL and RANK_MEMORY_LIMIT replace the
+# model and the limit: on the emulator (four emulated GPUs, one per rank: its NCCL is 2.28's),
+#   OUT=/tmp/rm BUILD_DIR=build-emu BRIGADE_EMULATED_GPUS=4 RANK_MEMORY_MODEL="--layers 4 --embd 256 --heads 4" \
+#     RANK_MEMORY_LIMIT=64MiB bash scripts/gpu-session.sh rank-memory
+stage_rank_memory() {
+  local limit=${RANK_MEMORY_LIMIT:-0.25} cap=${RANK_MEMORY_TIMEOUT:-270} brigade=$build_dir/tools/brigade
+  # shellcheck disable=SC2206
+  local model=(${RANK_MEMORY_MODEL:---layers 40 --embd 2560 --heads 20})
+  local common=(--device cuda --precision bf16 --digits 8 --batch 8 --microbatches 4 --steps 2 --warmup 1
+                --log-every 1 --eval 4 --trace none --svg none --threads 4 --memory-limit "$limit" "${model[@]}")
+  local log=$OUT/rank-memory.log metrics=$OUT/rank-memory-metrics.jsonl
+  rm -f "$metrics"
+  {
+    echo "\$ brigade train --stages 0 ${common[*]}   (one device: must run out of memory)"
+    timeout "$cap" "$brigade" train --stages 0 "${common[@]}"
+    echo "exit $?"
+  } >"$OUT/rank-memory-one.log" 2>&1
+  local one_rc oom
+  one_rc=$(tail -1 "$OUT/rank-memory-one.log" | awk '{ print $2 }')
+  oom=$(grep -m1 -o "out of memory on cuda:[0-9]*: " "$OUT/rank-memory-one.log")
+  {
+    echo "\$ brigade launch -n 4 -- brigade train --stages 4 ${common[*]} --metrics $metrics"
+    timeout "$cap" "$brigade" launch -n 4 -- "$brigade" train --stages 4 "${common[@]}" --metrics "$metrics" --curves none
+    echo "exit $?"
+  } >"$log" 2>&1
+  local launch_rc
+  launch_rc=$(tail -1 "$log" | awk '{ print $2 }')
+  local summary
+  summary=$(python3 bench/rank_memory_report.py --one "$OUT/rank-memory-one.log" --four "$log" --metrics "$metrics" \
+    --limit "$limit" --out "$OUT/rank-memory")
+  local verdict=FAILED
+  [[ $one_rc != 0 && -n $oom && $launch_rc == 0 ]] && verdict=ok
+  note "rank-memory: $verdict; $summary ($(nccl_line))"
+  [[ $verdict == ok ]]
+}
+
 stage_bench() {
   # --device cuda: where the GPU is missing, say so rather than measure the CPU instead.
   # BENCH_QUICK=1 (little time): the --quick sizes and repeats. Each run is bounded.
@@ -420,9 +466,10 @@ stages=("$@")
 for stage in "${stages[@]}"; do
   case $stage in
     nccl | build | test | racecheck | train | launch | bench | pack | prebuilt) "stage_$stage" || break ;;
+    rank-memory) stage_rank_memory ;;
     quick | step | exec) "stage_$stage" ;;  # a failure here still leaves the later stages worth running
     memcheck-core | memcheck-ops | memcheck-comm | memcheck-train) stage_memcheck "${stage#memcheck-}" ;;
-    *) echo "gpu-session: unknown stage '$stage' (nccl, build, test, memcheck-{core,ops,comm,train}, racecheck, train, launch, bench, pack, prebuilt, quick, step, exec)" >&2; exit 2 ;;
+    *) echo "gpu-session: unknown stage '$stage' (nccl, build, test, memcheck-{core,ops,comm,train}, racecheck, train, launch, rank-memory, bench, pack, prebuilt, quick, step, exec)" >&2; exit 2 ;;
   esac
 done
 echo "---- summary"

@@ -13,6 +13,7 @@
 
 #include "brigade.h"
 #include "core/cuda/caching_allocator.h"
+#include "core/memory_account.h"
 #include "core/memory_context.h"
 #include "core/memory_limit.h"
 #include "core/stream.h"
@@ -197,6 +198,44 @@ TEST_CASE("caching allocator: statistics", "[allocator]") {
   REQUIRE(backend.in_use == 0);
   REQUIRE(backend.frees == 2);
   REQUIRE(backend.bad_frees == 0);
+}
+
+TEST_CASE("caching allocator: each block is charged to the account of the thread that asked for it",
+          "[allocator][memory]") {
+  FakeBackend backend;
+  CachingAllocator cache(backend);
+  auto first = std::make_shared<MemoryAccount>(), second = std::make_shared<MemoryAccount>();
+  void *a = nullptr, *b = nullptr, *c = nullptr;
+  std::thread([&] {
+    const DeviceMemoryScope charged(first);
+    a = cache.allocate(0, kStreamA, 100);      // 512
+    b = cache.allocate(0, kStreamA, 5 * MiB);  // 6 MiB
+  }).join();
+  std::thread([&] {
+    const DeviceMemoryScope charged(second);
+    c = cache.allocate(0, kStreamB, 1000);  // 1024
+  }).join();
+  void* nobodys = cache.allocate(0, kStreamA, 512);  // this thread has no account
+  // The backend's bytes, outside the allocator's bookkeeping: every block is one raw_alloc.
+  REQUIRE(backend.in_use == 512 + 6 * MiB + 1024 + 512);
+  CHECK(first->allocated() == 512 + 6 * MiB);
+  CHECK(second->allocated() == 1024);
+  cache.free(b);  // freed by another thread than the one that asked: still the first's block
+  CHECK(first->allocated() == 512);
+  CHECK(first->peak() == 512 + 6 * MiB);
+  // A cached block reused for a smaller request is charged at its own size.
+  std::thread([&] {
+    const DeviceMemoryScope charged(second);
+    first->reset_peak();
+    b = cache.allocate(0, kStreamA, 4 * MiB);  // the cached 6 MiB block: 50% bigger at most
+  }).join();
+  REQUIRE(backend.allocs == 4);  // no new block
+  CHECK(second->allocated() == 1024 + 6 * MiB);
+  CHECK(first->peak() == 512);
+  for (void* p : {a, b, c, nobodys}) cache.free(p);
+  CHECK(first->allocated() == 0);
+  CHECK(second->allocated() == 0);
+  CHECK(second->peak() == 1024 + 6 * MiB);
 }
 
 TEST_CASE("caching allocator: empty_cache keeps blocks in use", "[allocator]") {

@@ -38,16 +38,18 @@ CachingAllocator::~CachingAllocator() {
 void* CachingAllocator::allocate(int device, StreamKey stream, size_t bytes) {
   BRIGADE_CHECK(device >= 0, "caching allocator: invalid device index ", device);
   std::string failure;
+  std::shared_ptr<MemoryAccount> account = current_memory_account(MemoryKind::device);  // before the lock
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (void* ptr = allocate_locked(device, stream, bytes, failure)) return ptr;
+    if (void* ptr = allocate_locked(device, stream, bytes, std::move(account), failure)) return ptr;
   }
   // Outside the lock: the context may ask for the allocator's statistics.
   const std::string context = memory_context();
   fail(failure, context.empty() ? std::string() : "\n" + context);
 }
 
-void* CachingAllocator::allocate_locked(int device, StreamKey stream, size_t bytes, std::string& failure) {
+void* CachingAllocator::allocate_locked(int device, StreamKey stream, size_t bytes,
+                                       std::shared_ptr<MemoryAccount> account, std::string& failure) {
   const size_t size = round_size(bytes);
   if (size == 0) {
     failure = out_of_memory_locked(device, bytes, false);
@@ -81,7 +83,8 @@ void* CachingAllocator::allocate_locked(int device, StreamKey stream, size_t byt
     s.reserved += size;
     s.cuda_mallocs += 1;
   }
-  live_[ptr] = Block{device, stream, block_size, {}, graph_pool};
+  if (account) account->charge(block_size);
+  live_[ptr] = Block{device, stream, block_size, {}, graph_pool, std::move(account)};
   CudaMemoryStats& s = stats_locked(device);
   s.allocated += block_size;
   s.peak_allocated = std::max(s.peak_allocated, s.allocated);
@@ -132,6 +135,10 @@ void CachingAllocator::free(void* ptr) noexcept {
   Block block = std::move(it->second);
   live_.erase(it);
   stats_locked(block.device).allocated -= block.size;
+  if (block.account) {
+    block.account->release(block.size);
+    block.account.reset();  // a cached block is nobody's
+  }
   // Freed while its stream captures: the captured work may use it, so the graph keeps it.
   if (block.pool == 0) block.pool = routed_pool_locked(block.device, block.stream);
   if (block.other_streams.empty()) {

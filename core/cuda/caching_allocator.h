@@ -33,6 +33,11 @@
 //    the graph is destroyed, gives the pool's blocks back to the stream's ordinary cache. Cached
 //    blocks of a pool are never returned to the backend, and nothing is while a capture is under
 //    way (cudaFree waits for the device, which a capture forbids).
+//  - Each block handed out is charged to the calling thread's device memory account, if it has one
+//    (DeviceMemoryScope, core/memory_account.h), at the block's size, until it is freed: ranks that
+//    are threads of one process share the device and its counters here, and their accounts tell
+//    each rank's own bytes and peak apart. The block keeps the account; the lookup is one
+//    thread-local read, outside the lock.
 //
 // The bookkeeping is plain C++ over a small MemoryBackend interface: the CUDA backend
 // (core/cuda/cuda_allocator.cpp) implements it with cudaMalloc/cudaFree, and
@@ -43,12 +48,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
 
+#include "core/memory_account.h"
 #include "core/memory_limit.h"
 #include "core/stream.h"
 
@@ -91,6 +98,7 @@ class CachingAllocator {
   static size_t round_size(size_t bytes);
 
   // A block of at least `bytes` on `device`, for use on `stream`. Throws Error when out of memory.
+  // Charged to the calling thread's device memory account, if any.
   void* allocate(int device, StreamKey stream, size_t bytes);
   // Returns a block from allocate() to the cache of the stream it was allocated for (once the other
   // streams recorded for it have passed this point).
@@ -131,6 +139,7 @@ class CachingAllocator {
     size_t size = 0;
     std::vector<StreamKey> other_streams;  // from record_stream
     PoolId pool = 0;                       // the graph pool owning it, or 0
+    std::shared_ptr<MemoryAccount> account;  // charged with `size` while the block is live, or null
   };
   // A freed block waiting for the other streams that used it (one event each).
   struct Pending {
@@ -147,7 +156,8 @@ class CachingAllocator {
   CudaMemoryStats& stats_locked(int device);
   // Why allocate(device, bytes) failed: how memory is used, and the limit when there is one.
   std::string out_of_memory_locked(int device, size_t bytes, bool over_limit);
-  void* allocate_locked(int device, StreamKey stream, size_t bytes, std::string& failure);
+  void* allocate_locked(int device, StreamKey stream, size_t bytes, std::shared_ptr<MemoryAccount> account,
+                        std::string& failure);
   bool over_limit_locked(int device, size_t size);  // would reserving `size` more pass the limit?
   PoolId routed_pool_locked(int device, StreamKey stream) const;  // the capturing pool, or 0
   bool capturing_on_locked(int device) const;

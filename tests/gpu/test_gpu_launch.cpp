@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "brigade.h"
 #include "comm/nccl.h"
 #include "../comm/run_command.h"
+#include "../temp_dir.h"
 
 using namespace brigade;
 
@@ -27,6 +29,21 @@ std::vector<double> losses(const std::string& text) {
     if (at != std::string::npos) out.push_back(std::stod(line.substr(at + 6)));
   }
   return out;
+}
+
+// peak_memory_bytes of the last record of a --metrics file (tools/train/metrics.h): one per rank.
+std::vector<double> last_peaks(const std::string& path) {
+  std::ifstream in(path);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (!line.empty()) last = line;
+  std::vector<double> peaks;
+  const std::string key = "\"peak_memory_bytes\":[";
+  const size_t at = last.find(key);
+  if (at == std::string::npos) return peaks;
+  std::istringstream values(last.substr(at + key.size(), last.find(']', at) - at - key.size()));
+  for (std::string value; std::getline(values, value, ',');) peaks.push_back(std::stod(value));
+  return peaks;
 }
 
 }  // namespace
@@ -112,10 +129,24 @@ TEST_CASE("gpu launch: a GPT that one device's memory limit refuses trains on fo
   CHECK_THAT(one.output, Catch::Contains("out of memory on cuda:0") &&
                              Catch::Contains("that would pass this process's limit of 64.00 MiB") &&
                              Catch::Contains("To fit, try: more pipeline stages"));
+  test::TempDir dir;
+  const std::string metrics = dir.file("m.jsonl");
   test::CommandResult four = test::run_command("BRIGADE_COMM_TIMEOUT=120 " + std::string(BRIGADE_CLI) +
                                                " launch -n 4 -- " + std::string(BRIGADE_CLI) + " train --stages 4" +
-                                               model);
+                                               model + " --metrics " + metrics + " --curves none");
   INFO(four.output);
   CHECK(four.status == 0);
-  CHECK_THAT(four.output, Catch::Contains("[rank 0] step 2/2") && Catch::Contains("held-out accuracy"));
+  CHECK_THAT(four.output, Catch::Contains("[rank 0] step 2/2") && Catch::Contains("held-out accuracy") &&
+                              Catch::Contains("[rank 0] memory (last step, device)"));
+  // Each process's device peak is its own allocations (its rank's account): each within the limit,
+  // together more than the one device was allowed — which is why it failed.
+  const std::vector<double> peaks = last_peaks(metrics);
+  REQUIRE(peaks.size() == 4);
+  double sum = 0;
+  for (double bytes : peaks) {
+    CHECK(bytes > 0);
+    CHECK(bytes < 64.0 * (1 << 20));
+    sum += bytes;
+  }
+  CHECK(sum > 64.0 * (1 << 20));
 }

@@ -20,8 +20,9 @@ pipeline::MemoryModel memory_model(Trainer& trainer, const pipeline::Trace& trac
   const TrainOptions& o = trainer.options();
   const int64_t rows = o.batch / o.replicas / o.microbatches;  // one micro-batch
   const nn::GPTConfig& config = trainer.model().config();
-  const int64_t boundary = host_allocated_bytes(size_t(rows * trainer.task().sequence_length() * config.n_embd) *
-                                                dtype_size(config.compute_dtype.value_or(config.dtype)));
+  const Device device = config.device;
+  const int64_t boundary = allocated_bytes(device, size_t(rows * trainer.task().sequence_length() * config.n_embd) *
+                                                       dtype_size(config.compute_dtype.value_or(config.dtype)));
   const bool processes = comm::read_launch_env().world_size > 1;
   const pipeline::Partition& partition = trainer.partition();
   const int64_t last = partition.layers() - 1;
@@ -56,7 +57,7 @@ pipeline::MemoryModel memory_model(Trainer& trainer, const pipeline::Trace& trac
   // targets), which every rank builds.
   const Batch batch = trainer.task().train_batch(0, o.batch / o.replicas);
   const int64_t batch_bytes =
-      host_allocated_bytes(batch.inputs.storage().nbytes()) + host_allocated_bytes(batch.targets.storage().nbytes());
+      allocated_bytes(device, batch.inputs.storage().nbytes()) + allocated_bytes(device, batch.targets.storage().nbytes());
   for (int r = 0; r < schedule.ranks(); ++r) model.resident.push_back(batch_bytes);
   return model;
 }
@@ -70,7 +71,7 @@ std::vector<double> report_memory(Trainer& trainer, const pipeline::Trace& trace
   const pipeline::MemoryModel model = memory_model(trainer, trace);
   const std::vector<LayerBytes>& layers = trainer.layer_bytes();
   const std::vector<pipeline::RankMemory> predicted = pipeline::predict_memory(schedule, model, &simulated);
-  out << "memory (last step, host), predicted peak (held all step + gradients + stashed activations + workspace) "
+  out << "memory (last step, " << (trainer.model().config().device.is_cuda() ? "device" : "host") << "), predicted peak (held all step + gradients + stashed activations + workspace) "
          "vs measured; the parameters each rank trains:\n";
   std::vector<double> ratios;
   for (int r = 0; r < schedule.ranks(); ++r) {

@@ -12,7 +12,7 @@
 #include "checkpoint_dir.h"
 #include "comm/comm.h"
 #include "core/error.h"
-#include "core/host_memory.h"
+#include "core/memory_account.h"
 #include "core/parallel.h"
 #include "core/stream.h"
 #include "device_memory.h"
@@ -43,20 +43,23 @@ namespace {
 // The loop every rank runs; only the leader's `out` is a real stream.
 TrainSummary train_rank(const TrainOptions& options, const pipeline::PipelineGroups* groups, std::ostream& out) {
   const auto run_start = Clock::now();
-  // The host memory this rank holds, apart from the other ranks that are threads of this process:
-  // the pipeline's memory report compares its peak with the prediction, --metrics records it.
-  const auto memory = std::make_shared<HostMemoryAccount>();
-  const HostMemoryScope charged_to_this_rank(memory);
+  // The memory this rank holds, apart from the other ranks that are threads of this process: host
+  // memory on the CPU, GPU memory (the caching allocator's blocks) on a GPU. The pipeline's memory
+  // report compares the run device's peak with the prediction, --metrics records it.
+  const auto host_memory = std::make_shared<MemoryAccount>(), device_memory = std::make_shared<MemoryAccount>();
+  const HostMemoryScope host_charged_to_this_rank(host_memory);
+  const DeviceMemoryScope device_charged_to_this_rank(device_memory);
   const bool save_dir = is_checkpoint_dir(options.save);  // before any rank can have saved
   Trainer trainer(options, groups);
+  MemoryAccount& memory = trainer.model().config().device.is_cuda() ? *device_memory : *host_memory;
   const MemoryContextScope out_of_memory_says = register_memory_context(trainer, groups);
   print_header(trainer, out);
   print_resume(trainer, out);
   out.flush();
 
-  RunMetrics metrics(trainer, groups, *memory, run_start);
+  RunMetrics metrics(trainer, groups, memory, run_start);
   const MfuBasis mfu = measure_mfu_basis(trainer, out);
-  memory->reset_peak();  // the peak MFU's measured GEMM reached is not the run's memory
+  memory.reset_peak();  // the peak MFU's measured GEMM reached is not the run's memory
   TrainSummary summary;
   const Validation validation = start_validation(trainer, metrics, summary, out);
   Progress progress(trainer, mfu);
@@ -66,23 +69,19 @@ TrainSummary train_rank(const TrainOptions& options, const pipeline::PipelineGro
     if (last) {  // the last step's timeline, and its memory
       trainer.set_trace(true);
       metrics.keep_peak();
-      memory->reset_peak();
+      memory.reset_peak();
     }
     progress.add(trainer.train_step());  // batch, forward, backward, optimizer
-    if (last) last_step_peak = double(memory->peak());
+    if (last) last_step_peak = double(memory.peak());
     report_progress(progress, trainer, metrics, out);
     maybe_validate(validation, trainer, metrics, summary, out);
     maybe_checkpoint(trainer, out, save_dir);
   }
   const double train_seconds = seconds_since(progress.train_start);
 
-  // The timeline's memory report compares host peaks; on a GPU the ranks' host accounts miss what
-  // the step allocates, so there is nothing to compare.
-  if (trainer.pipelined() && trainer.step() > progress.start_step) {
-    const bool host = trainer.model().config().device.is_cpu();
-    const std::vector<double> peaks = host ? gather_per_rank(trainer, groups, last_step_peak) : std::vector<double>{};
-    report_timeline(trainer, out, peaks);
-  }
+  // The timeline's memory report compares each rank's peak on the run's device with the prediction.
+  if (trainer.pipelined() && trainer.step() > progress.start_step)
+    report_timeline(trainer, out, gather_per_rank(trainer, groups, last_step_peak));
   metrics.finish(out);
   if (!options.save.empty()) save_checkpoint(trainer, out, save_dir);
 

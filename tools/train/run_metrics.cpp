@@ -19,7 +19,7 @@ std::vector<double> gather_per_rank(Trainer& trainer, const pipeline::PipelineGr
   return t.to(Device::cpu()).to_vector();
 }
 
-RunMetrics::RunMetrics(Trainer& trainer, const pipeline::PipelineGroups* groups, const HostMemoryAccount& memory,
+RunMetrics::RunMetrics(Trainer& trainer, const pipeline::PipelineGroups* groups, const MemoryAccount& memory,
                        Clock::time_point run_start)
     : trainer_(trainer), groups_(groups), memory_(memory), run_start_(run_start),
       enabled_(!trainer.options().metrics.empty()) {
@@ -30,10 +30,9 @@ void RunMetrics::keep_peak() { kept_peak_ = std::max(kept_peak_, double(memory_.
 
 void RunMetrics::record(MetricsRecord record) {
   if (!enabled_) return;
-  // Host memory on the CPU (this rank's own account); on a GPU, what its caching allocator reached.
-  const Device device = trainer_.model().config().device;
-  const double mine = device.is_cuda() ? double(cuda_memory_stats(device).peak_allocated)
-                                       : std::max(kept_peak_, double(memory_.peak()));
+  // This rank's own account (host memory on the CPU, GPU memory on a GPU), not the process's or the
+  // device's: rank threads share both.
+  const double mine = std::max(kept_peak_, double(memory_.peak()));
   record.peak_memory_bytes = gather_per_rank(trainer_, groups_, mine);  // every rank, whatever comes next
   if (!log_) return;
   if (record.kind == MetricsRecord::Kind::validation && log_->has_validation(record.step)) return;

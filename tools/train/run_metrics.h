@@ -9,7 +9,7 @@
 #include <ostream>
 #include <vector>
 
-#include "core/host_memory.h"
+#include "core/memory_account.h"
 #include "metrics.h"
 #include "pipeline/runtime.h"
 #include "trainer.h"
@@ -24,8 +24,9 @@ class RunMetrics {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // Does nothing unless --metrics is given. `memory`: this rank's host memory account.
-  RunMetrics(Trainer& trainer, const pipeline::PipelineGroups* groups, const HostMemoryAccount& memory,
+  // Does nothing unless --metrics is given. `memory`: this rank's account of the run's device (host
+  // memory on the CPU, GPU memory on a GPU: core/memory_account.h).
+  RunMetrics(Trainer& trainer, const pipeline::PipelineGroups* groups, const MemoryAccount& memory,
              Clock::time_point run_start);
   bool enabled() const { return enabled_; }
 
@@ -34,7 +35,7 @@ class RunMetrics {
   // written again: a resumed run measures its checkpoint's step again, and the run that saved the
   // checkpoint wrote that step's validation before saving.
   void record(MetricsRecord record);
-  // The host account's peak is about to restart (the last step measures its own): keep what it held.
+  // The account's peak is about to restart (the last step measures its own): keep what it held.
   void keep_peak();
 
   // The leader draws the loss curves of the whole file to --curves and says where.
@@ -43,7 +44,7 @@ class RunMetrics {
  private:
   Trainer& trainer_;
   const pipeline::PipelineGroups* groups_;
-  const HostMemoryAccount& memory_;
+  const MemoryAccount& memory_;
   Clock::time_point run_start_;
   bool enabled_ = false;
   double kept_peak_ = 0;

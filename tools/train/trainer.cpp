@@ -119,16 +119,16 @@ Trainer::Trainer(const TrainOptions& options, const pipeline::PipelineGroups* gr
                                                                   : some[size_t(2 - i % 2)]);  // odd: attention
       partition_ = choose_partition(schedule);
       partition_table_ = pipeline::describe_partition(partition_, sample_layers_, schedule.layout);
-      auto bytes_of = [](const std::vector<Tensor>& params) {
+      auto bytes_of = [device = config.device](const std::vector<Tensor>& params) {
         LayerBytes b;
         for (const Tensor& p : params) {
-          const int64_t n = host_allocated_bytes(p.storage().nbytes());
+          const int64_t n = allocated_bytes(device, p.storage().nbytes());
           b.parameters += n;
           b.elements += p.numel();
           b.nbytes += int64_t(p.storage().nbytes());
           if (p.requires_grad()) {
             b.gradients += n;
-            b.optimizer += 2 * host_allocated_bytes(size_t(p.numel()) * 4);  // AdamW's two f32 moments
+            b.optimizer += 2 * allocated_bytes(device, size_t(p.numel()) * 4);  // AdamW's two f32 moments
           }
         }
         return b;

@@ -28,7 +28,7 @@
 
 namespace brigade::train {
 
-// What one pipeline layer's parameters take on the host, as the CPU allocator rounds each tensor:
+// What one pipeline layer's parameters take on the run's device, as its allocator rounds each tensor:
 // the parameters, their gradients and AdamW's two f32 moments (the memory report's sizes); and
 // their elements and bytes as they are (what the report says each rank trains).
 struct LayerBytes {
