@@ -175,7 +175,7 @@ TEST_CASE("train: the memory model counts the tied token table once on a rank ho
     TrainOptions o = small_sort_options();
     o.microbatches = 4;
     o.stages = 2;
-    o.schedule = schedule;
+    o.schedule = pipeline::parse_schedule_kind(schedule);
     const int P = 2;
     auto world = comm::local_group(P);
     std::vector<int64_t> held(static_cast<size_t>(P), 0), optimizer(static_cast<size_t>(P), 0);
@@ -187,8 +187,8 @@ TEST_CASE("train: the memory model counts the tied token table once on a rank ho
       trainer.set_trace(true);
       trainer.train_step();
       for (const Tensor& p : trainer.model().parameters()) {
-        held[size_t(comm.rank())] += host_allocated_bytes(p.storage().nbytes());
-        optimizer[size_t(comm.rank())] += 2 * host_allocated_bytes(size_t(p.numel()) * 4);
+        held[size_t(comm.rank())] += allocated_bytes(Device::cpu(), p.storage().nbytes());
+        optimizer[size_t(comm.rank())] += 2 * allocated_bytes(Device::cpu(), size_t(p.numel()) * 4);
       }
       if (comm.rank() == 0) {
         model = memory_model(trainer, trainer.last_trace());

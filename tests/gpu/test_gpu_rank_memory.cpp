@@ -5,6 +5,9 @@
 // (cudaMemGetInfo; on the emulator its own cudaMalloc record, exact to the byte).
 #include <catch2/catch.hpp>
 
+// Without CUDA in the build there is nothing to compile: gpu_main exits 77 (SKIP).
+#if BRIGADE_HAVE_CUDA
+
 #include <cuda_runtime.h>
 
 #include <barrier>
@@ -156,3 +159,5 @@ TEST_CASE("gpu train: rank threads sharing a GPU each report and record their ow
     }
   }
 }
+
+#endif  // BRIGADE_HAVE_CUDA
