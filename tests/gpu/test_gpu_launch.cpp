@@ -75,7 +75,7 @@ TEST_CASE("gpu launch: four processes train over NCCL with every schedule, as th
       INFO(gpu.output);
       REQUIRE(gpu.status == 0);
       REQUIRE_THAT(gpu.output, Catch::Contains("[rank 0] pipeline: "));
-      REQUIRE_THAT(gpu.output, Catch::Contains("[rank 0] run: 6 steps of 8 sequences, seed 1, cuda (cuda:0)"));
+      REQUIRE_THAT(gpu.output, Catch::Contains("[rank 0] run: 6 steps of 8 sequences, seed 1, cuda:0, "));
       test::CommandResult cpu = test::run_command(train + " --device cpu --precision f32");
       INFO(cpu.output);
       REQUIRE(cpu.status == 0);

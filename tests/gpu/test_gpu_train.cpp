@@ -264,7 +264,7 @@ TEST_CASE("gpu train: brigade train --device cuda learns in bf16 with f32 master
                                           out, err);
   INFO(out.str() << err.str());
   REQUIRE(status == 0);
-  REQUIRE_THAT(out.str(), Contains("(cuda:0), bf16 compute with f32 master weights"));
+  REQUIRE_THAT(out.str(), Contains(", cuda:0, bf16 compute with f32 master weights"));
   REQUIRE_THAT(out.str(), Contains("pipeline: 4 stages on 4 ranks (threads)"));
   // The CPU test's bar for the same model and steps (tests/test_train.cpp): ~85% of digits right.
   const std::string text = out.str();
@@ -376,7 +376,7 @@ TEST_CASE("gpu train --data: a language model on token shards, bf16 on the GPU t
   std::ostringstream gpu_out;
   const train::TrainSummary summary = train::run_training(gpu, gpu_out);
   INFO(gpu_out.str());
-  REQUIRE_THAT(gpu_out.str(), Contains("(cuda:0), bf16 compute with f32 master weights"));
+  REQUIRE_THAT(gpu_out.str(), Contains(", cuda:0, bf16 compute with f32 master weights"));
   REQUIRE(summary.first_loss == Approx(reference.first_loss).epsilon(0.02));  // bf16 against f32
   REQUIRE(summary.validation.size() == 2);
   REQUIRE(summary.validation[1].second < 0.8 * summary.validation[0].second);

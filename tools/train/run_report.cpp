@@ -75,8 +75,8 @@ void print_header(Trainer& trainer, std::ostream& out) {
     out << trainer.partition_table();
   }
   const nn::GPTConfig& config = trainer.model().config();
-  out << "run: " << o.steps << " steps of " << o.batch << " sequences, seed " << o.seed << ", " << cli::device_choice_name(o.device)
-      << " (" << config.device.str() << "), "
+  out << "run: " << o.steps << " steps of " << o.batch << " sequences, seed " << o.seed << ", "
+      << (o.device ? config.device.str() : "auto (" + config.device.str() + ")") << ", "
       << (config.compute_dtype == DType::bf16 ? "bf16 compute with f32 master weights" : "f32") << ", "
       << (config.device.is_cuda() && o.matmul != ops::MatmulBackend::automatic ? "matmul " + cli::matmul_choice_name(o.matmul) + ", " : "") << num_threads()
       << " threads\n";
