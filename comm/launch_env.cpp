@@ -40,15 +40,22 @@ void refuse_independent_jobs(const LauncherPlace& chosen, const std::vector<Laun
                   " processes: each would run as an independent job. Run the program under that launcher without "
                   "setting ",
                   chosen.size_var, ", or unset ", p.size_var, " if this process is meant to run alone");
-    // `srun -n 2 brigade launch -n 4`: each of the two launchers starts a job of its own unless they
-    // were told of each other (--nnodes 2), which makes WORLD_SIZE / LOCAL_WORLD_SIZE their number.
+    // `srun -n 2 brigade launch -n 4` (or `srun -n 2 torchrun --nproc_per_node 4`): each of the two
+    // launchers starts a job of its own unless they were told of each other (--nnodes 2), which makes
+    // WORLD_SIZE / LOCAL_WORLD_SIZE their number. torchrun's variables set by hand to the outer
+    // launcher's own (RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS) describe that one world and pass.
+    const bool nesting_launcher = chosen.launcher == "brigade launch" || chosen.launcher == "torchrun";
+    const bool same_world = chosen.launcher == "torchrun" && chosen.world_size == p.world_size && chosen.rank == p.rank;
     const int launchers = chosen.world_size / std::max(chosen.local_world_size, 1);
-    BRIGADE_CHECK(chosen.launcher != "brigade launch" || launchers == p.world_size, "comm: ", p.size_var, "=",
-                  p.world_size, " (", p.launcher, ") started ", p.world_size,
-                  " copies of brigade launch, but each runs a job of its own (--nnodes ", launchers,
+    BRIGADE_CHECK(!nesting_launcher || launchers == p.world_size || same_world, "comm: ",
+                  p.size_var, "=", p.world_size, " (", p.launcher, ") started ", p.world_size, " copies of ",
+                  chosen.launcher, ", but each runs a job of its own (",
+                  "--nnodes ", launchers,
                   "): they would train independently. Tell them of each other with --nnodes ", p.world_size,
-                  " --node-rank $", p.rank_var, " --master-addr <the first one's host> --master-port <a free port>, or "
-                  "let ", p.launcher, " start the program directly");
+                  chosen.launcher == "torchrun" ? " --node_rank $" : " --node-rank $", p.rank_var,
+                  chosen.launcher == "torchrun" ? " --master_addr <the first one's host> --master_port <a free port>"
+                                                : " --master-addr <the first one's host> --master-port <a free port>",
+                  ", or let ", p.launcher, " start the program directly");
     return;
   }
 }
@@ -127,9 +134,14 @@ LaunchEnv read_launch_env(const GetEnv& getenv) {
   BRIGADE_CHECK(env.master_port <= 65535, "comm: MASTER_PORT=", env.master_port, " is not a TCP port");
   if (env.launcher == "slurm" && env.store_dir.empty() && env.world_size > 1) {
     // Every task of the job computes the same address without talking to the others.
-    if (env.master_addr.empty() && env_is_set(getenv, "SLURM_JOB_NODELIST"))
-      env.master_addr = first_slurm_host(getenv("SLURM_JOB_NODELIST"));
-    if (env.master_port == 0) env.master_port = 29500 + env_int(getenv, "SLURM_JOB_ID", 0, 0) % 1000;
+    // The step's own first node: a step need not use the allocation's first node (srun -w, -r), and
+    // two steps side by side (srun ... & srun ... &) must not meet at one address, hence the step id
+    // in the port too (101 is prime to 1000: steps 0-999 of a job get distinct ports).
+    const char* nodes = env_is_set(getenv, "SLURM_STEP_NODELIST") ? "SLURM_STEP_NODELIST" : "SLURM_JOB_NODELIST";
+    if (env.master_addr.empty() && env_is_set(getenv, nodes)) env.master_addr = first_slurm_host(getenv(nodes));
+    const int step = env_is_set(getenv, "SLURM_STEP_ID") ? env_int(getenv, "SLURM_STEP_ID", 0, 0)
+                                                         : env_int(getenv, "SLURM_STEPID", 0, 0);
+    if (env.master_port == 0) env.master_port = 29500 + (env_int(getenv, "SLURM_JOB_ID", 0, 0) + 101 * step) % 1000;
   }
   if (chosen != nullptr && is_mpi(*chosen)) choose_mpi_rendezvous(*chosen, env);
   BRIGADE_CHECK(env.master_addr.empty() == (env.master_port == 0) || !env.store_dir.empty(),

@@ -66,9 +66,11 @@ LauncherPlace read_slurm(const GetEnv& getenv) {
   p.rank = env_int(getenv, "SLURM_PROCID", 0, 0);
   p.world_size = env_int(getenv, "SLURM_NTASKS", 1, 1);
   p.local_rank = env_int(getenv, "SLURM_LOCALID", 0, 0);
-  const char* per_node = env_is_set(getenv, "SLURM_NTASKS_PER_NODE") ? "SLURM_NTASKS_PER_NODE"
-                         : env_is_set(getenv, "SLURM_TASKS_PER_NODE") ? "SLURM_TASKS_PER_NODE"
-                                                                      : nullptr;
+  // The step's own layout first: SLURM_NTASKS_PER_NODE is the batch script's request, inherited by a
+  // step that may ask for another (srun -N2 -n2 inside sbatch --ntasks-per-node=4).
+  const char* per_node = env_is_set(getenv, "SLURM_STEP_TASKS_PER_NODE") ? "SLURM_STEP_TASKS_PER_NODE"
+                         : env_is_set(getenv, "SLURM_TASKS_PER_NODE")    ? "SLURM_TASKS_PER_NODE"
+                                                                         : nullptr;
   p.local_world_size = std::max(per_node ? first_slurm_count(getenv(per_node)) : 1, p.local_rank + 1);
   p.local_known = per_node != nullptr;
   if (env_is_set(getenv, "SLURM_JOB_ID")) {

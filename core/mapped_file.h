@@ -2,8 +2,8 @@
 //
 // Mapping reads nothing up front: a page comes from disk (or the page cache) when it is first
 // touched, so a reader that copies a few byte ranges out of a file — a pipeline rank taking its own
-// layers from a checkpoint shard (core/safetensors.h), a loader taking training windows from a token
-// shard (data/token_shard.h) — reads those pages and no others. The pages are the page cache's, shared
+// layers from a checkpoint shard (core/safetensors.h) — reads those pages and no others. (A token
+// shard, data/token_shard.h, is checked whole when opened, so every page of it is read once.) The pages are the page cache's, shared
 // by every process that maps the file, never copies on the heap.
 //
 // The file must not shrink while it is mapped (touching a page past its new end raises SIGBUS).

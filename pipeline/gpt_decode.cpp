@@ -1,6 +1,7 @@
 #include "pipeline/gpt_decode.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -50,8 +51,8 @@ Tensor generate_through_stages(comm::Communicator& comm, nn::GPT& part, const Pa
     BRIGADE_CHECK(partition.stages() == P, "generate_through_stages: ", partition.stages(), " stages on ", P,
                   " ranks; one stage per rank");
     check_part(part, partition, rank);
-    BRIGADE_CHECK(new_tokens >= 0 && options.top_k >= 0 && options.temperature >= 0,
-                  "generate_through_stages: new_tokens and top_k must be >= 0 and temperature >= 0, got ", new_tokens,
+    BRIGADE_CHECK(new_tokens >= 0 && options.top_k >= 0 && std::isfinite(options.temperature) && options.temperature >= 0,
+                  "generate_through_stages: new_tokens and top_k must be >= 0 and temperature finite and >= 0, got ", new_tokens,
                   ", ", options.top_k, " and ", options.temperature);
     if (first)
       BRIGADE_CHECK(prompt.defined() && prompt.dim() == 2 && prompt.size(1) >= 1,

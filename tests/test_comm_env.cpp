@@ -84,6 +84,15 @@ TEST_CASE("launch env: Slurm variables", "[comm][env]") {
   REQUIRE(env.launcher == "slurm");
   REQUIRE(env.master_addr == "gpu07");
   REQUIRE(env.master_port == 29500 + 456);
+  // A step meets on its own first node, on a port of its own: steps side by side in one allocation
+  // (srun ... & srun ... &) must not share a rendezvous, and a step need not include the first node.
+  // Its tasks per node are the step's, not the batch script's request.
+  env = read({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_ID", "3"}, {"SLURM_JOB_ID", "123456"},
+              {"SLURM_JOB_NODELIST", "gpu[07-09]"}, {"SLURM_STEP_NODELIST", "gpu[08-09]"},
+              {"SLURM_NTASKS_PER_NODE", "4"}, {"SLURM_STEP_TASKS_PER_NODE", "1(x2)"}, {"SLURM_TASKS_PER_NODE", "4(x3)"}});
+  REQUIRE(env.master_addr == "gpu08");
+  REQUIRE(env.master_port == 29500 + (123456 + 101 * 3) % 1000);
+  REQUIRE(env.local_world_size == 1);
   // An explicit MASTER_ADDR/PORT, or a shared store directory, wins over the derived ones.
   env = read({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_ID", "0"}, {"SLURM_JOB_NODELIST", "a,b"}, {"MASTER_ADDR", "head"},
               {"MASTER_PORT", "4000"}});
@@ -197,6 +206,16 @@ TEST_CASE("launch env: a process alone while its launcher counts several is refu
   vars["WORLD_SIZE"] = "4";  // --nnodes 2 -n 2
   vars["RANK"] = "3";
   REQUIRE(read(vars).rank == 3);
+  // srun -n 2 torchrun --nproc_per_node 2: the same mistake with torchrun.
+  vars.erase("BRIGADE_LAUNCH");
+  vars["WORLD_SIZE"] = "2";
+  vars["RANK"] = "1";
+  REQUIRE_THROWS_WITH(read(vars), Contains("SLURM_NTASKS=2 (slurm) started 2 copies of torchrun") &&
+                                      Contains("--nnodes 2 --node_rank $SLURM_PROCID"));
+  // torchrun's variables set by hand to Slurm's own are one world: RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS.
+  REQUIRE(read({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1234"}, {"SLURM_PROCID", "3"},
+                {"SLURM_NTASKS", "4"}, {"SLURM_STEP_ID", "0"}})
+              .rank == 3);
   // Everyone agreeing on one process is a single process.
   REQUIRE(read({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "1"}, {"SLURM_PROCID", "0"},
                 {"SLURM_NTASKS", "1"}, {"SLURM_STEP_ID", "0"}})

@@ -145,10 +145,15 @@ def main():
         train(cli, resumable, "the run to interrupt")
         check(read_records("resumed.jsonl")[-1]["step"] == 12, "the first run did not reach step 12")
         shutil.rmtree("ckpt/step-00000012")
+        # The run died mid-write: its last line is cut short, without its newline. The resumed run
+        # drops it (it is no record) rather than refusing to start.
+        with open("resumed.jsonl", "a") as f:
+            f.write('{"kind":"train","step":13,"lo')
         out = train(cli, resumable, "the resumed run")
         check("resumed from ckpt/step-00000008 at step 8" in out, "the run did not resume from step 8:\n" + out)
         resumed = read_records("resumed.jsonl")
         strip = lambda rs: [{k: v for k, v in r.items() if k not in TIME_LIKE} for r in rs]
+        check(open("resumed.jsonl").read().endswith("}\n"), "the resumed run left the cut-short line in the file")
         check(strip(resumed) == strip(records),
               f"the resumed run's metrics differ from the uninterrupted run's:\n{strip(resumed)}\n{strip(records)}")
         print(f"metrics: {len(records)} records match the output, the curves and a resumed run")

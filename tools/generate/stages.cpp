@@ -21,7 +21,13 @@ void generate_on_stages(const GenerateOptions& o, Device device,
     comm::ConnectOptions connect;
     connect.device = device.is_cuda() ? comm::local_device(env) : Device::cpu();
     auto world = comm::connect(env, connect);
-    rank_body(*world);
+    try {
+      rank_body(*world);
+    } catch (const std::exception& e) {
+      // A rank that fails reading its part must not leave the others waiting out the timeout.
+      world->abort("rank " + std::to_string(env.rank) + " failed: " + e.what());
+      throw;
+    }
     return;
   }
   // One process: every rank a thread, each on a stream of its own on a GPU (comm/local_ranks.h).

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -87,8 +88,12 @@ std::vector<MetricsRecord> read_metrics(const std::string& path) {
   BRIGADE_CHECK(in, path, ": cannot read the metrics file: ", std::strerror(errno));
   std::vector<MetricsRecord> records;
   std::string line;
-  for (int64_t number = 1; std::getline(in, line); ++number)
+  for (int64_t number = 1; std::getline(in, line); ++number) {
+    // A last line without its newline was cut short (the run died mid-write: a full disk, a lost
+    // node): it is no record, and a resumed run drops it rather than refusing to start.
+    if (in.eof()) break;
     if (!line.empty()) records.push_back(parse_metrics_line(line, path + " line " + std::to_string(number)));
+  }
   return records;
 }
 
@@ -96,11 +101,17 @@ MetricsLog::MetricsLog(std::string path, int64_t start_step) : path_(std::move(p
   const std::string who = "--metrics " + path_;
   // A resumed run keeps what the interrupted one wrote up to the checkpoint; a line it wrote after
   // the checkpoint belongs to steps that are now run again.
-  if (start_step > 0 && std::ifstream(path_).good()) {
+  std::error_code exists_error;
+  if (start_step > 0 && std::filesystem::exists(path_, exists_error)) {
     const std::vector<MetricsRecord> old = read_metrics(path_);
     for (const MetricsRecord& r : old)
       if (r.step <= start_step) records_.push_back(r);
-    if (records_.size() < old.size()) {
+    std::error_code size_error;
+    const auto bytes = std::filesystem::file_size(path_, size_error);
+    size_t kept_bytes = 0;
+    for (const MetricsRecord& r : records_) kept_bytes += metrics_line(r).size() + 1;
+    // Rewritten when anything goes: records past the checkpoint, or a last line cut short.
+    if (records_.size() < old.size() || size_error || bytes != kept_bytes) {
       std::string kept;
       for (const MetricsRecord& r : records_) kept += metrics_line(r) + "\n";
       write_file_atomically(path_, kept, who);

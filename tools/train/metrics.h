@@ -8,8 +8,8 @@
 //
 // "mfu" only where the run knows the device's peak (language modelling); "peak_memory_bytes" has one
 // entry per pipeline rank (one for a run without a pipeline): the most that rank has held since its
-// model was built — host memory on the CPU, the caching allocator's peak on a GPU (ranks that are threads
-// of one process share one GPU's allocator, so each reports the process's peak there). "elapsed_s" is
+// model was built — host memory on the CPU, on a GPU the device memory the caching allocator charged to
+// that rank (core/memory_account.h: ranks that are threads of one process each have their own). "elapsed_s" is
 // seconds since this process started the run, "time" the wall clock (Unix seconds).
 //
 // A resumed run continues the file: the lines of steps past the checkpoint it resumes from are
