@@ -47,13 +47,7 @@ inline std::vector<GridPoint> schedule_grid(int max_P) {
 
 // The GPT every pipeline step test runs: 3 blocks, small enough for the emulator.
 inline nn::GPTConfig tiny_gpt_config() {
-  nn::GPTConfig config;
-  config.vocab_size = 11;
-  config.block_size = 8;
-  config.n_layer = 3;
-  config.n_head = 2;
-  config.n_embd = 8;
-  config.seed = 5;
+  nn::GPTConfig config{.vocab_size = 11, .block_size = 8, .n_layer = 3, .n_head = 2, .n_embd = 8, .seed = 5};
   return config;
 }
 

@@ -30,32 +30,29 @@ test::CommandResult launch(const std::string& flags, const std::string& scenario
   return test::run_command(std::string(BRIGADE_CLI) + " launch " + flags + " -- " + COMM_WORKER + " " + scenario);
 }
 
+// `scenario` under `brigade launch flags` succeeds: status 0, and each of the `ranks` ranks says
+// "<scenario> ok" (comm_worker checks the results itself).
+void require_every_rank_ok(const std::string& flags, const std::string& scenario, int ranks) {
+  test::CommandResult r = launch(flags, scenario);
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  REQUIRE(test::count(r.output, "] " + scenario + " ok") == ranks);
+}
+
 }  // namespace
 
 TEST_CASE("gloo: a ring of grouped sends and receives", "[comm][gloo]") {
-  test::CommandResult r = launch("-n 4 --timeout 20", "ring");
-  INFO(r.output);
-  REQUIRE(r.status == 0);
-  REQUIRE(test::count(r.output, "] ring ok") == 4);
+  require_every_rank_ok("-n 4 --timeout 20", "ring", 4);
   // The same over the TCP store instead of a store directory.
-  r = launch("-n 3 --store tcp --timeout 20", "ring");
-  INFO(r.output);
-  REQUIRE(r.status == 0);
-  REQUIRE(test::count(r.output, "] ring ok") == 3);
+  require_every_rank_ok("-n 3 --store tcp --timeout 20", "ring", 3);
 }
 
 TEST_CASE("gloo: a 4-stage pipeline exchanges activations and gradients", "[comm][gloo]") {
-  test::CommandResult r = launch("-n 4 --timeout 20", "pipeline");
-  INFO(r.output);
-  REQUIRE(r.status == 0);
-  REQUIRE(test::count(r.output, "] pipeline ok") == 4);
+  require_every_rank_ok("-n 4 --timeout 20", "pipeline", 4);
 }
 
 TEST_CASE("gloo: all-reduce, broadcast, barrier and split match a reference", "[comm][gloo]") {
-  test::CommandResult r = launch("-n 4 --timeout 20", "collectives");
-  INFO(r.output);
-  REQUIRE(r.status == 0);
-  REQUIRE(test::count(r.output, "] collectives ok") == 4);
+  require_every_rank_ok("-n 4 --timeout 20", "collectives", 4);
 }
 
 TEST_CASE("gloo: a shape mismatch names both sides, the peer and the tag", "[comm][gloo]") {

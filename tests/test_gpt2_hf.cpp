@@ -39,18 +39,18 @@ std::map<std::string, Tensor> hf_layout_by_hand(const nn::GPT& model, const std:
   hf[prefix + "wpe.weight"] = s.at("embed.wpe.weight");
   for (int64_t i = 0; i < model.config().n_layer; ++i) {
     const std::string h = prefix + "h." + std::to_string(i) + ".", b = "blocks." + std::to_string(i) + ".";
-    hf[h + "ln_1.weight"] = s.at(b + "ln1.weight");
-    hf[h + "ln_1.bias"] = s.at(b + "ln1.bias");
-    hf[h + "attn.c_attn.weight"] = T(s.at(b + "attn.qkv.weight"));
-    hf[h + "attn.c_attn.bias"] = s.at(b + "attn.qkv.bias");
-    hf[h + "attn.c_proj.weight"] = T(s.at(b + "attn.proj.weight"));
-    hf[h + "attn.c_proj.bias"] = s.at(b + "attn.proj.bias");
-    hf[h + "ln_2.weight"] = s.at(b + "ln2.weight");
-    hf[h + "ln_2.bias"] = s.at(b + "ln2.bias");
-    hf[h + "mlp.c_fc.weight"] = T(s.at(b + "mlp.fc.weight"));
-    hf[h + "mlp.c_fc.bias"] = s.at(b + "mlp.fc.bias");
-    hf[h + "mlp.c_proj.weight"] = T(s.at(b + "mlp.proj.weight"));
-    hf[h + "mlp.c_proj.bias"] = s.at(b + "mlp.proj.bias");
+    // (Hugging Face's name, ours): each block's weights, the Conv1D ones (c_attn, c_proj, c_fc)
+    // stored transposed, their biases as they are.
+    static const std::pair<const char*, const char*> as_is[] = {
+        {"ln_1.weight", "ln1.weight"},         {"ln_1.bias", "ln1.bias"},
+        {"attn.c_attn.bias", "attn.qkv.bias"}, {"attn.c_proj.bias", "attn.proj.bias"},
+        {"ln_2.weight", "ln2.weight"},         {"ln_2.bias", "ln2.bias"},
+        {"mlp.c_fc.bias", "mlp.fc.bias"},      {"mlp.c_proj.bias", "mlp.proj.bias"}};
+    static const std::pair<const char*, const char*> transposed[] = {
+        {"attn.c_attn.weight", "attn.qkv.weight"}, {"attn.c_proj.weight", "attn.proj.weight"},
+        {"mlp.c_fc.weight", "mlp.fc.weight"},      {"mlp.c_proj.weight", "mlp.proj.weight"}};
+    for (const auto& [theirs, ours] : as_is) hf[h + theirs] = s.at(b + ours);
+    for (const auto& [theirs, ours] : transposed) hf[h + theirs] = T(s.at(b + ours));
     // The causal-mask buffer older files carry: not a weight, skipped on reading.
     hf[h + "attn.bias"] = ones({1, 1, model.config().block_size, model.config().block_size});
   }

@@ -9,21 +9,13 @@ using namespace brigade;
 using test::require_gradcheck;
 using test::strided_leaf;
 using test::round_to;
+using test::unravel;
 using ops::BinaryOp;
 using ops::UnaryOp;
 
 namespace {
 
 // ---- references ----
-
-std::vector<int64_t> unravel(int64_t flat, const Shape& shape) {
-  std::vector<int64_t> idx(shape.size());
-  for (size_t d = shape.size(); d-- > 0;) {
-    idx[d] = flat % shape[d];
-    flat /= shape[d];
-  }
-  return idx;
-}
 
 // Row-major flat index into a tensor of shape `in` of the element that broadcasting pairs with
 // output index `idx`: dims align from the right, and size-1 dims repeat.

@@ -6,26 +6,13 @@
 using namespace brigade;
 using test::require_gradcheck;
 using test::strided_leaf;
+using test::ravel;
 using test::round_to;
+using test::unravel;
 
 namespace {
 
 // ---- index arithmetic for the references ----
-
-std::vector<int64_t> unravel(int64_t flat, const Shape& shape) {
-  std::vector<int64_t> idx(shape.size());
-  for (size_t d = shape.size(); d-- > 0;) {
-    idx[d] = flat % shape[d];
-    flat /= shape[d];
-  }
-  return idx;
-}
-
-int64_t ravel(const std::vector<int64_t>& idx, const Shape& shape) {
-  int64_t flat = 0;
-  for (size_t d = 0; d < shape.size(); ++d) flat = flat * shape[d] + idx[d];
-  return flat;
-}
 
 std::vector<bool> dims_mask(const std::vector<int64_t>& dims, int64_t ndim) {
   std::vector<bool> mask(size_t(ndim), dims.empty());

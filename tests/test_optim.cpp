@@ -70,6 +70,16 @@ Tensor param(const Shape& shape, uint64_t seed, DType dtype = DType::f64) {
 // Sets p.grad directly, bypassing set_grad's checks (to feed deliberately wrong gradients).
 void force_grad(const Tensor& p, const Tensor& g) { p.impl().grad = g.impl_ptr(); }
 
+// One AdamW step on parameters a and b with gradients ga and gb, and the same step of their
+// references.
+void step_both(AdamW& opt, Tensor& a, AdamRef& ra, const Tensor& ga, Tensor& b, AdamRef& rb, const Tensor& gb) {
+  a.set_grad(ga);
+  b.set_grad(gb);
+  opt.step();
+  ra.step(ga.to_vector());
+  rb.step(gb.to_vector());
+}
+
 std::vector<double> scaled(std::vector<double> v, double s) {
   for (double& x : v) x *= s;
   return v;
@@ -222,11 +232,7 @@ TEST_CASE("AdamW matches the f64 formula over several steps for several paramete
   AdamW opt({{"w", w}, {"b", b}}, {.lr = 0.03, .weight_decay = 0.2});
   for (uint64_t t = 1; t <= 6; ++t) {
     Tensor gw = grad_for(w, t), gb = grad_for(b, t + 100);
-    w.set_grad(gw);
-    b.set_grad(gb);
-    opt.step();
-    rw.step(gw.to_vector());
-    rb.step(gb.to_vector());
+    step_both(opt, w, rw, gw, b, rb, gb);
     test::require_close(w, rw.p, 1e-14, 1e-12);
     test::require_close(b, rb.p, 1e-14, 1e-12);
   }
@@ -247,11 +253,7 @@ TEST_CASE("AdamW skips parameters without a gradient and corrects each for its o
   REQUIRE(opt.state_dict().count("exp_avg.b") == 0);
   // Step 2: both. b's first update uses bias correction for t = 1, a's for t = 2.
   Tensor g2a = grad_for(a, 2), g2b = grad_for(b, 3);
-  a.set_grad(g2a);
-  b.set_grad(g2b);
-  opt.step();
-  ra.step(g2a.to_vector());
-  rb.step(g2b.to_vector());
+  step_both(opt, a, ra, g2a, b, rb, g2b);
   test::require_close(a, ra.p, 1e-14, 1e-12);
   test::require_close(b, rb.p, 1e-14, 1e-12);
   StateDict s = opt.state_dict();
@@ -268,11 +270,7 @@ TEST_CASE("AdamW parameter groups override weight decay", "[optim][adamw]") {
   AdamW opt(std::vector<ParamGroup>{{{{"w", w}}, std::nullopt}, {{{"bias", bias}}, 0.0}}, {.weight_decay = 0.5});
   for (uint64_t t = 1; t <= 3; ++t) {
     Tensor gw = grad_for(w, t), gb = grad_for(bias, t + 9);
-    w.set_grad(gw);
-    bias.set_grad(gb);
-    opt.step();
-    rw.step(gw.to_vector());
-    rbias.step(gb.to_vector());
+    step_both(opt, w, rw, gw, bias, rbias, gb);
   }
   test::require_close(w, rw.p, 1e-14, 1e-12);
   test::require_close(bias, rbias.p, 1e-14, 1e-12);

@@ -17,6 +17,7 @@
 #include "pipeline/schedule.h"
 #include "pipeline/schedule_csv.h"
 #include "pipeline/analysis/simulator.h"
+#include "every_schedule.h"
 #include "test_util.h"
 
 using namespace brigade;
@@ -153,54 +154,42 @@ TEST_CASE("exchange_steps: each compute action alone, each maximal run of messag
 }
 
 TEST_CASE("check_exchanges: every generated schedule is safe under rendezvous, P <= 8, M <= 32, V <= 4", "[pipeline]") {
-  int accepted = 0;
   std::vector<std::string> unsafe;  // every (kind, P, M, V) that fails, then the first failure in full
   std::string first_failure;
-  for (ScheduleKind kind : all_schedule_kinds()) {
-    for (int P = 1; P <= 8; ++P) {
-      for (int M = 1; M <= 32; ++M) {
-        for (int V = 1; V <= 4; ++V) {
-          Schedule s;
-          try {
-            s = make_schedule(kind, P, M, V);
-          } catch (const Error&) {
-            continue;  // refused configurations are tested with the schedules
-          }
-          ++accepted;
-          INFO(schedule_name(kind) << " P=" << P << " M=" << M << " V=" << V);
-          // The steps cover every action once, in order, and no two exchanges touch (they would be one).
-          for (int r = 0; r < P; ++r) {
-            const auto& list = s.actions[size_t(r)];
-            size_t next = 0;
-            bool previous_exchange = false;
-            for (const ExchangeStep& step : exchange_steps(list)) {
-              REQUIRE(step.first == next);
-              REQUIRE(step.count >= 1);
-              for (size_t i = step.first; i < step.first + step.count; ++i)
-                REQUIRE(is_compute(list[i].kind) == !step.exchange);
-              REQUIRE((step.exchange ? !previous_exchange : step.count == 1));
-              previous_exchange = step.exchange;
-              next += step.count;
-            }
-            REQUIRE(next == list.size());
-          }
-          try {
-            check_exchanges(s);
-          } catch (const ScheduleError& e) {  // a generated schedule that would hang on gloo or NCCL
-            std::ostringstream name;
-            name << schedule_name(kind) << " P=" << P << " M=" << M << " V=" << V;
-            unsafe.push_back(name.str());
-            if (first_failure.empty()) first_failure = e.what();
-          }
-          // The independent model agrees: every rank reaches the end of its list.
-          if (P <= 4 && M <= 16) {
-            const std::vector<size_t> at = brute_force_rendezvous(s);
-            for (int r = 0; r < P; ++r) CHECK(at[size_t(r)] == s.actions[size_t(r)].size());
-          }
-        }
+  // Refused configurations are tested with the schedules.
+  const int accepted = test::for_each_schedule(1, 8, 32, 4, [&](const Schedule& s, const test::ScheduleCase& config) {
+    const ScheduleKind kind = config.kind;
+    const int P = config.P, M = config.M, V = config.V;
+    // The steps cover every action once, in order, and no two exchanges touch (they would be one).
+    for (int r = 0; r < P; ++r) {
+      const auto& list = s.actions[size_t(r)];
+      size_t next = 0;
+      bool previous_exchange = false;
+      for (const ExchangeStep& step : exchange_steps(list)) {
+        REQUIRE(step.first == next);
+        REQUIRE(step.count >= 1);
+        for (size_t i = step.first; i < step.first + step.count; ++i)
+          REQUIRE(is_compute(list[i].kind) == !step.exchange);
+        REQUIRE((step.exchange ? !previous_exchange : step.count == 1));
+        previous_exchange = step.exchange;
+        next += step.count;
       }
+      REQUIRE(next == list.size());
     }
-  }
+    try {
+      check_exchanges(s);
+    } catch (const ScheduleError& e) {  // a generated schedule that would hang on gloo or NCCL
+      std::ostringstream name;
+      name << schedule_name(kind) << " P=" << P << " M=" << M << " V=" << V;
+      unsafe.push_back(name.str());
+      if (first_failure.empty()) first_failure = e.what();
+    }
+    // The independent model agrees: every rank reaches the end of its list.
+    if (P <= 4 && M <= 16) {
+      const std::vector<size_t> at = brute_force_rendezvous(s);
+      for (int r = 0; r < P; ++r) CHECK(at[size_t(r)] == s.actions[size_t(r)].size());
+    }
+  });
   REQUIRE(accepted > 1000);
   std::string list;
   for (const std::string& name : unsafe) list += "  " + name + "\n";
@@ -503,25 +492,10 @@ TEST_CASE("check_exchanges_headers_first: NCCL runs every schedule gloo runs", "
   // activation headers travel on a communicator and stream of their own; an exchange's sends go out
   // before its host waits for any header, as a gloo rank's do, on one data communicator per
   // direction. zb-v with M < 2P hung when the sends waited for the headers.
-  int total = 0;
-  for (ScheduleKind kind : all_schedule_kinds()) {
-    for (int P = 2; P <= 6; ++P) {
-      for (int M = 1; M <= 16; ++M) {
-        for (int V = 1; V <= 3; ++V) {
-          Schedule s;
-          try {
-            s = make_schedule(kind, P, M, V);
-          } catch (const Error&) {
-            continue;
-          }
-          ++total;
-          INFO(schedule_name(kind) << " P=" << P << " M=" << M << " V=" << V);
-          CHECK_NOTHROW(check_exchanges_headers_first(s, false));
-          CHECK_NOTHROW(check_exchanges_headers_first(s, true));
-        }
-      }
-    }
-  }
+  const int total = test::for_each_schedule(2, 6, 16, 3, [&](const Schedule& s, const test::ScheduleCase&) {
+    CHECK_NOTHROW(check_exchanges_headers_first(s, false));
+    CHECK_NOTHROW(check_exchanges_headers_first(s, true));
+  });
   REQUIRE(total > 300);
 }
 

@@ -82,13 +82,7 @@ void require_covers_every_layer(const std::vector<int64_t>& bounds, int64_t n, i
 }
 
 nn::GPTConfig tiny_gpt() {
-  nn::GPTConfig c;
-  c.vocab_size = 11;
-  c.block_size = 8;
-  c.n_layer = 3;
-  c.n_head = 2;
-  c.n_embd = 16;
-  c.seed = 7;
+  nn::GPTConfig c{.vocab_size = 11, .block_size = 8, .n_layer = 3, .n_head = 2, .n_embd = 16, .seed = 7};
   return c;
 }
 

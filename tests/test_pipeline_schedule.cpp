@@ -19,6 +19,8 @@
 #include "pipeline/schedule.h"
 #include "pipeline/analysis/simulator.h"
 #include "pipeline/analysis/timeline.h"
+#include "cli_run.h"
+#include "every_schedule.h"
 #include "test_util.h"
 
 using namespace brigade;
@@ -71,66 +73,57 @@ std::string names(const Schedule& s, int r) {
 
 TEST_CASE("schedule: every schedule runs every accepted (P, M, V) up to 8 x 32 x 4, each piece of work once",
           "[pipeline]") {
-  int accepted = 0;
-  for (ScheduleKind kind : all_schedule_kinds()) {
-    for (int P = 1; P <= 8; ++P) {
-      for (int M = 1; M <= 32; ++M) {
-        for (int V = 1; V <= 4; ++V) {
-          Schedule s;
-          try {
-            s = make_schedule(kind, P, M, V);
-          } catch (const Error& e) {
-            // Refusals are exactly the documented ones, and the message names the configuration.
-            const bool expected = kind == ScheduleKind::interleaved ? (V == 1 || M % P != 0)
-                                  : kind == ScheduleKind::zb_v      ? V != 2
-                                  : kind == ScheduleKind::dualpipev ? V != 2 || M < 2 * P
-                                                                    : V > 1;
-            INFO(schedule_name(kind) << " P=" << P << " M=" << M << " V=" << V << ": " << e.what());
-            REQUIRE(expected);
-            REQUIRE(std::string(e.what()).find("V=" + std::to_string(V)) != std::string::npos);
-            REQUIRE(std::string(e.what()).find("P=" + std::to_string(P)) != std::string::npos);
-            REQUIRE(std::string(e.what()).find("M=" + std::to_string(M)) != std::string::npos);
-            continue;
-          }
-          ++accepted;
-          INFO(schedule_name(kind) << " P=" << P << " M=" << M << " V=" << V);
-          REQUIRE(s.ranks() == P);
-          REQUIRE(s.chunks() == V);
-          // Exactly one F, and one B or one I + one W, per micro-batch per global stage.
-          const auto counts = compute_counts(s);
-          const bool split = kind == ScheduleKind::zb_h1 || kind == ScheduleKind::zb_v;
-          const bool mixed = kind == ScheduleKind::dualpipev;  // whole B for most, I + W for some
-          for (int stage = 0; stage < P * V; ++stage) {
-            for (int m = 0; m < M; ++m) {
-              auto count = [&](ActionKind k) {
-                auto it = counts.find({k, m, stage});
-                return it == counts.end() ? 0 : it->second;
-              };
-              REQUIRE(count(ActionKind::forward) == 1);
-              if (mixed) {  // either, once
-                REQUIRE(count(ActionKind::backward) + count(ActionKind::backward_input) == 1);
-                REQUIRE(count(ActionKind::backward_weight) == count(ActionKind::backward_input));
-                continue;
-              }
-              REQUIRE(count(ActionKind::backward) == (split ? 0 : 1));
-              REQUIRE(count(ActionKind::backward_input) == (split ? 1 : 0));
-              REQUIRE(count(ActionKind::backward_weight) == (split ? 1 : 0));
-            }
-          }
-          // The dry run finds no deadlock and no violation, with any costs.
-          for (const Costs& c : {Costs{}, unit_fb(), Costs{2, 1, 3, 0.5, {}}}) {
-            SimulationResult r;
-            REQUIRE_NOTHROW(r = simulate(s, c));
-            REQUIRE(r.bubble_fraction >= -1e-12);
-            REQUIRE(r.bubble_fraction < 1);
-            REQUIRE(r.timeline.size() == size_t(P));
-            for (int rank = 0; rank < P; ++rank)
-              REQUIRE(r.timeline[size_t(rank)].size() == s.actions[size_t(rank)].size());
-          }
+  auto refused = [](const test::ScheduleCase& config, const Error& e) {
+    const ScheduleKind kind = config.kind;
+    const int P = config.P, M = config.M, V = config.V;
+    // Refusals are exactly the documented ones, and the message names the configuration.
+    const bool expected = kind == ScheduleKind::interleaved ? (V == 1 || M % P != 0)
+                          : kind == ScheduleKind::zb_v      ? V != 2
+                          : kind == ScheduleKind::dualpipev ? V != 2 || M < 2 * P
+                                                            : V > 1;
+    INFO(schedule_name(kind) << " P=" << P << " M=" << M << " V=" << V << ": " << e.what());
+    REQUIRE(expected);
+    REQUIRE(std::string(e.what()).find("V=" + std::to_string(V)) != std::string::npos);
+    REQUIRE(std::string(e.what()).find("P=" + std::to_string(P)) != std::string::npos);
+    REQUIRE(std::string(e.what()).find("M=" + std::to_string(M)) != std::string::npos);
+  };
+  const int accepted = test::for_each_schedule(1, 8, 32, 4, [&](const Schedule& s, const test::ScheduleCase& config) {
+    const ScheduleKind kind = config.kind;
+    const int P = config.P, M = config.M, V = config.V;
+    REQUIRE(s.ranks() == P);
+    REQUIRE(s.chunks() == V);
+    // Exactly one F, and one B or one I + one W, per micro-batch per global stage.
+    const auto counts = compute_counts(s);
+    const bool split = kind == ScheduleKind::zb_h1 || kind == ScheduleKind::zb_v;
+    const bool mixed = kind == ScheduleKind::dualpipev;  // whole B for most, I + W for some
+    for (int stage = 0; stage < P * V; ++stage) {
+      for (int m = 0; m < M; ++m) {
+        auto count = [&](ActionKind k) {
+          auto it = counts.find({k, m, stage});
+          return it == counts.end() ? 0 : it->second;
+        };
+        REQUIRE(count(ActionKind::forward) == 1);
+        if (mixed) {  // either, once
+          REQUIRE(count(ActionKind::backward) + count(ActionKind::backward_input) == 1);
+          REQUIRE(count(ActionKind::backward_weight) == count(ActionKind::backward_input));
+          continue;
         }
+        REQUIRE(count(ActionKind::backward) == (split ? 0 : 1));
+        REQUIRE(count(ActionKind::backward_input) == (split ? 1 : 0));
+        REQUIRE(count(ActionKind::backward_weight) == (split ? 1 : 0));
       }
     }
-  }
+    // The dry run finds no deadlock and no violation, with any costs.
+    for (const Costs& c : {Costs{}, unit_fb(), Costs{2, 1, 3, 0.5, {}}}) {
+      SimulationResult r;
+      REQUIRE_NOTHROW(r = simulate(s, c));
+      REQUIRE(r.bubble_fraction >= -1e-12);
+      REQUIRE(r.bubble_fraction < 1);
+      REQUIRE(r.timeline.size() == size_t(P));
+      for (int rank = 0; rank < P; ++rank)
+        REQUIRE(r.timeline[size_t(rank)].size() == s.actions[size_t(rank)].size());
+    }
+  }, refused);
   REQUIRE(accepted > 1000);
 }
 
@@ -674,10 +667,7 @@ TEST_CASE("timeline: the SVG, written atomically", "[pipeline]") {
 
 TEST_CASE("brigade simulate: the report, the chart, the SVG and the errors", "[pipeline][cli]") {
   auto run = [](const std::vector<std::string>& args, std::string* err_text = nullptr) {
-    std::ostringstream out, err;
-    const int status = brigade::simulate_cli::simulate_command(args, out, err);
-    if (err_text) *err_text = err.str();
-    return std::make_pair(status, out.str());
+    return test::run_cli(brigade::simulate_cli::simulate_command, args, err_text);
   };
   for (const char* schedule : {"gpipe", "1f1b"}) {
     const auto [status, text] = run({"--stages", "4", "--microbatches", "16", "--schedule", schedule});

@@ -14,6 +14,7 @@
 #include "pipeline/analysis/simulator.h"
 #include "pipeline/schedule.h"
 #include "pipeline/schedule_csv.h"
+#include "cli_run.h"
 #include "temp_dir.h"
 #include "test_util.h"
 #include "tools/simulate/command.h"
@@ -184,10 +185,7 @@ TEST_CASE("schedule file: malformed files name the file, the row and the cell", 
 
 TEST_CASE("brigade simulate --schedule-file and --write-schedule", "[pipeline][cli]") {
   auto run = [](const std::vector<std::string>& args, std::string* err_text = nullptr) {
-    std::ostringstream out, err;
-    const int status = brigade::simulate_cli::simulate_command(args, out, err);
-    if (err_text) *err_text = err.str();
-    return std::make_pair(status, out.str());
+    return test::run_cli(brigade::simulate_cli::simulate_command, args, err_text);
   };
   test::TempDir dir;
   const std::string path = dir.file("zbv.csv");

@@ -12,6 +12,7 @@
 #include "pipeline/analysis/simulator.h"
 #include "pipeline/schedule.h"
 #include "pipeline/trace.h"
+#include "cli_run.h"
 #include "test_util.h"
 #include "tools/simulate/command.h"
 
@@ -179,10 +180,7 @@ TEST_CASE("stage_action_costs: each stage's own means, from a trace", "[pipeline
 
 TEST_CASE("brigade simulate: --cost-f/-b/-w lists give each stage its own cost", "[pipeline][cli]") {
   auto run = [](const std::vector<std::string>& args, std::string* err_text = nullptr) {
-    std::ostringstream out, err;
-    const int status = brigade::simulate_cli::simulate_command(args, out, err);
-    if (err_text) *err_text = err.str();
-    return std::make_pair(status, out.str());
+    return test::run_cli(brigade::simulate_cli::simulate_command, args, err_text);
   };
   // gpipe, P=3, M=4: f = 1,3,1, b = 2 + 0 each: 5 + 3*3 + 6 + 3*2 = 26; busy 4*(5+6) = 44.
   const auto [status, text] = run({"--schedule", "gpipe", "--stages", "3", "--microbatches", "4", "--cost-f", "1,3,1",

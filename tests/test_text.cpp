@@ -260,12 +260,9 @@ TEST_CASE("merge table: short and long pieces merge as the naive loop does, merg
 }
 
 TEST_CASE("encode: equals a naive greedy lowest-rank BPE written here, for a trained tokenizer", "[text]") {
-  std::mt19937 rng(21);
-  std::vector<std::string> corpus;
-  for (int i = 0; i < 40; ++i) corpus.push_back(generated_text(rng, 200));
   BpeTrainOptions options;
   options.vocab_size = 600;
-  const Tokenizer tokenizer = train_bpe(corpus, options);
+  const Tokenizer tokenizer = train_bpe(generated_corpus(21, 40, 200), options);
   REQUIRE(tokenizer.vocab_size() == 600);
   const NaiveBpe naive(tokenizer);
   std::mt19937 other(22);  // text the tokenizer has not seen
@@ -284,12 +281,10 @@ TEST_CASE("encode: equals a naive greedy lowest-rank BPE written here, for a tra
 
 TEST_CASE("encode/decode: any bytes round-trip, for a byte-only and a trained vocabulary", "[text]") {
   const Tokenizer bytes_only(byte_tokens(), {});
-  std::mt19937 rng(31);
-  std::vector<std::string> corpus;
-  for (int i = 0; i < 20; ++i) corpus.push_back(generated_text(rng, 200));
+  std::mt19937 rng(31);  // the corpus first, then the inputs below
   BpeTrainOptions options;
   options.vocab_size = 400;
-  const Tokenizer trained = train_bpe(corpus, options);
+  const Tokenizer trained = train_bpe(generated_corpus(rng, 20, 200), options);
   for (int trial = 0; trial < 300; ++trial) {
     // Random bytes (mostly invalid UTF-8), text, and the two mixed, some with "<|endoftext|>".
     std::string input = trial % 3 == 0 ? random_bytes(rng, rng() % 80) : generated_text(rng, rng() % 30);

@@ -28,13 +28,6 @@ using namespace text_test;
 
 namespace {
 
-std::vector<std::string> generated_corpus(uint32_t seed, int documents, int items) {
-  std::mt19937 rng(seed);
-  std::vector<std::string> corpus;
-  for (int i = 0; i < documents; ++i) corpus.push_back(generated_text(rng, items));
-  return corpus;
-}
-
 void write(const std::string& path, const std::string& contents) {
   std::ofstream(path, std::ios::binary) << contents;
 }

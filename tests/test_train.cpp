@@ -695,16 +695,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A scratch directory that removes itself (with everything in it).
-struct TempDir {
-  std::string path;  // no trailing '/'
-  explicit TempDir(const std::string& name)
-      : path((fs::temp_directory_path() / ("brigade_test_train_" + name)).string()) {
-    fs::remove_all(path);
-    fs::create_directory(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return path + "/" + name; }
+// A scratch directory that removes itself (with everything in it): /tmp/brigade_test_train_<name>.
+struct TempDir : test::NamedTempDir {
+  explicit TempDir(const std::string& name) : NamedTempDir("train_" + name) {}
 };
 
 std::vector<std::string> names_in(const std::string& dir) {

@@ -136,13 +136,7 @@ TEST_CASE("train eval: the validation loss through the stages equals one device'
 TEST_CASE("train eval: sampling through the stages writes one device's tokens", "[train]") {
   // Trainer::sample's settings (temperature 0.8, top-k 40, a seed) on a GPT with a vocabulary
   // larger than 40, decoding past the block size (the window slides).
-  nn::GPTConfig c;
-  c.vocab_size = 60;
-  c.block_size = 6;
-  c.n_layer = 3;
-  c.n_head = 2;
-  c.n_embd = 16;
-  c.seed = 3;
+  nn::GPTConfig c{.vocab_size = 60, .block_size = 6, .n_layer = 3, .n_head = 2, .n_embd = 16, .seed = 3};
   nn::GenerateOptions g;
   g.temperature = 0.8;
   g.top_k = 40;

@@ -15,15 +15,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct ScratchDir {
-  std::string path;
-  explicit ScratchDir(const std::string& name)
-      : path((fs::temp_directory_path() / ("brigade_test_sharded_" + name)).string()) {
-    fs::remove_all(path);
-    fs::create_directory(path);
-  }
-  ~ScratchDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return path + "/" + name; }
+// /tmp/brigade_test_sharded_<name>, removed afterwards.
+struct ScratchDir : test::NamedTempDir {
+  explicit ScratchDir(const std::string& name) : NamedTempDir("sharded_" + name) {}
 };
 
 // A 12-step sort run small enough for a second, in the layout `layout` names. No clipping and one

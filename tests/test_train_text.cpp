@@ -291,12 +291,7 @@ TEST_CASE("generate options: --device is read into a Device, and checked only wh
 }
 
 TEST_CASE("MFU: 6N + 12LCT model FLOPs per token, and the peak table", "[train_text]") {
-  nn::GPTConfig c;
-  c.vocab_size = 256;
-  c.block_size = 32;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 16;
+  nn::GPTConfig c{.vocab_size = 256, .block_size = 32, .n_layer = 2, .n_head = 2, .n_embd = 16};
   nn::GPT model(c);
   // Parameters counted by hand: wte 256*16, wpe 32*16; per block: 2 LayerNorms (2*2*16), qkv
   // 16*48+48, proj 16*16+16, MLP 16*64+64 and 64*16+16; ln_f 2*16.

@@ -125,7 +125,24 @@ inline void require_same_checkpoint(const std::string& got_path, const std::stri
   require_same(got.optimizer, expected.optimizer);
 }
 
-// Row-major flat index helpers for writing f64 references as plain loops.
+// Row-major flat index helpers for writing f64 references as plain loops: the index of each dim
+// for flat position `flat` of `shape`, and back.
+inline std::vector<int64_t> unravel(int64_t flat, const Shape& shape) {
+  std::vector<int64_t> idx(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    idx[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+  return idx;
+}
+
+inline int64_t ravel(const std::vector<int64_t>& idx, const Shape& shape) {
+  int64_t flat = 0;
+  for (size_t d = 0; d < shape.size(); ++d) flat = flat * shape[d] + idx[d];
+  return flat;
+}
+
+// A tensor's values as f64, for comparing with such references.
 inline std::vector<double> values(const Tensor& t) { return t.to_vector(); }
 
 // The message of the brigade::Error that `f` throws, or "(no error)".

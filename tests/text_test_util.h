@@ -91,6 +91,19 @@ inline std::string generated_text(std::mt19937& rng, int items) {
   return out;
 }
 
+// A corpus of `documents` generated texts of `items` items each, drawn from `rng` in turn (a test
+// that goes on drawing from it passes its own), or from a fresh generator seeded with `seed`.
+inline std::vector<std::string> generated_corpus(std::mt19937& rng, int documents, int items) {
+  std::vector<std::string> corpus;
+  for (int i = 0; i < documents; ++i) corpus.push_back(generated_text(rng, items));
+  return corpus;
+}
+
+inline std::vector<std::string> generated_corpus(uint32_t seed, int documents, int items) {
+  std::mt19937 rng(seed);
+  return generated_corpus(rng, documents, items);
+}
+
 // n random bytes: half of the strings any bytes at all, half mostly ASCII with stray high bytes.
 inline std::string random_bytes(std::mt19937& rng, size_t n) {
   const bool any = rng() % 2;

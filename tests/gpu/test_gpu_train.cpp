@@ -42,15 +42,8 @@ namespace {
 const Device kGpu = Device::cuda(0);
 
 nn::GPTConfig small_gpt(Device device, std::optional<DType> compute = std::nullopt) {
-  nn::GPTConfig c;
-  c.vocab_size = 37;
-  c.block_size = 16;
-  c.n_layer = 2;
-  c.n_head = 4;
-  c.n_embd = 64;
-  c.seed = 11;
-  c.device = device;
-  c.compute_dtype = compute;
+  nn::GPTConfig c{.vocab_size = 37, .block_size = 16, .n_layer = 2, .n_head = 4, .n_embd = 64, .compute_dtype = compute,
+      .device = device, .seed = 11};
   return c;
 }
 

@@ -186,10 +186,7 @@ std::string usage() {
          cli::flag_lines(flags());
 }
 
-struct Parsed {
-  Settings options;
-  bool help = false;
-};
+using Parsed = cli::Parsed<Settings>;
 
 Parsed parse(const std::vector<std::string>& args) {
   Parsed p;

@@ -17,10 +17,7 @@ struct KernelsOptions {
   bool quick = false;        // fewer sizes and repeats: a smoke run in well under a minute
 };
 
-struct ParsedKernelsArgs {
-  KernelsOptions options;
-  bool help = false;
-};
+using ParsedKernelsArgs = cli::Parsed<KernelsOptions>;
 
 // Parses the flags after `bench kernels` (tools/cli/flags.h); throws cli::UsageError naming the flag.
 ParsedKernelsArgs parse_kernels_args(const std::vector<std::string>& args);

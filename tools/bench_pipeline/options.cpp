@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <charconv>
 #include <iomanip>
-#include <sstream>
 #include <utility>
 
 #include "comm/nccl.h"
@@ -21,7 +20,7 @@ using cli::parse_int;
 using cli::UsageError;
 using Flag = cli::Flag<BenchOptions>;
 
-[[noreturn]] void bad(const std::string& flag, const std::string& why) { throw UsageError(flag + ": " + why); }
+using cli::bad_flag;
 
 std::vector<std::string> split_commas(const std::string& text) {
   std::vector<std::string> out;
@@ -52,7 +51,7 @@ const std::vector<Flag>& flags() {
                   &BenchOptions::replicas, 1, 64),
       {"--transport", "T", "local or nccl (NCCL ranks on the GPUs in turn; one GPU needs NCCL >= 2.30.3)",
        [](BenchOptions& o, const std::string& v) {
-         if (v != "local" && v != "nccl") bad("--transport", "expected local or nccl, got '" + v + "'");
+         if (v != "local" && v != "nccl") bad_flag("--transport", "expected local or nccl, got '" + v + "'");
          o.transport = v;
        },
        [](const BenchOptions& o) { return o.transport; }},
@@ -62,17 +61,16 @@ const std::vector<Flag>& flags() {
          for (const std::string& name : split_commas(v)) {
            const pipeline::ScheduleKind kind = cli::parse_schedule("--schedules", name);
            for (pipeline::ScheduleKind seen : o.schedules)
-             if (seen == kind) bad("--schedules", "'" + name + "' is listed twice");
+             if (seen == kind) bad_flag("--schedules", "'" + name + "' is listed twice");
            o.schedules.push_back(kind);
          }
-         if (o.schedules.empty()) bad("--schedules", "expected at least one schedule");
+         if (o.schedules.empty()) bad_flag("--schedules", "expected at least one schedule");
        },
        [](const BenchOptions&) { return std::string("all"); }},
-      {"--schedule-file", "FILE",
-       "also time the schedule in FILE (PyTorch's CSV format, e.g. from brigade simulate --write-schedule; its P and "
-       "M must be --stages and --microbatches)",
-       [](BenchOptions& o, const std::string& v) { o.schedule_file = v; },
-       [](const BenchOptions& o) { return o.schedule_file.empty() ? std::string("none") : o.schedule_file; }},
+      cli::text_flag("--schedule-file", "FILE",
+                     "also time the schedule in FILE (PyTorch's CSV format, e.g. from brigade simulate --write-schedule; "
+                     "its P and M must be --stages and --microbatches)",
+                     &BenchOptions::schedule_file),
       number_flag("--steps", "N", "timed steps per schedule (medians over these)", &BenchOptions::steps, 1, 100000,
                   "10; 3 with --quick"),
       {"--warmup", "K", "untimed steps before them",
@@ -96,13 +94,13 @@ const std::vector<Flag>& flags() {
        [](BenchOptions& o, const std::string&) { o.quick = true; }, [](const BenchOptions&) { return std::string("off"); }},
       {"--json", "FILE", "also write every number as JSON (atomically)",
        [](BenchOptions& o, const std::string& v) {
-         if (v.empty()) bad("--json", "expected a file name");
+         if (v.empty()) bad_flag("--json", "expected a file name");
          o.json = v;
        },
        [](const BenchOptions&) { return std::string("none"); }},
       {"--trace-dir", "DIR", "write each schedule's Chrome trace and measured-vs-simulated SVG here",
        [](BenchOptions& o, const std::string& v) {
-         if (v.empty()) bad("--trace-dir", "expected a directory");
+         if (v.empty()) bad_flag("--trace-dir", "expected a directory");
          o.trace_dir = v;
        },
        [](const BenchOptions&) { return std::string("none"); }},
@@ -170,18 +168,17 @@ ParsedBenchArgs parse_bench_args(const std::vector<std::string>& args) {
 }
 
 std::string bench_usage() {
-  std::ostringstream os;
-  os << "usage: brigade bench pipeline [flags]\n\n"
-        "Runs real pipeline steps of a GPT for each schedule (P ranks as threads, local or NCCL\n"
-        "communicators; on a GPU each rank on its own stream) and reports: step time, tokens/s and the\n"
-        "speed-up over the same model unpipelined; the measured bubble against the simulator's\n"
-        "prediction from the measured mean action costs; how much of each rank's time went to exchanging\n"
-        "messages and how much of that other ranks computed through; and with --replicas, how much step\n"
-        "time starting the gradient all-reduces during the backward saves.\n\n"
-        "example: brigade bench pipeline --stages 4 --microbatches 8 --json pipeline.json --trace-dir traces\n\n"
-        "flags:\n";
-  os << cli::flag_lines(flags());
-  return os.str();
+  return cli::usage_text(
+      "usage: brigade bench pipeline [flags]\n\n"
+      "Runs real pipeline steps of a GPT for each schedule (P ranks as threads, local or NCCL\n"
+      "communicators; on a GPU each rank on its own stream) and reports: step time, tokens/s and the\n"
+      "speed-up over the same model unpipelined; the measured bubble against the simulator's\n"
+      "prediction from the measured mean action costs; how much of each rank's time went to exchanging\n"
+      "messages and how much of that other ranks computed through; and with --replicas, how much step\n"
+      "time starting the gradient all-reduces during the backward saves.\n\n"
+      "example: brigade bench pipeline --stages 4 --microbatches 8 --json pipeline.json --trace-dir traces\n\n"
+      "flags:\n",
+      flags());
 }
 
 }  // namespace brigade::bench_pipeline

@@ -44,10 +44,7 @@ struct BenchOptions {
   void resolve();
 };
 
-struct ParsedBenchArgs {
-  BenchOptions options;
-  bool help = false;
-};
+using ParsedBenchArgs = cli::Parsed<BenchOptions>;
 
 // Parses the arguments after `brigade bench pipeline`; throws cli::UsageError naming the flag.
 ParsedBenchArgs parse_bench_args(const std::vector<std::string>& args);

@@ -33,10 +33,7 @@ struct Options {
   std::string json_path;
 };
 
-struct Parsed {
-  Options options;
-  bool help = false;
-};
+using Parsed = cli::Parsed<Options>;
 
 std::vector<cli::Flag<Options>> flags() {
   auto named = [](const char* name, int64_t Options::*field, int64_t min) {
@@ -82,9 +79,7 @@ std::vector<cli::Flag<Options>> flags() {
        "AdamW stays eager)",
        [](Options& o, const std::string&) { o.cuda_graph = true; },
        [](const Options& o) { return std::string(o.cuda_graph ? "on" : "off"); }},
-      {"--json", "FILE", "also write the numbers as JSON (atomically)",
-       [](Options& o, const std::string& v) { o.json_path = v; },
-       [](const Options& o) { return o.json_path.empty() ? std::string("none") : o.json_path; }},
+      cli::text_flag("--json", "FILE", "also write the numbers as JSON (atomically)", &Options::json_path),
   };
 }
 

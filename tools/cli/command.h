@@ -10,13 +10,15 @@
 #include <exception>
 #include <ostream>
 #include <string>
+#include <type_traits>
 
 #include "tools/cli/flags.h"
 
 namespace brigade::cli {
 
 // `parse()` returns a struct with `options` and `help` (ParsedTrainArgs, ...) or throws UsageError;
-// `usage()` returns the usage text; `run(options)` does the work and returns the exit status.
+// `usage()` returns the usage text; `run(options)` does the work and returns the exit status, or
+// returns nothing when it can only succeed or throw (the status is then 0).
 template <class Parse, class Usage, class Run>
 int run_command(const std::string& name, std::ostream& out, std::ostream& err, Parse parse, Usage usage, Run run) {
   decltype(parse()) parsed;
@@ -31,7 +33,12 @@ int run_command(const std::string& name, std::ostream& out, std::ostream& err, P
     return 0;
   }
   try {
-    return run(parsed.options);
+    if constexpr (std::is_void_v<decltype(run(parsed.options))>) {
+      run(parsed.options);
+      return 0;
+    } else {
+      return run(parsed.options);
+    }
   } catch (const std::exception& e) {
     err << name << ": error: " << e.what() << "\n";
     return 1;

@@ -30,6 +30,11 @@ class UsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Throws the UsageError "<flag>: <why>", the form every complaint about a flag takes.
+[[noreturn]] inline void bad_flag(const std::string& flag, const std::string& why) {
+  throw UsageError(flag + ": " + why);
+}
+
 // One row of a command's flag table: how to read the value into Options and how to show the default.
 template <class Options>
 struct Flag {
@@ -40,12 +45,35 @@ struct Flag {
   std::function<std::string(const Options&)> get;  // the default, for --help
 };
 
+// What a command's parser returns (cli::run_command takes it): the options, and whether -h/--help was
+// given (print the usage and do nothing else). One template, so every command reads it the same way.
+template <class Options>
+struct Parsed {
+  Options options;
+  bool help = false;
+};
+
+// A row that stores its value as given in a string field of Options. Its --help default is `shown`
+// when given ("required", "the checkpoint's"), else the field's own default, "none" when empty.
+template <class Options>
+Flag<Options> text_flag(std::string name, std::string value, std::string help, std::string Options::*field,
+                        std::optional<std::string> shown = std::nullopt) {
+  std::function<std::string(const Options&)> get;
+  if (shown) get = [text = *shown](const Options&) { return text; };
+  else get = [field](const Options& o) { return (o.*field).empty() ? std::string("none") : o.*field; };
+  return {std::move(name), std::move(value), std::move(help),
+          [field](Options& o, const std::string& v) { o.*field = v; }, std::move(get)};
+}
+
 // What a command does with operands (arguments that are not flags).
 enum class Operands {
   anywhere,     // among the flags (`brigade tokenizer train --vocab 500 a.txt b.txt`)
   end_of_flags  // the first one ends the flags: it and everything after are passed on as they are
                 // (`brigade launch -n 2 prog --steps 3`: --steps is the program's)
 };
+
+// Whether `arg` asks for the usage: -h or --help.
+inline bool is_help(const std::string& arg) { return arg == "--help" || arg == "-h"; }
 
 // Applies `args` to `options` through `flags`. Accepts `--flag value` and `--flag=value`; a flag
 // whose placeholder is empty is a switch and takes no value. Sets `help` for -h/--help (and keeps
@@ -63,7 +91,7 @@ void parse_flags(const std::vector<std::string>& args, const std::vector<Flag<Op
   };
   for (size_t i = 0; i < args.size(); ++i) {
     std::string arg = args[i];
-    if (arg == "--help" || arg == "-h") {
+    if (is_help(arg)) {
       help = true;
       continue;
     }
@@ -124,6 +152,20 @@ std::string flag_lines(const std::vector<Flag<Options>>& flags) {
   for (const Flag<Options>& f : flags) line(spelling(f), f.help + " [" + f.get(defaults) + "]");
   line("-h, --help", "show this help");
   return text;
+}
+
+// A number as --help shows it in a flag's default (how a stream prints it: "0.001", "1e-05").
+inline std::string show_number(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+// A command's usage text: `intro` (the usage line, what the command does, examples, ending in
+// "flags:\n"), then the flag lines.
+template <class Options>
+std::string usage_text(const std::string& intro, const std::vector<Flag<Options>>& flags) {
+  return intro + flag_lines(flags);
 }
 
 // The number `text` for `flag`, checked against [min, max]; throws UsageError naming the flag

@@ -1,7 +1,6 @@
 #include "curves/command.h"
 
 #include <ostream>
-#include <sstream>
 
 #include "tools/cli/command.h"
 #include "train/loss_curve.h"
@@ -16,18 +15,14 @@ struct CurvesOptions {
   std::string out = "brigade-loss.svg";  // brigade train --curves' default
 };
 
-struct ParsedCurvesArgs {
-  CurvesOptions options;
-  bool help = false;
-};
+using ParsedCurvesArgs = cli::Parsed<CurvesOptions>;
 
 using Flag = cli::Flag<CurvesOptions>;
 
 const std::vector<Flag>& flags() {
   static const std::vector<Flag> table = {
-      {"--metrics", "FILE", "the JSON Lines file of `brigade train --metrics FILE`",
-       [](CurvesOptions& o, const std::string& v) { o.metrics = v; },
-       [](const CurvesOptions&) { return std::string("required"); }},
+      cli::text_flag("--metrics", "FILE", "the JSON Lines file of `brigade train --metrics FILE`",
+                     &CurvesOptions::metrics, "required"),
       {"--out", "PATH", "the SVG to write", [](CurvesOptions& o, const std::string& v) { o.out = v; },
        [](const CurvesOptions& o) { return o.out; }},
   };
@@ -42,12 +37,11 @@ ParsedCurvesArgs parse_curves_args(const std::vector<std::string>& args) {
 }
 
 std::string curves_usage() {
-  std::ostringstream os;
-  os << "usage: brigade curves --metrics FILE [--out PATH]\n\n"
-        "Draws the loss curves of a `brigade train --metrics FILE` run: training and validation loss over\n"
-        "steps, and tokens per second. The picture is the one the run writes at its end (--curves).\n\nflags:\n";
-  os << cli::flag_lines(flags());
-  return os.str();
+  return cli::usage_text(
+      "usage: brigade curves --metrics FILE [--out PATH]\n\n"
+      "Draws the loss curves of a `brigade train --metrics FILE` run: training and validation loss over\n"
+      "steps, and tokens per second. The picture is the one the run writes at its end (--curves).\n\nflags:\n",
+      flags());
 }
 
 }  // namespace

@@ -9,10 +9,7 @@ namespace brigade::data_cli {
 int data_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   return cli::run_command(
       "brigade data prepare", out, err, [&] { return parse_data_args(args); }, [] { return data_usage(); },
-      [&](const PrepareOptions& options) {
-        prepare(options, out);
-        return 0;
-      });
+      [&](const PrepareOptions& options) { prepare(options, out); });
 }
 
 }  // namespace brigade::data_cli

@@ -20,10 +20,7 @@ struct PrepareOptions {
 
 using UsageError = cli::UsageError;
 
-struct ParsedPrepareArgs {
-  PrepareOptions options;
-  bool help = false;
-};
+using ParsedPrepareArgs = cli::Parsed<PrepareOptions>;
 
 // Parses the arguments after `brigade data`: the action ("prepare"), then its flags and files.
 ParsedPrepareArgs parse_data_args(const std::vector<std::string>& args);

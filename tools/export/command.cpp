@@ -1,7 +1,6 @@
 #include "export/command.h"
 
 #include <ostream>
-#include <sstream>
 
 #include "core/device.h"
 #include "generate/saved_model.h"
@@ -20,28 +19,22 @@ struct ExportOptions {
   std::string tokenizer;                 // a tokenizer directory to include (wins over the checkpoint's)
 };
 
-struct ParsedExportArgs {
-  ExportOptions options;
-  bool help = false;
-};
+using ParsedExportArgs = cli::Parsed<ExportOptions>;
 
 using Flag = cli::Flag<ExportOptions>;
 
 const std::vector<Flag>& flags() {
   static const std::vector<Flag> table = {
-      {"--checkpoint", "PATH",
-       "a `brigade train --data` checkpoint (file or sharded directory), or Hugging Face GPT-2 to reshard",
-       [](ExportOptions& o, const std::string& v) { o.checkpoint = v; },
-       [](const ExportOptions&) { return std::string("required"); }},
-      {"--out", "DIR", "the Hugging Face model directory to write (created if need be)",
-       [](ExportOptions& o, const std::string& v) { o.out = v; },
-       [](const ExportOptions&) { return std::string("required"); }},
+      cli::text_flag("--checkpoint", "PATH",
+                     "a `brigade train --data` checkpoint (file or sharded directory), or Hugging Face GPT-2 to reshard",
+                     &ExportOptions::checkpoint, "required"),
+      cli::text_flag("--out", "DIR", "the Hugging Face model directory to write (created if need be)",
+                     &ExportOptions::out, "required"),
       {"--max-shard-size", "SIZE", "most tensor bytes per shard (5GB, 500MiB, bytes); all in one: model.safetensors",
        [](ExportOptions& o, const std::string& v) { o.max_shard_bytes = cli::parse_bytes("--max-shard-size", v); },
        [](const ExportOptions&) { return std::string("5GB"); }},
-      {"--tokenizer", "DIR", "vocab.json + merges.txt to write beside the weights (else the checkpoint's, if any)",
-       [](ExportOptions& o, const std::string& v) { o.tokenizer = v; },
-       [](const ExportOptions&) { return std::string("the checkpoint's"); }},
+      cli::text_flag("--tokenizer", "DIR", "vocab.json + merges.txt to write beside the weights (else the checkpoint's, if any)",
+                     &ExportOptions::tokenizer, "the checkpoint's"),
   };
   return table;
 }
@@ -55,13 +48,12 @@ ParsedExportArgs parse_export_args(const std::vector<std::string>& args) {
 }
 
 std::string export_usage() {
-  std::ostringstream os;
-  os << "usage: brigade export --checkpoint PATH --out DIR [flags]\n\n"
-        "Writes a trained GPT as a Hugging Face GPT-2 model directory: config.json, the weights (one\n"
-        "model.safetensors, or model-0000i-of-0000n.safetensors shards and model.safetensors.index.json)\n"
-        "and the tokenizer's vocab.json and merges.txt.\n\nflags:\n";
-  os << cli::flag_lines(flags());
-  return os.str();
+  return cli::usage_text(
+      "usage: brigade export --checkpoint PATH --out DIR [flags]\n\n"
+      "Writes a trained GPT as a Hugging Face GPT-2 model directory: config.json, the weights (one\n"
+      "model.safetensors, or model-0000i-of-0000n.safetensors shards and model.safetensors.index.json)\n"
+      "and the tokenizer's vocab.json and merges.txt.\n\nflags:\n",
+      flags());
 }
 
 void export_model(const ExportOptions& o, std::ostream& out) {
@@ -82,10 +74,7 @@ void export_model(const ExportOptions& o, std::ostream& out) {
 int export_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   return cli::run_command(
       "brigade export", out, err, [&] { return parse_export_args(args); }, [] { return export_usage(); },
-      [&](const ExportOptions& options) {
-        export_model(options, out);
-        return 0;
-      });
+      [&](const ExportOptions& options) { export_model(options, out); });
 }
 
 }  // namespace brigade::export_cli

@@ -107,10 +107,7 @@ void generate(const GenerateOptions& o, std::ostream& out) {
 int generate_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   return cli::run_command(
       "brigade generate", out, err, [&] { return parse_generate_args(args); }, [] { return generate_usage(); },
-      [&](const GenerateOptions& options) {
-        generate(options, out);
-        return 0;
-      });
+      [&](const GenerateOptions& options) { generate(options, out); });
 }
 
 }  // namespace brigade::generate_cli

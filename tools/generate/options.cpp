@@ -1,7 +1,5 @@
 #include "generate/options.h"
 
-#include <sstream>
-
 #include "core/json.h"  // json_number: the shortest text of a number
 
 namespace brigade::generate_cli {
@@ -10,11 +8,7 @@ namespace {
 
 using Flag = cli::Flag<GenerateOptions>;
 
-Flag text_flag(std::string name, std::string value, std::string help, std::string GenerateOptions::*field,
-               std::string shown) {
-  return {name, std::move(value), std::move(help), [field](GenerateOptions& o, const std::string& v) { o.*field = v; },
-          [shown](const GenerateOptions&) { return shown; }};
-}
+using cli::text_flag;
 
 const std::vector<Flag>& flags() {
   static const std::vector<Flag> table = {
@@ -63,11 +57,10 @@ ParsedGenerateArgs parse_generate_args(const std::vector<std::string>& args) {
 }
 
 std::string generate_usage() {
-  std::ostringstream os;
-  os << "usage: brigade generate --checkpoint PATH [flags]\n\n"
-        "Continues a prompt with a trained GPT, one token at a time, with a KV cache.\n\nflags:\n";
-  os << cli::flag_lines(flags());
-  return os.str();
+  return cli::usage_text(
+      "usage: brigade generate --checkpoint PATH [flags]\n\n"
+      "Continues a prompt with a trained GPT, one token at a time, with a KV cache.\n\nflags:\n",
+      flags());
 }
 
 }  // namespace brigade::generate_cli

@@ -26,10 +26,7 @@ struct GenerateOptions {
 
 using UsageError = cli::UsageError;
 
-struct ParsedGenerateArgs {
-  GenerateOptions options;
-  bool help = false;
-};
+using ParsedGenerateArgs = cli::Parsed<GenerateOptions>;
 
 ParsedGenerateArgs parse_generate_args(const std::vector<std::string>& args);
 std::string generate_usage();

@@ -15,13 +15,7 @@ using cli::parse_int;
 using cli::parse_number;
 using Flag = cli::Flag<PlanOptions>;
 
-[[noreturn]] void bad(const std::string& flag, const std::string& why) { throw UsageError(flag + ": " + why); }
-
-std::string show(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
+using cli::bad_flag;
 
 Flag size_flag(std::string name, std::string help, int64_t pipeline::GptShape::*field) {
   return {name, "N", std::move(help),
@@ -40,11 +34,11 @@ std::vector<pipeline::ScheduleKind> parse_schedules(const std::string& text) {
     try {
       out.push_back(pipeline::parse_schedule_kind(item));
     } catch (const Error&) {
-      bad("--schedules", "expected a comma-separated list of " + pipeline::schedule_names() + " (or all), got '" +
-                             item + "'");
+      bad_flag("--schedules", "expected a comma-separated list of " + pipeline::schedule_names() + " (or all), got '" +
+                                  item + "'");
     }
   }
-  if (out.empty()) bad("--schedules", "expected at least one schedule");
+  if (out.empty()) bad_flag("--schedules", "expected at least one schedule");
   return out;
 }
 
@@ -71,18 +65,18 @@ const std::vector<Flag>& flags() {
       {"--tflops", "X", "effective TFLOP/s of one device: what a training step reaches, not its peak",
        [](PlanOptions& o, const std::string& v) {
          o.tflops = parse_number("--tflops", v, 0);
-         if (o.tflops == 0) bad("--tflops", "must be positive, got " + v);
+         if (o.tflops == 0) bad_flag("--tflops", "must be positive, got " + v);
        },
        [](const PlanOptions&) { return std::string("240 with bf16, 22 with f32: brigade's GPT-2 step on an H200"); }},
       {"--bandwidth", "GB/s", "bandwidth between two devices, each way (PCIe 5.0 x16: about 50)",
        [](PlanOptions& o, const std::string& v) {
          o.bandwidth = parse_number("--bandwidth", v, 0);
-         if (o.bandwidth == 0) bad("--bandwidth", "must be positive, got " + v);
+         if (o.bandwidth == 0) bad_flag("--bandwidth", "must be positive, got " + v);
        },
-       [](const PlanOptions& o) { return show(o.bandwidth) + ": NVLink"; }},
+       [](const PlanOptions& o) { return cli::show_number(o.bandwidth) + ": NVLink"; }},
       {"--latency", "US", "microseconds per message, on top of its bytes",
        [](PlanOptions& o, const std::string& v) { o.latency = parse_number("--latency", v, 0); },
-       [](const PlanOptions& o) { return show(o.latency); }},
+       [](const PlanOptions& o) { return cli::show_number(o.latency); }},
       {"--batch", "N", "sequences per step, over all replicas",
        [](PlanOptions& o, const std::string& v) { o.batch = parse_int("--batch", v, 1, int64_t(1) << 24); },
        [](const PlanOptions& o) { return std::to_string(o.batch); }},
@@ -97,7 +91,7 @@ const std::vector<Flag>& flags() {
        [](const PlanOptions& o) { return std::to_string(o.max_chunks); }},
       {"--recompute", "WHEN", "on, off or both: whether to try activation recomputation",
        [](PlanOptions& o, const std::string& v) {
-         if (v != "on" && v != "off" && v != "both") bad("--recompute", "expected on, off or both, got '" + v + "'");
+         if (v != "on" && v != "off" && v != "both") bad_flag("--recompute", "expected on, off or both, got '" + v + "'");
          o.recompute = v;
        },
        [](const PlanOptions& o) { return o.recompute; }},
@@ -106,7 +100,7 @@ const std::vector<Flag>& flags() {
        [](const PlanOptions& o) { return std::to_string(o.top); }},
       {"--data", "DIR", "the token shards the printed brigade train lines train on",
        [](PlanOptions& o, const std::string& v) {
-         if (v.empty()) bad("--data", "expected a directory");
+         if (v.empty()) bad_flag("--data", "expected a directory");
          o.data = v;
        },
        [](const PlanOptions& o) { return o.data; }},
@@ -125,7 +119,7 @@ pipeline::GptShape preset_shape(const std::string& model) {
     shape.context = p->block_size;
     return shape;
   }
-  bad("--model", "expected " + nn::gpt2_preset_names() + ", got '" + model + "'");
+  bad_flag("--model", "expected " + nn::gpt2_preset_names() + ", got '" + model + "'");
 }
 
 double PlanOptions::tflops_or_default() const { return tflops > 0 ? tflops : precision == DType::f32 ? 22 : 240; }
@@ -157,29 +151,28 @@ ParsedPlanArgs parse_plan_args(const std::vector<std::string>& args) {
   o.shape = preset_shape(o.model);
   cli::parse_flags(args, flags(), o, out.help);
   if (o.shape.embd % o.shape.heads != 0)
-    bad("--heads", std::to_string(o.shape.heads) + " heads do not divide --embd " + std::to_string(o.shape.embd));
+    bad_flag("--heads", std::to_string(o.shape.heads) + " heads do not divide --embd " + std::to_string(o.shape.embd));
   // `brigade train --data` pads the vocabulary to a multiple of 128 (tools/train/text_task.cpp): the
   // model it builds, and so the one planned, has that many rows in the embedding and the head.
   o.vocab_unpadded = o.shape.vocab;
   o.shape.vocab = (o.shape.vocab + 127) / 128 * 128;
   if (pipeline::plan_candidates(o.spec()).empty())
-    bad("--batch", "no configuration of " + std::to_string(o.devices) + " devices runs a batch of " +
-                       std::to_string(o.batch) + " sequences with these schedules (D replicas must divide it, and M " +
-                       "micro-batches each replica's share: interleaved a multiple of P, zb-v and dualpipev at " +
-                       "least 2P); try a multiple of --devices");
+    bad_flag("--batch", "no configuration of " + std::to_string(o.devices) + " devices runs a batch of " +
+                            std::to_string(o.batch) + " sequences with these schedules (D replicas must divide it, and M " +
+                            "micro-batches each replica's share: interleaved a multiple of P, zb-v and dualpipev at " +
+                            "least 2P); try a multiple of --devices");
   return out;
 }
 
 std::string plan_usage() {
-  std::ostringstream os;
-  os << "usage: brigade plan [flags]\n\n"
-        "Finds how to train a GPT on N devices: P pipeline stages x D data-parallel replicas, the schedule,\n"
-        "its chunks V and micro-batches M, and recomputation. Each configuration's layers are split to fit\n"
-        "the device's memory, its peak per rank predicted and its step simulated, from an analytic cost\n"
-        "model of the GPT and the devices' speeds; the best are printed with the command that runs each.\n\n"
-        "example: brigade plan --model gpt2-xl --devices 16 --memory 40GiB --bandwidth 50\n\nflags:\n";
-  os << cli::flag_lines(flags());
-  return os.str();
+  return cli::usage_text(
+      "usage: brigade plan [flags]\n\n"
+      "Finds how to train a GPT on N devices: P pipeline stages x D data-parallel replicas, the schedule,\n"
+      "its chunks V and micro-batches M, and recomputation. Each configuration's layers are split to fit\n"
+      "the device's memory, its peak per rank predicted and its step simulated, from an analytic cost\n"
+      "model of the GPT and the devices' speeds; the best are printed with the command that runs each.\n\n"
+      "example: brigade plan --model gpt2-xl --devices 16 --memory 40GiB --bandwidth 50\n\nflags:\n",
+      flags());
 }
 
 }  // namespace brigade::plan_cli

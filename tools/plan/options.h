@@ -48,10 +48,7 @@ using UsageError = cli::UsageError;
 // naming --model for an unknown name.
 pipeline::GptShape preset_shape(const std::string& model);
 
-struct ParsedPlanArgs {
-  PlanOptions options;
-  bool help = false;
-};
+using ParsedPlanArgs = cli::Parsed<PlanOptions>;
 
 // Parses the arguments after `brigade plan`. Accepts `--flag value` and `--flag=value`; throws
 // UsageError naming the flag.

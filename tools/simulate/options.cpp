@@ -3,7 +3,6 @@
 #include <charconv>
 #include <cmath>
 #include <iomanip>
-#include <sstream>
 #include <utility>
 
 #include "core/error.h"
@@ -16,22 +15,16 @@ namespace {
 
 using cli::parse_int;
 
-[[noreturn]] void bad(const std::string& flag, const std::string& why) { throw UsageError(flag + ": " + why); }
+using cli::bad_flag;
 
 double parse_cost(const std::string& flag, const std::string& text) {
   double v = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(v)) {
-    bad(flag, "expected a number, got '" + text + "'");
+    bad_flag(flag, "expected a number, got '" + text + "'");
   }
-  if (v < 0) bad(flag, "must be non-negative, got " + text);
+  if (v < 0) bad_flag(flag, "must be non-negative, got " + text);
   return v;
-}
-
-std::string show(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
 }
 
 using Flag = cli::Flag<SimulateOptions>;
@@ -60,8 +53,8 @@ Flag cost_flag(std::string name, std::string help, double SimulateOptions::*unif
                 values.push_back(parse_cost(name, item));
               } catch (const UsageError& e) {
                 if (v.find(',') == std::string::npos) throw;
-                bad(name, "stage " + std::to_string(values.size()) + "'s cost: " +
-                              std::string(e.what()).substr(name.size() + 2));
+                bad_flag(name, "stage " + std::to_string(values.size()) + "'s cost: " +
+                                   std::string(e.what()).substr(name.size() + 2));
               }
               if (comma == std::string::npos) break;
               from = comma + 1;
@@ -69,14 +62,14 @@ Flag cost_flag(std::string name, std::string help, double SimulateOptions::*unif
             o.*uniform = values.front();
             o.*per_stage = values.size() > 1 ? values : std::vector<double>{};
           },
-          [uniform](const SimulateOptions& o) { return show(o.*uniform); }};
+          [uniform](const SimulateOptions& o) { return cli::show_number(o.*uniform); }};
 }
 
 // A cost that is one number for every stage.
 Flag cost_flag(std::string name, std::string help, double SimulateOptions::*field) {
   return {name, "X", std::move(help),
           [name, field](SimulateOptions& o, const std::string& v) { o.*field = parse_cost(name, v); },
-          [field](const SimulateOptions& o) { return show(o.*field); }};
+          [field](const SimulateOptions& o) { return cli::show_number(o.*field); }};
 }
 
 const std::vector<Flag>& flags() {
@@ -103,20 +96,20 @@ const std::vector<Flag>& flags() {
        [](const SimulateOptions& o) { return std::to_string(o.activation_bytes); }},
       {"--svg", "FILE", "also draw the timeline as an SVG picture",
        [](SimulateOptions& o, const std::string& v) {
-         if (v.empty()) bad("--svg", "expected a file name");
+         if (v.empty()) bad_flag("--svg", "expected a file name");
          o.svg = v;
        },
        [](const SimulateOptions& o) { return o.svg.empty() ? std::string("none") : o.svg; }},
       int_flag("--width", "N", "most characters of time in the terminal chart", &SimulateOptions::width, 10, 100000),
       {"--schedule-file", "FILE", "run this schedule (PyTorch's CSV format) instead of --schedule; it gives P, M and V",
        [](SimulateOptions& o, const std::string& v) {
-         if (v.empty()) bad("--schedule-file", "expected a file name");
+         if (v.empty()) bad_flag("--schedule-file", "expected a file name");
          o.schedule_file = v;
        },
        [](const SimulateOptions& o) { return o.schedule_file.empty() ? std::string("none") : o.schedule_file; }},
       {"--write-schedule", "FILE", "also write the schedule to FILE in PyTorch's CSV format",
        [](SimulateOptions& o, const std::string& v) {
-         if (v.empty()) bad("--write-schedule", "expected a file name");
+         if (v.empty()) bad_flag("--write-schedule", "expected a file name");
          o.write_schedule = v;
        },
        [](const SimulateOptions& o) { return o.write_schedule.empty() ? std::string("none") : o.write_schedule; }},
@@ -139,22 +132,21 @@ ParsedSimulateArgs parse_simulate_args(const std::vector<std::string>& args) {
   if (!out.options.schedule_file.empty())
     for (const char* shape : {"--schedule", "--stages", "--microbatches", "--chunks"})
       if (cli::flag_given(args, shape))
-        bad("--schedule-file", std::string("the file gives the schedule, its ranks, micro-batches and chunks; drop ") +
-                                   shape);
+        bad_flag("--schedule-file", std::string("the file gives the schedule, its ranks, micro-batches and chunks; drop ") +
+                                        shape);
   return out;
 }
 
 std::string simulate_usage() {
-  std::ostringstream os;
-  os << "usage: brigade simulate [flags]\n\n"
-        "Dry-runs a pipeline-parallel schedule: P ranks, M micro-batches, V chunks per rank. Checks it\n"
-        "(every dependency, no deadlock), prints its bubble, stashed activations and messages, and draws\n"
-        "its timeline. Costs are in arbitrary time units. A cost given as a comma-separated list has one\n"
-        "value per stage, in stage order (P*V of them; stage s runs on rank s % P): --cost-f 2,1,1,3.\n\n"
-        "example: brigade simulate --stages 4 --microbatches 16 --schedule zb-h1 --svg zb.svg\n"
-        "         brigade simulate --schedule-file zbv.csv   (a schedule from PyTorch's _dump_csv)\n\nflags:\n";
-  os << cli::flag_lines(flags());
-  return os.str();
+  return cli::usage_text(
+      "usage: brigade simulate [flags]\n\n"
+      "Dry-runs a pipeline-parallel schedule: P ranks, M micro-batches, V chunks per rank. Checks it\n"
+      "(every dependency, no deadlock), prints its bubble, stashed activations and messages, and draws\n"
+      "its timeline. Costs are in arbitrary time units. A cost given as a comma-separated list has one\n"
+      "value per stage, in stage order (P*V of them; stage s runs on rank s % P): --cost-f 2,1,1,3.\n\n"
+      "example: brigade simulate --stages 4 --microbatches 16 --schedule zb-h1 --svg zb.svg\n"
+      "         brigade simulate --schedule-file zbv.csv   (a schedule from PyTorch's _dump_csv)\n\nflags:\n",
+      flags());
 }
 
 }  // namespace brigade::simulate_cli

@@ -40,10 +40,7 @@ struct SimulateOptions {
 // and the usage, and exits with status 2.
 using UsageError = cli::UsageError;
 
-struct ParsedSimulateArgs {
-  SimulateOptions options;
-  bool help = false;
-};
+using ParsedSimulateArgs = cli::Parsed<SimulateOptions>;
 
 // Parses the arguments after `brigade simulate`. Accepts `--flag value` and `--flag=value`.
 ParsedSimulateArgs parse_simulate_args(const std::vector<std::string>& args);

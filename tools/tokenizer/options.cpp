@@ -9,11 +9,7 @@ namespace {
 
 using Flag = cli::Flag<TokenizerOptions>;
 
-Flag text_flag(std::string name, std::string value, std::string help, std::string TokenizerOptions::*field) {
-  return {name, std::move(value), std::move(help),
-          [field](TokenizerOptions& o, const std::string& v) { o.*field = v; },
-          [field](const TokenizerOptions& o) { return (o.*field).empty() ? std::string("none") : o.*field; }};
-}
+using cli::text_flag;
 
 // A flag without which the action cannot run: its --help says so instead of showing a default.
 Flag required(Flag flag) {
@@ -84,10 +80,8 @@ void check(const TokenizerOptions& o) {
 ParsedTokenizerArgs parse_tokenizer_args(const std::vector<std::string>& args) {
   ParsedTokenizerArgs out;
   if (args.empty()) throw UsageError("expected an action: train, encode or decode");
-  if (args[0] == "--help" || args[0] == "-h") {
-    out.help = true;
-    return out;
-  }
+  out.help = cli::is_help(args[0]);  // the command's usage, not an action's
+  if (out.help) return out;
   out.options.action = args[0];
   const std::vector<Flag>* flags = flags_of(args[0]);
   if (!flags) throw UsageError("unknown action '" + args[0] + "' (expected train, encode or decode)");

@@ -28,10 +28,8 @@ struct TokenizerOptions {
 
 using UsageError = cli::UsageError;
 
-struct ParsedTokenizerArgs {
-  TokenizerOptions options;
-  bool help = false;  // --help / -h: print the usage (of the action, when one was named)
-};
+// help: --help / -h was given (print the usage of the action, when one was named)
+using ParsedTokenizerArgs = cli::Parsed<TokenizerOptions>;
 
 // Parses the arguments after `brigade tokenizer`: the action, then its flags and operands.
 ParsedTokenizerArgs parse_tokenizer_args(const std::vector<std::string>& args);

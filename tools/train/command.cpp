@@ -12,10 +12,7 @@ namespace brigade::train {
 int train_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   return cli::run_command(
       "brigade train", out, err, [&] { return parse_train_args(args); }, [] { return train_usage(); },
-      [&](const TrainOptions& options) {
-        run_training(options, out);
-        return 0;
-      });
+      [&](const TrainOptions& options) { run_training(options, out); });
 }
 
 }  // namespace brigade::train

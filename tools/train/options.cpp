@@ -19,22 +19,16 @@ namespace {
 
 using cli::parse_int;
 
-[[noreturn]] void bad(const std::string& flag, const std::string& why) { throw UsageError(flag + ": " + why); }
+using cli::bad_flag;
 
 double parse_positive(const std::string& flag, const std::string& text, bool allow_zero) {
   double v = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(v)) {
-    bad(flag, "expected a number, got '" + text + "'");
+    bad_flag(flag, "expected a number, got '" + text + "'");
   }
-  if (v < 0 || (v == 0 && !allow_zero)) bad(flag, std::string("must be ") + (allow_zero ? "non-negative" : "positive") + ", got " + text);
+  if (v < 0 || (v == 0 && !allow_zero)) bad_flag(flag, std::string("must be ") + (allow_zero ? "non-negative" : "positive") + ", got " + text);
   return v;
-}
-
-std::string show(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
 }
 
 using Flag = cli::Flag<TrainOptions>;
@@ -50,14 +44,10 @@ Flag real_flag(std::string name, std::string help, double TrainOptions::*field, 
           [name, field, allow_zero](TrainOptions& o, const std::string& v) {
             o.*field = parse_positive(name, v, allow_zero);
           },
-          [field](const TrainOptions& o) { return show(o.*field); }};
+          [field](const TrainOptions& o) { return cli::show_number(o.*field); }};
 }
 
-Flag text_flag(std::string name, std::string value, std::string help, std::string TrainOptions::*field) {
-  return {name, std::move(value), std::move(help),
-          [field](TrainOptions& o, const std::string& v) { o.*field = v; },
-          [field](const TrainOptions& o) { return (o.*field).empty() ? std::string("none") : o.*field; }};
-}
+using cli::text_flag;
 
 const std::vector<Flag>& flags() {
   static const std::vector<Flag> table = {
@@ -105,7 +95,7 @@ const std::vector<Flag>& flags() {
        "once: GPUs, or a core per rank thread; else params)",
        [](TrainOptions& o, const std::string& v) {
          o.partition = pipeline::parse_partition_method(v);
-         if (!o.partition && v != "auto") bad("--partition", "expected auto, layers, params, time or balanced, got '" + v + "'");
+         if (!o.partition && v != "auto") bad_flag("--partition", "expected auto, layers, params, time or balanced, got '" + v + "'");
        },
        [](const TrainOptions& o) { return partition_name(o.partition); }},
       {"--memory-budget", "SIZE", "with --partition balanced: the most a rank may hold, e.g. 512MiB (none: no limit)",
@@ -178,13 +168,13 @@ const std::vector<Flag>& flags() {
 void take_schedule_file(const std::vector<std::string>& args, TrainOptions& o) {
   for (const char* shape : {"--schedule", "--stages", "--microbatches", "--chunks"})
     if (cli::flag_given(args, shape))
-      bad("--schedule-file", std::string("the file gives the schedule, its stages, micro-batches and chunks; drop ") +
-                                 shape);
+      bad_flag("--schedule-file", std::string("the file gives the schedule, its stages, micro-batches and chunks; drop ") +
+                                      shape);
   pipeline::Schedule schedule;
   try {
     schedule = pipeline::schedule_from_file(pipeline::read_schedule_csv(o.schedule_file));
   } catch (const Error& e) {
-    bad("--schedule-file", e.what());
+    bad_flag("--schedule-file", e.what());
   }
   o.stages = schedule.ranks();
   o.microbatches = schedule.microbatches;
@@ -195,50 +185,50 @@ void take_schedule_file(const std::vector<std::string>& args, TrainOptions& o) {
 void check_combination(const TrainOptions& o) {
   const std::string matmul = cli::matmul_choice_name(o.matmul);
   if (o.precision == DType::f32 && (o.matmul == ops::MatmulBackend::tensor_core || o.matmul == ops::MatmulBackend::hopper))
-    bad("--matmul", matmul + " has kernels for bf16 and f16 only, and --precision f32 computes in f32; use "
-                    "automatic, cublas, tuned or tiled, or --precision bf16");
+    bad_flag("--matmul", matmul + " has kernels for bf16 and f16 only, and --precision f32 computes in f32; use "
+                         "automatic, cublas, tuned or tiled, or --precision bf16");
   // The device the run will use, unchecked: a --device that names no usable GPU is reported by the
   // run itself, with its own message (cli::usable_device), so the checks below pass it by.
   const Device device = cli::device_or_default(o.device);
   const bool gpu_here = device.is_cuda() && cuda_available();
   // A GPU that cannot run the backend is a usage error too, found before anything runs.
   if (o.matmul == ops::MatmulBackend::hopper && gpu_here && !ops::matmul_backend_available(o.matmul, device))
-    bad("--matmul", matmul + ": " + device.str() + " cannot run it (hopper needs an sm_90 GPU and a build for "
-                                                   "gpu_arch 90)");
+    bad_flag("--matmul", matmul + ": " + device.str() + " cannot run it (hopper needs an sm_90 GPU and a build for "
+                                                        "gpu_arch 90)");
   if (o.embd % o.heads != 0) {
     throw UsageError("--heads: " + std::to_string(o.heads) + " heads do not divide --embd " + std::to_string(o.embd));
   }
-  if (o.digits > 64) bad("--digits", "at most 64 (sequences of 128 tokens), got " + std::to_string(o.digits));
+  if (o.digits > 64) bad_flag("--digits", "at most 64 (sequences of 128 tokens), got " + std::to_string(o.digits));
   if (o.data.empty()) {
-    if (!o.model.empty()) bad("--model", "GPT-2 sizes are for language modelling: add --data DIR");
-    if (o.vocab != 0) bad("--vocab", "only with --data (the sort task has its own 11 tokens)");
+    if (!o.model.empty()) bad_flag("--model", "GPT-2 sizes are for language modelling: add --data DIR");
+    if (o.vocab != 0) bad_flag("--vocab", "only with --data (the sort task has its own 11 tokens)");
   }
-  if (o.save_every > 0 && o.save.empty()) bad("--save-every", "needs --save PATH");
+  if (o.save_every > 0 && o.save.empty()) bad_flag("--save-every", "needs --save PATH");
   if (!o.memory_limit.none() && device.is_cpu())
-    bad("--memory-limit", "limits GPU memory, and this run is on the CPU (--device " + cli::device_choice_name(o.device) +
-                              "); for the split of a CPU pipeline use --memory-budget");
+    bad_flag("--memory-limit", "limits GPU memory, and this run is on the CPU (--device " + cli::device_choice_name(o.device) +
+                                   "); for the split of a CPU pipeline use --memory-budget");
   if (o.memory_budget > 0 && o.stages == 0)
-    bad("--memory-budget", "is for splitting a pipeline's stages: add --stages P (one device holds everything)");
+    bad_flag("--memory-budget", "is for splitting a pipeline's stages: add --stages P (one device holds everything)");
   if (o.memory_budget > 0 && o.partition && *o.partition != pipeline::PartitionMethod::balanced)
-    bad("--memory-budget", "only --partition balanced weighs memory (got --partition " + partition_name(o.partition) + ")");
+    bad_flag("--memory-budget", "only --partition balanced weighs memory (got --partition " + partition_name(o.partition) + ")");
   if (o.stages == 0 && o.batch % o.microbatches != 0)
-    bad("--microbatches", "a batch of " + std::to_string(o.batch) + " sequences does not split into " +
-                              std::to_string(o.microbatches) + " equal micro-batches; make --batch a multiple of "
-                              "--microbatches");
+    bad_flag("--microbatches", "a batch of " + std::to_string(o.batch) + " sequences does not split into " +
+                                   std::to_string(o.microbatches) + " equal micro-batches; make --batch a multiple of "
+                                   "--microbatches");
   if (o.stages > 0) {
     const int64_t per_replica = o.batch / o.replicas;
     if (o.batch % o.replicas != 0 || per_replica % o.microbatches != 0)
-      bad("--microbatches", "a batch of " + std::to_string(o.batch) + " sequences does not split into " +
-                                std::to_string(o.replicas) + " replica(s) x " + std::to_string(o.microbatches) +
-                                " equal micro-batches; make --batch a multiple of --replicas x --microbatches");
+      bad_flag("--microbatches", "a batch of " + std::to_string(o.batch) + " sequences does not split into " +
+                                     std::to_string(o.replicas) + " replica(s) x " + std::to_string(o.microbatches) +
+                                     " equal micro-batches; make --batch a multiple of --replicas x --microbatches");
     if (!o.schedule_file.empty()) return;  // the file's own shape, checked when it was read
     const int64_t V = o.chunks_or_default();
     const pipeline::ScheduleKind kind = o.schedule;
-    if (kind == pipeline::ScheduleKind::interleaved && V < 2) bad("--chunks", "interleaved needs at least 2 chunks per rank");
+    if (kind == pipeline::ScheduleKind::interleaved && V < 2) bad_flag("--chunks", "interleaved needs at least 2 chunks per rank");
     if (pipeline::placement_of(kind) == pipeline::Placement::v_shape && V != 2)
-      bad("--chunks", std::string(pipeline::schedule_name(kind)) + " holds exactly 2 chunks per rank (its V)");
+      bad_flag("--chunks", std::string(pipeline::schedule_name(kind)) + " holds exactly 2 chunks per rank (its V)");
     if (kind != pipeline::ScheduleKind::interleaved && pipeline::default_chunks(kind) == 1 && V != 1)
-      bad("--chunks", "only the interleaved, zb-v and dualpipev schedules hold more than one chunk per rank");
+      bad_flag("--chunks", "only the interleaved, zb-v and dualpipev schedules hold more than one chunk per rank");
   }
 }
 
@@ -261,7 +251,7 @@ ParsedTrainArgs parse_train_args(const std::vector<std::string>& args) {
     else if (args[i].rfind("--model=", 0) == 0) name = args[i].substr(8);
     else continue;
     const nn::GPTPreset* preset = nn::find_gpt2_preset(name);
-    if (!preset) bad("--model", "expected " + nn::gpt2_preset_names() + ", got '" + name + "'");
+    if (!preset) bad_flag("--model", "expected " + nn::gpt2_preset_names() + ", got '" + name + "'");
     out.options.layers = preset->n_layer;
     out.options.heads = preset->n_head;
     out.options.embd = preset->n_embd;

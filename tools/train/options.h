@@ -106,10 +106,8 @@ std::string partition_name(const std::optional<pipeline::PartitionMethod>& metho
 // and the usage, and exits with status 2.
 using UsageError = cli::UsageError;
 
-struct ParsedTrainArgs {
-  TrainOptions options;
-  bool help = false;  // --help / -h was given: print usage, train nothing
-};
+// help: --help / -h was given (print usage, train nothing)
+using ParsedTrainArgs = cli::Parsed<TrainOptions>;
 
 // Parses the arguments after `brigade train`. Accepts `--flag value` and `--flag=value`.
 ParsedTrainArgs parse_train_args(const std::vector<std::string>& args);
