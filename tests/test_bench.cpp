@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <sstream>
 
 #include "bench/cpu_info.h"
@@ -344,11 +345,11 @@ TEST_CASE("bench kernels --quick on the CPU: ceilings, every group, and percenta
   CHECK((*copy)["unit"].string == "GB/s");
   CHECK((*fma)["unit"].string == "GFLOP/s");
   const double fma_peak = (*fma)["value"].as_number();
-  // The FMA peak is a peak: brigade's GEMM (its reference ceiling and every GEMM row) stays below it.
-  // The 20% margin is for timing noise; the GEMM reaches 60-80% of the peak, so a FLOP miscounted by
-  // 2x (in the GEMM rows or in the peak), or a rate in the wrong unit, breaks it.
+  // The FMA peak is a peak: brigade's GEMM (its reference ceiling and every GEMM row) stays below it,
+  // within a margin wide enough for a peak measured while other work shares the cores (below); a
+  // rate in the wrong unit (1000x) still breaks it.
   CHECK(ceilings[2]["name"].string.rfind("brigade f32 GEMM", 0) == 0);
-  CHECK(ceilings[2]["value"].as_number() < 1.2 * fma_peak);
+  CHECK(ceilings[2]["value"].as_number() < 3 * fma_peak);
 
   std::vector<std::string> groups;
   double best_gemm = 0;
@@ -371,8 +372,15 @@ TEST_CASE("bench kernels --quick on the CPU: ceilings, every group, and percenta
     CHECK(m["percent_of_baseline"].as_number() == Approx(100 * achieved / (*ceiling)["value"].as_number()).epsilon(1e-9));
     // The GEMM's fastest repeat, as the FMA peak is its fastest (bench/fma_peak.cpp): on a machine
     // shared with other work, best against best is the comparison noise cannot tilt.
-    if (m["group"].string == "gemm")
+    if (m["group"].string == "gemm") {
       best_gemm = std::max(best_gemm, achieved * m["median_ms"].as_number() / m["min_ms"].as_number());
+      // Every GEMM row counts 2 m n k FLOPs for its "MxNxK" shape: checked exactly, so a FLOP
+      // miscounted by 2x is caught without comparing two timings.
+      long long mm = 0, nn = 0, kk = 0;
+      REQUIRE(std::sscanf(m["shape"].string.c_str(), "%lldx%lldx%lld", &mm, &nn, &kk) == 3);
+      const double gemm_flops = achieved * 1e9 * m["median_ms"].as_number() / 1e3;
+      CHECK(gemm_flops == Approx(2.0 * double(mm) * double(nn) * double(kk)).epsilon(1e-9));
+    }
     // Attention's FLOPs as FlashAttention counts them (tools/bench_kernels/attention.cpp): 4 D per
     // visible (query, key) pair forward, 2.5 times that backward. The CPU's quick shape is
     // [1, 4, 128, 64], causal: 4 heads x 128 x 129 / 2 pairs.
@@ -387,7 +395,10 @@ TEST_CASE("bench kernels --quick on the CPU: ceilings, every group, and percenta
     CHECK(std::find(groups.begin(), groups.end(), group) != groups.end());
   }
   CHECK(best_gemm > 0);
-  CHECK(best_gemm < 1.2 * fma_peak);
+  // A sanity bound only: the peak is measured while other work may share the cores (it read 136
+  // GFLOP/s against the GEMM's best 201 on a loaded 2-core machine), so a tight margin would test
+  // the machine's load, not brigade. The GEMM rows' FLOPs are checked exactly above.
+  CHECK(best_gemm < 3 * fma_peak);
 }
 
 TEST_CASE("bench step: times a GPT step, reports tokens/s and memory, and checks its flags") {
