@@ -49,9 +49,7 @@ void refuse_independent_jobs(const LauncherPlace& chosen, const std::vector<Laun
     const int launchers = chosen.world_size / std::max(chosen.local_world_size, 1);
     BRIGADE_CHECK(!nesting_launcher || launchers == p.world_size || same_world, "comm: ",
                   p.size_var, "=", p.world_size, " (", p.launcher, ") started ", p.world_size, " copies of ",
-                  chosen.launcher, ", but each runs a job of its own (",
-                  "--nnodes ", launchers,
-                  "): they would train independently. Tell them of each other with --nnodes ", p.world_size,
+                  chosen.launcher, ", but each runs a job of its own (--nnodes ", launchers, "): they would train independently. Tell them of each other with --nnodes ", p.world_size,
                   chosen.launcher == "torchrun" ? " --node_rank $" : " --node-rank $", p.rank_var,
                   chosen.launcher == "torchrun" ? " --master_addr <the first one's host> --master_port <a free port>"
                                                 : " --master-addr <the first one's host> --master-port <a free port>",
@@ -133,15 +131,17 @@ LaunchEnv read_launch_env(const GetEnv& getenv) {
   env.master_port = env_int(getenv, "MASTER_PORT", 0, 1);
   BRIGADE_CHECK(env.master_port <= 65535, "comm: MASTER_PORT=", env.master_port, " is not a TCP port");
   if (env.launcher == "slurm" && env.store_dir.empty() && env.world_size > 1) {
-    // Every task of the job computes the same address without talking to the others.
-    // The step's own first node: a step need not use the allocation's first node (srun -w, -r), and
-    // two steps side by side (srun ... & srun ... &) must not meet at one address, hence the step id
-    // in the port too (101 is prime to 1000: steps 0-999 of a job get distinct ports).
+    // Every task of the step computes the same address without talking to the others: the step's
+    // own first node (a step need not use the allocation's first node: srun -w, -r), and a port with
+    // the step id in it, so that two steps side by side (srun ... & srun ... &) never meet at one
+    // address (101 is prime to 1000: steps 0-999 of a job get distinct ports). Slurm's special step
+    // ids (batch, extern: 2^32 - 2, ...) are large, hence unsigned arithmetic.
     const char* nodes = env_is_set(getenv, "SLURM_STEP_NODELIST") ? "SLURM_STEP_NODELIST" : "SLURM_JOB_NODELIST";
     if (env.master_addr.empty() && env_is_set(getenv, nodes)) env.master_addr = first_slurm_host(getenv(nodes));
-    const int step = env_is_set(getenv, "SLURM_STEP_ID") ? env_int(getenv, "SLURM_STEP_ID", 0, 0)
-                                                         : env_int(getenv, "SLURM_STEPID", 0, 0);
-    if (env.master_port == 0) env.master_port = 29500 + (env_int(getenv, "SLURM_JOB_ID", 0, 0) + 101 * step) % 1000;
+    const char* step_var = env_is_set(getenv, "SLURM_STEP_ID") ? "SLURM_STEP_ID" : "SLURM_STEPID";
+    const unsigned long long step = env_is_set(getenv, step_var) ? std::strtoull(getenv(step_var), nullptr, 10) : 0;
+    const unsigned long long job = unsigned(env_int(getenv, "SLURM_JOB_ID", 0, 0));
+    if (env.master_port == 0) env.master_port = 29500 + int((job + 101 * (step % 1000)) % 1000);
   }
   if (chosen != nullptr && is_mpi(*chosen)) choose_mpi_rendezvous(*chosen, env);
   BRIGADE_CHECK(env.master_addr.empty() == (env.master_port == 0) || !env.store_dir.empty(),

@@ -93,6 +93,10 @@ TEST_CASE("launch env: Slurm variables", "[comm][env]") {
   REQUIRE(env.master_addr == "gpu08");
   REQUIRE(env.master_port == 29500 + (123456 + 101 * 3) % 1000);
   REQUIRE(env.local_world_size == 1);
+  // Slurm's special step ids are past 2^31 (batch: 2^32 - 2): a port all the same, not an error.
+  env = read({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_ID", "4294967294"}, {"SLURM_JOB_ID", "7"},
+              {"SLURM_JOB_NODELIST", "n1"}});
+  REQUIRE(env.master_port == 29500 + (7 + 101 * (4294967294ull % 1000)) % 1000);
   // An explicit MASTER_ADDR/PORT, or a shared store directory, wins over the derived ones.
   env = read({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_ID", "0"}, {"SLURM_JOB_NODELIST", "a,b"}, {"MASTER_ADDR", "head"},
               {"MASTER_PORT", "4000"}});
