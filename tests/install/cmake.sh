@@ -13,6 +13,8 @@ set -euo pipefail
 build_dir=$1 prefix=$2 main_cpp=$3
 shift 3
 # The build's compiler, the last word of CXX...; words before it (ccache) are its launcher.
+# SANITIZE_FLAGS: the library's -fsanitize= (a -Db_sanitize build), for compiling and linking the
+# program, since a sanitized libbrigade.so needs its runtime loaded first.
 compiler=${*: -1}
 launcher=("${@:1:$#-1}")
 
@@ -42,7 +44,8 @@ target_link_libraries(app PRIVATE brigade::brigade)
 CMAKE
 
 cmake -S "$project" -B "$project/build" -DCMAKE_PREFIX_PATH="$moved" -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_CXX_COMPILER="$compiler" -DCMAKE_CXX_COMPILER_LAUNCHER="${launcher[*]}" >"$stage/configure.log" 2>&1 ||
+  -DCMAKE_CXX_COMPILER="$compiler" -DCMAKE_CXX_COMPILER_LAUNCHER="${launcher[*]}" \
+  -DCMAKE_CXX_FLAGS="${SANITIZE_FLAGS:-}" >"$stage/configure.log" 2>&1 ||
   { cat "$stage/configure.log" >&2; echo "install test: cmake could not configure a project using brigade" >&2; exit 1; }
 cmake --build "$project/build" -- -j1 >"$stage/build.log" 2>&1 ||
   { cat "$stage/build.log" >&2; echo "install test: the CMake build against brigade::brigade failed" >&2; exit 1; }
