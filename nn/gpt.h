@@ -34,6 +34,7 @@
 #include <optional>
 #include <vector>
 
+#include "kernels/params.h"
 #include "nn/activation.h"
 #include "nn/embedding.h"
 #include "nn/init.h"
@@ -59,14 +60,27 @@ struct GenerateOptions {
   bool kv_cache = true;     // false: run the whole context for every token (the reference)
 };
 
+// The decoder's family: GPT-2 (learned positions, LayerNorm, GELU MLP, multi-head attention, a head
+// tied to the token table) or LLaMA (rotary positions, RMSNorm, SwiGLU MLP, grouped-query attention,
+// a head tied or untied).
+enum class Arch { gpt2, llama };
+
 struct GPTConfig {
+  Arch arch = Arch::gpt2;
   int64_t vocab_size = 256;  // token ids are in [0, vocab_size)
   int64_t block_size = 128;  // the longest sequence (T) the position embedding covers
   int64_t n_layer = 4;
   int64_t n_head = 4;
   int64_t n_embd = 128;  // C; must be divisible by n_head
   double dropout = 0;
-  bool bias = true;  // biases in Linear and LayerNorm layers
+  // gpt2: biases in Linear and LayerNorm layers. llama: biases on the attention's q, k, v and o
+  // projections (Hugging Face's attention_bias); a llama never has MLP or norm biases.
+  bool bias = true;
+  int64_t n_kv_head = 0;       // llama: key/value heads, dividing n_head; 0 means n_head
+  int64_t mlp_hidden = 0;      // the MLP's hidden width; 0 means the family default (gpt2: 4 n_embd)
+  double norm_eps = 1e-5;      // LayerNorm (gpt2) or RMSNorm (llama) epsilon
+  RopeParams rope = {};        // llama: theta and LLaMA 3's frequency scaling (kernels/params.h)
+  bool tie_embeddings = true;  // llama may untie: the head then has its own lm_head weight
   DType dtype = DType::f32;  // the parameters' dtype (the master weights under mixed precision)
   // The activations' dtype (Module::set_compute_dtype); unset: the parameters' dtype. bf16 with f32
   // parameters is the usual mixed precision. The weights drawn do not depend on it.
