@@ -15,14 +15,22 @@
 
 namespace brigade::nn {
 
+int64_t mlp_hidden_of(const GPTConfig& c) {
+  if (c.mlp_hidden > 0) return c.mlp_hidden;
+  if (c.arch == Arch::gpt2) return 4 * c.n_embd;
+  const int64_t two_thirds = (8 * c.n_embd + 2) / 3;  // 2/3 of 4 n_embd, rounded up
+  return (two_thirds + 255) / 256 * 256;
+}
+
 // ---- GPTEmbedding ----
 
 GPTEmbedding::GPTEmbedding(int64_t vocab_size, int64_t block, int64_t n_embd, double dropout, const Init& init,
-                           bool positions)
-    : block_size(block) {
+                           EmbeddingKind k)
+    : block_size(block), kind(k) {
   wte = register_module("wte", std::make_shared<Embedding>(vocab_size, n_embd, init.at("wte")));
-  if (!positions) return;
-  wpe = register_module("wpe", std::make_shared<Embedding>(block, n_embd, init.at("wpe")));
+  if (kind == EmbeddingKind::table) return;
+  if (kind == EmbeddingKind::tokens_and_positions)
+    wpe = register_module("wpe", std::make_shared<Embedding>(block, n_embd, init.at("wpe")));
   drop = register_module("drop", std::make_shared<Dropout>(dropout));
 }
 
@@ -31,12 +39,13 @@ Tensor GPTEmbedding::forward(const Tensor& idx) { return forward_at(idx, 0); }
 Tensor GPTEmbedding::forward_at(const Tensor& idx, int64_t first) {
   BRIGADE_CHECK(idx.dim() == 2 && is_integral(idx.dtype()), "GPT: expected token ids [B, T] (i32/i64), got ",
                 shape_str(idx.shape()), " ", dtype_name(idx.dtype()));
-  BRIGADE_CHECK(wpe != nullptr, "GPTEmbedding: this one holds the token table alone (a model holding the head "
+  BRIGADE_CHECK(runs(), "GPTEmbedding: this one holds the token table alone (a model holding the head "
                 "but not the embedding), so it cannot embed tokens");
   const int64_t T = idx.size(1);
   BRIGADE_CHECK(first >= 0 && first + T <= block_size, "GPT: sequence length ", T,
                 first > 0 ? " after " + std::to_string(first) + " cached positions" : std::string(),
                 " exceeds block_size ", block_size);
+  if (!wpe) return (*drop)((*wte)(idx));  // a llama: positions are rotary, in every block
   // Every position id, made once per device and sliced: no host-to-device copy per forward (which
   // also keeps the forward capturable into a CUDA graph, where a copy from the CPU is refused). Not
   // a buffer: it is derived data, so it stays out of state_dict and checkpoints.
@@ -48,17 +57,27 @@ Tensor GPTEmbedding::forward_at(const Tensor& idx, int64_t first) {
 
 // ---- GPTHead ----
 
-GPTHead::GPTHead(int64_t n_embd, bool bias, Tensor tied_weight, const Init& init) {
-  BRIGADE_CHECK(tied_weight.defined() && tied_weight.dim() == 2 && tied_weight.size(1) == n_embd,
-                "GPTHead: the tied weight must be [vocab_size, ", n_embd, "]");
-  ln_f = register_module("ln_f", std::make_shared<LayerNorm>(n_embd, LayerNormOptions{.bias = bias, .init = init.at("ln_f")}));
-  // Registered here too so a pipeline stage holding only the head still sees (and trains) it.
+GPTHead::GPTHead(const GPTConfig& c, Tensor tied_weight, const Init& init) {
+  if (c.arch == Arch::gpt2)
+    ln_f = register_module("ln_f", std::make_shared<LayerNorm>(
+                                       c.n_embd, LayerNormOptions{.eps = c.norm_eps, .bias = c.bias, .init = init.at("ln_f")}));
+  else
+    rms_f = register_module("ln_f", std::make_shared<RMSNorm>(c.n_embd, RMSNormOptions{.eps = c.norm_eps, .init = init.at("ln_f")}));
+  if (!c.tie_embeddings) {
+    lm_head = register_module("lm_head", std::make_shared<Linear>(c.n_embd, c.vocab_size,
+                                                                  LinearOptions{.bias = false, .init = init.at("lm_head")}));
+    return;
+  }
+  BRIGADE_CHECK(tied_weight.defined() && tied_weight.dim() == 2 && tied_weight.size(1) == c.n_embd,
+                "GPTHead: the tied weight must be [vocab_size, ", c.n_embd, "]");
   wte = register_parameter("wte", tied_weight);
 }
 
 Tensor GPTHead::forward(const Tensor& h) {
+  const Tensor normed = ln_f ? (*ln_f)(h) : (*rms_f)(h);
+  if (lm_head) return (*lm_head)(normed);
   // No separate output matrix: scoring h against every token embedding is the tie.
-  return linear((*ln_f)(h), wte, Tensor());
+  return linear(normed, wte, Tensor());
 }
 
 // ---- GPT ----
@@ -86,11 +105,15 @@ GPT::GPT(const GPTConfig& c, LayerGrain grain, const std::vector<int64_t>& held)
                                              .device = c.device,
                                              .std = 0.02,
                                              .residual_std = 0.02 / std::sqrt(2.0 * double(c.n_layer))});
-  // The embedding, or the token table alone for a head without it (the tied weight, drawn under the
-  // embedding's name: the same bits as the embedding's stage has).
-  if (mine[0] || mine[size_t(last)])
+  // The embedding, or the token table alone for a tied head without it (the tied weight, drawn under
+  // the embedding's name: the same bits as the embedding's stage has).
+  const bool llama = c.arch == Arch::llama;
+  const EmbeddingKind kind = !mine[0]  ? EmbeddingKind::table
+                             : llama   ? EmbeddingKind::tokens
+                                       : EmbeddingKind::tokens_and_positions;
+  if (mine[0] || (mine[size_t(last)] && c.tie_embeddings))
     embed = register_module("embed", std::make_shared<GPTEmbedding>(c.vocab_size, c.block_size, c.n_embd, c.dropout,
-                                                                    init.at("embed"), /*positions=*/mine[0]));
+                                                                    init.at("embed"), kind));
   blocks = register_module("blocks", std::make_shared<Sequential>());
   block_at_.resize(size_t(c.n_layer));
   for (int64_t i = 0; i < c.n_layer; ++i) {
@@ -105,13 +128,22 @@ GPT::GPT(const GPTConfig& c, LayerGrain grain, const std::vector<int64_t>& held)
     const std::string name = std::to_string(i);
     auto block = std::make_shared<TransformerBlock>(
         c.n_embd, c.n_head,
-        TransformerBlockOptions{.dropout = c.dropout, .bias = c.bias, .init = init.at("blocks").at(name), .halves = halves});
+        TransformerBlockOptions{.arch = c.arch,
+                                .dropout = c.dropout,
+                                .bias = c.bias,
+                                .n_kv_head = c.n_kv_head,
+                                .mlp_hidden = mlp_hidden_of(c),
+                                .norm_eps = c.norm_eps,
+                                .rope = c.rope,
+                                .init = init.at("blocks").at(name),
+                                .halves = halves});
     if (block->attn) block->attn->fused = c.fused_attention;
     blocks->push_back(name, block);
     block_at_[size_t(i)] = block;
   }
   if (mine[size_t(last)])
-    head = register_module("head", std::make_shared<GPTHead>(c.n_embd, c.bias, embed->wte->weight, init.at("head")));
+    head = register_module("head", std::make_shared<GPTHead>(c, c.tie_embeddings ? embed->wte->weight : Tensor(),
+                                                             init.at("head")));
   if (c.compute_dtype) set_compute_dtype(*c.compute_dtype);
 }
 
@@ -121,6 +153,20 @@ void GPT::check_config() const {
                 "GPT: vocab_size, block_size, n_layer, n_head and n_embd must be positive, got ", details());
   BRIGADE_CHECK(c.n_embd % c.n_head == 0, "GPT: n_embd=", c.n_embd, " must be divisible by n_head=", c.n_head);
   BRIGADE_CHECK(c.dropout >= 0 && c.dropout < 1, "GPT: dropout must be in [0, 1), got ", c.dropout);
+  BRIGADE_CHECK(c.mlp_hidden >= 0 && c.norm_eps > 0, "GPT: mlp_hidden must be >= 0 (0: the family default) and "
+                "norm_eps positive, got ", c.mlp_hidden, " and ", c.norm_eps);
+  if (c.arch == Arch::gpt2) {
+    BRIGADE_CHECK(c.n_kv_head == 0 || c.n_kv_head == c.n_head, "GPT: a gpt2 model has as many key/value heads as "
+                  "heads; n_kv_head=", c.n_kv_head, " with n_head=", c.n_head, " needs arch llama");
+    BRIGADE_CHECK(c.tie_embeddings, "GPT: a gpt2 model's head is tied to its token embedding; an untied head "
+                  "needs arch llama");
+    return;
+  }
+  const int64_t kv = c.n_kv_head == 0 ? c.n_head : c.n_kv_head;
+  BRIGADE_CHECK(kv > 0 && c.n_head % kv == 0, "GPT: n_kv_head=", kv, " must divide n_head=", c.n_head);
+  BRIGADE_CHECK((c.n_embd / c.n_head) % 2 == 0, "GPT: a llama's head dim n_embd / n_head = ", c.n_embd, " / ",
+                c.n_head, " = ", c.n_embd / c.n_head, " must be even (rotary positions turn pairs)");
+  BRIGADE_CHECK(c.dropout == 0, "GPT: a llama has no dropout, got ", c.dropout);
 }
 
 void GPT::check_whole(const char* what) const {
@@ -133,11 +179,21 @@ int64_t GPT::layer_count(const GPTConfig& c, LayerGrain grain) {
 }
 
 std::vector<int64_t> GPT::layer_parameter_counts(const GPTConfig& c, LayerGrain grain) {
-  const int64_t C = c.n_embd, b = c.bias ? 1 : 0;
-  const int64_t norm = C + b * C;                                          // LayerNorm weight (and bias)
-  const int64_t attention = norm + (3 * C * C + b * 3 * C) + (C * C + b * C);  // ln1, qkv, proj
-  const int64_t mlp = norm + (4 * C * C + b * 4 * C) + (4 * C * C + b * C);    // ln2, fc, proj
-  std::vector<int64_t> out{c.vocab_size * C + c.block_size * C};           // wte, wpe
+  const int64_t C = c.n_embd, b = c.bias ? 1 : 0, hidden = mlp_hidden_of(c), V = c.vocab_size;
+  int64_t norm = 0, attention = 0, mlp = 0, embedding = 0;
+  if (c.arch == Arch::gpt2) {
+    norm = C + b * C;                                                  // LayerNorm weight (and bias)
+    attention = norm + (3 * C * C + b * 3 * C) + (C * C + b * C);      // ln1, qkv, proj
+    mlp = norm + (hidden * C + b * hidden) + (hidden * C + b * C);     // ln2, fc, proj
+    embedding = V * C + c.block_size * C;                              // wte, wpe
+  } else {
+    const int64_t kv = (c.n_kv_head == 0 ? c.n_head : c.n_kv_head) * (C / c.n_head);  // k's (and v's) width
+    norm = C;                                                            // RMSNorm weight
+    attention = norm + 2 * (C * C + b * C) + 2 * (C * kv + b * kv);      // ln1, q and o, k and v
+    mlp = norm + 3 * hidden * C;                                         // ln2, gate, up, down
+    embedding = V * C;                                                   // wte
+  }
+  std::vector<int64_t> out{embedding};
   for (int64_t i = 0; i < c.n_layer; ++i) {
     if (grain == LayerGrain::block) {
       out.push_back(attention + mlp);
@@ -146,14 +202,14 @@ std::vector<int64_t> GPT::layer_parameter_counts(const GPTConfig& c, LayerGrain 
       out.push_back(mlp);
     }
   }
-  out.push_back(norm + c.vocab_size * C);  // ln_f and the tied token table
+  out.push_back(norm + V * C);  // ln_f and the tied token table, or lm_head
   return out;
 }
 
 int64_t GPT::whole_parameter_count(const GPTConfig& c) {
   int64_t total = 0;
   for (int64_t n : layer_parameter_counts(c, LayerGrain::block)) total += n;
-  return total - c.vocab_size * c.n_embd;  // the tied table once
+  return total - (c.tie_embeddings ? c.vocab_size * c.n_embd : 0);  // the tied table once
 }
 
 std::shared_ptr<TransformerBlock> GPT::block(int64_t i) const {
@@ -163,15 +219,18 @@ std::shared_ptr<TransformerBlock> GPT::block(int64_t i) const {
 
 std::string GPT::details() const {
   const GPTConfig& c = config_;
-  std::string out = "vocab_size=" + std::to_string(c.vocab_size) + ", block_size=" + std::to_string(c.block_size) +
+  std::string out = std::string(c.arch == Arch::llama ? "llama, " : "") + "vocab_size=" + std::to_string(c.vocab_size) + ", block_size=" + std::to_string(c.block_size) +
                     ", n_layer=" + std::to_string(c.n_layer) + ", n_head=" + std::to_string(c.n_head) +
                     ", n_embd=" + std::to_string(c.n_embd);
+  if (c.arch == Arch::llama)
+    out += ", n_kv_head=" + std::to_string(c.n_kv_head == 0 ? c.n_head : c.n_kv_head) +
+           ", mlp_hidden=" + std::to_string(mlp_hidden_of(c)) + (c.tie_embeddings ? ", tied" : ", untied");
   if (!whole_) out += ", some layers only";
   return out;
 }
 
 std::vector<std::shared_ptr<Module>> GPT::layers(LayerGrain grain) const {
-  std::vector<std::shared_ptr<Module>> out{embed && embed->wpe ? embed : nullptr};
+  std::vector<std::shared_ptr<Module>> out{embed && embed->runs() ? embed : nullptr};
   for (const auto& block : block_at_) {
     const bool attention = block && block->has_attention(), mlp = block && block->has_mlp();
     if (grain == LayerGrain::block) {
@@ -226,7 +285,7 @@ Tensor GPT::forward_cached(const Tensor& x, KVCache& cache) {
     last = i;
     held.push_back(block.get());
   }
-  const bool embeds = embed && embed->wpe;
+  const bool embeds = embed && embed->runs();
   BRIGADE_CHECK((!embeds || first <= 0) && (!head || last < 0 || last == config_.n_layer - 1) &&
                     (embeds || head || !held.empty()),
                 "GPT::forward_cached: the layers this model holds are not one run of consecutive layers (",

@@ -1,13 +1,19 @@
-// GPT: a decoder-only transformer language model (GPT-2's architecture).
+// GPT: a decoder-only transformer language model, of two families (GPTConfig::arch).
 //
+//   GPT-2 (Arch::gpt2):
 //   idx [B, T] token ids
 //     -> embed: token embedding wte[idx] + position embedding wpe[0..T-1]   [B, T, C]
 //     -> blocks: n_layer TransformerBlocks                                  [B, T, C]
 //     -> head: final LayerNorm, then logits = h @ wte^T                     [B, T, vocab_size]
 //
-// The head reuses the token embedding matrix as its output projection ("weight tying"): the same
-// Tensor is registered in both the embedding and the head, so it receives gradient from both uses
-// and is listed (and counted, saved and updated) once, as "embed.wte.weight".
+//   LLaMA (Arch::llama): embed is wte[idx] alone (positions are rotary, applied to q and k inside
+//   every block's attention); blocks are RMSNorm -> grouped-query attention -> RMSNorm -> SwiGLU
+//   (nn/transformer.h); head is a final RMSNorm, then h @ wte^T when tied or h @ lm_head^T when not.
+//
+// A tied head reuses the token embedding matrix as its output projection: the same Tensor is
+// registered in both the embedding and the head, so it receives gradient from both uses and is
+// listed (and counted, saved and updated) once, as "embed.wte.weight". An untied llama head has its
+// own "head.lm_head.weight" and shares nothing with the embedding.
 //
 // For pipeline parallelism the model is also an ordered list of one-tensor-in, one-tensor-out
 // modules — layers() = [embed, blocks[0], ..., blocks[n_layer-1], head] — and running them in order
@@ -18,13 +24,14 @@
 // indices): what a pipeline rank holds. Layers it does not hold are never made — no modules, no
 // tensors — and those it holds keep the whole model's names ("blocks.3.attn.qkv.weight"), so
 // state dicts, checkpoints and optimizer state line up by name with the whole model's. Such a model
-// is run through a pipeline (its layers()), not by forward(). When it holds the head but not the
-// embedding, its `embed` is the token table alone (GPTEmbedding without positions), so the tied
-// weight is listed as "embed.wte.weight" there too.
+// is run through a pipeline (its layers()), not by forward(). When it holds a tied head but not the
+// embedding, its `embed` is the token table alone (EmbeddingKind::table), so the tied weight is
+// listed as "embed.wte.weight" there too.
 //
 // Weights are a pure function of (config.seed, each parameter's name): every random parameter draws
 // from its own Philox stream, keyed by the seed and its full name (nn::Init::keyed, nn/init.h) —
-// Linear/Embedding weights ~ N(0, 0.02), residual projections (attn.proj and mlp.proj) ~
+// Linear/Embedding weights ~ N(0, 0.02), residual projections (attn.proj and mlp.proj; a llama's
+// attn.o and mlp.down) ~
 // N(0, 0.02 / sqrt(2 * n_layer)), biases 0, norm weights 1. So a model holding some layers starts
 // from exactly the values the whole model has in those layers, whatever else was built, and every
 // pipeline layout starts from the same bits as one device.
@@ -60,24 +67,19 @@ struct GenerateOptions {
   bool kv_cache = true;     // false: run the whole context for every token (the reference)
 };
 
-// The decoder's family: GPT-2 (learned positions, LayerNorm, GELU MLP, multi-head attention, a head
-// tied to the token table) or LLaMA (rotary positions, RMSNorm, SwiGLU MLP, grouped-query attention,
-// a head tied or untied).
-enum class Arch { gpt2, llama };
-
 struct GPTConfig {
-  Arch arch = Arch::gpt2;
+  Arch arch = Arch::gpt2;  // nn/transformer.h
   int64_t vocab_size = 256;  // token ids are in [0, vocab_size)
   int64_t block_size = 128;  // the longest sequence (T) the position embedding covers
   int64_t n_layer = 4;
   int64_t n_head = 4;
-  int64_t n_embd = 128;  // C; must be divisible by n_head
+  int64_t n_embd = 128;  // C; must be divisible by n_head (llama: into an even head dim, for rope)
   double dropout = 0;
   // gpt2: biases in Linear and LayerNorm layers. llama: biases on the attention's q, k, v and o
   // projections (Hugging Face's attention_bias); a llama never has MLP or norm biases.
   bool bias = true;
   int64_t n_kv_head = 0;       // llama: key/value heads, dividing n_head; 0 means n_head
-  int64_t mlp_hidden = 0;      // the MLP's hidden width; 0 means the family default (gpt2: 4 n_embd)
+  int64_t mlp_hidden = 0;      // the MLP's hidden width; 0 means the family default (mlp_hidden_of)
   double norm_eps = 1e-5;      // LayerNorm (gpt2) or RMSNorm (llama) epsilon
   RopeParams rope = {};        // llama: theta and LLaMA 3's frequency scaling (kernels/params.h)
   bool tie_embeddings = true;  // llama may untie: the head then has its own lm_head weight
@@ -91,39 +93,58 @@ struct GPTConfig {
   bool fused_attention = true;
 };
 
-// Stage 0 of the layer list: idx [B, T] (i32/i64) -> wte[idx] + wpe[positions], then dropout.
+// The MLP's hidden width: mlp_hidden when set, else GPT-2's 4 n_embd, or LLaMA's 2/3 of that
+// rounded up to a multiple of 256 (Meta's rule: 4096 -> 11008).
+int64_t mlp_hidden_of(const GPTConfig& config);
+
+// What a GPTEmbedding is built as.
+enum class EmbeddingKind {
+  tokens_and_positions,  // GPT-2: wte[idx] + wpe[positions]
+  tokens,                // LLaMA: wte[idx] (positions are rotary, in the attention)
+  table,                 // the token table alone, for a tied head's stage: it does not run
+};
+
+// Stage 0 of the layer list: idx [B, T] (i32/i64) -> wte[idx] (+ wpe[positions]), then dropout.
 class GPTEmbedding : public Module {
  public:
-  // Children are built with init.at("wte") and init.at("wpe"). `positions` false builds the token
-  // table alone (wpe and drop stay null, forward refuses to run): what a model holding the head but
-  // not the embedding keeps for the tied weight.
+  // Children are built with init.at("wte") and init.at("wpe"). EmbeddingKind::table builds the token
+  // table alone (wpe and drop stay null, forward refuses to run): what a model holding a tied head
+  // but not the embedding keeps for the tied weight.
   GPTEmbedding(int64_t vocab_size, int64_t block_size, int64_t n_embd, double dropout, const Init& init,
-               bool positions = true);
+               EmbeddingKind kind = EmbeddingKind::tokens_and_positions);
   std::string name() const override { return "GPTEmbedding"; }
   Tensor forward(const Tensor& idx) override;
   // The same for tokens at positions [first, first + T) (generation with a KV cache).
   Tensor forward_at(const Tensor& idx, int64_t first);
 
+  // Whether this embedding embeds tokens (is a layer of the model), rather than keeping the table.
+  bool runs() const { return kind != EmbeddingKind::table; }
+
   const int64_t block_size;
+  const EmbeddingKind kind;
   std::shared_ptr<Embedding> wte;  // token embedding [vocab_size, n_embd]
-  std::shared_ptr<Embedding> wpe;  // position embedding [block_size, n_embd]; null: the token table alone
+  std::shared_ptr<Embedding> wpe;  // position embedding [block_size, n_embd]; null unless tokens_and_positions
   std::shared_ptr<Dropout> drop;
 
  private:
   Tensor positions_;  // 0 .. block_size - 1 on the device last used
 };
 
-// Last stage of the layer list: h [B, T, C] -> ln_f -> logits [B, T, vocab_size] = h @ wte^T.
+// Last stage of the layer list: h [B, T, C] -> ln_f -> logits [B, T, vocab_size] = h @ wte^T (or,
+// untied, h @ lm_head^T).
 class GPTHead : public Module {
  public:
-  // `tied_weight` is the token embedding's weight [vocab_size, n_embd] itself (not a copy). ln_f is
-  // built with init.at("ln_f").
-  GPTHead(int64_t n_embd, bool bias, Tensor tied_weight, const Init& init);
+  // The config's family: a LayerNorm or RMSNorm ln_f (init.at("ln_f")). Tied when
+  // config.tie_embeddings: `tied_weight` is then the token embedding's weight [vocab_size, n_embd]
+  // itself (not a copy). Untied: its own lm_head (init.at("lm_head"), no bias).
+  GPTHead(const GPTConfig& config, Tensor tied_weight, const Init& init);
   std::string name() const override { return "GPTHead"; }
   Tensor forward(const Tensor& h) override;
 
-  std::shared_ptr<LayerNorm> ln_f;
-  Tensor wte;  // the same Tensor as GPTEmbedding::wte->weight
+  std::shared_ptr<LayerNorm> ln_f;  // gpt2
+  std::shared_ptr<RMSNorm> rms_f;   // llama, registered as "ln_f"
+  Tensor wte;                       // the same Tensor as GPTEmbedding::wte->weight; undefined untied
+  std::shared_ptr<Linear> lm_head;  // untied only: [vocab_size, n_embd]
 };
 
 class GPT : public Module {
@@ -136,10 +157,11 @@ class GPT : public Module {
 
   // How many layers layers(grain) lists: n_layer + 2, or 2 n_layer + 2 in halves.
   static int64_t layer_count(const GPTConfig& config, LayerGrain grain);
-  // Parameter elements of each layer of layers(grain) (the head counts the tied token embedding, which
-  // its stage holds a copy of), from the config alone: what a model holding that layer adds.
+  // Parameter elements of each layer of layers(grain) (a tied head counts the token embedding, which
+  // its stage holds a copy of; an untied one its lm_head), from the config alone: what a model
+  // holding that layer adds.
   static std::vector<int64_t> layer_parameter_counts(const GPTConfig& config, LayerGrain grain);
-  // Elements of the whole model's parameters (the tied weight once), from the config alone.
+  // Elements of the whole model's parameters (a tied weight once), from the config alone.
   static int64_t whole_parameter_count(const GPTConfig& config);
 
   std::string name() const override { return "GPT"; }
@@ -177,8 +199,8 @@ class GPT : public Module {
   // Block i, or null where this model holds none of it.
   std::shared_ptr<TransformerBlock> block(int64_t i) const;
 
-  // Null where not held (the second constructor); `embed` is the token table alone when the head is
-  // held without the embedding.
+  // Null where not held (the second constructor); `embed` is the token table alone when a tied head
+  // is held without the embedding.
   std::shared_ptr<GPTEmbedding> embed;
   std::shared_ptr<Sequential> blocks;  // of TransformerBlock, named "blocks.0", "blocks.1", ... (the held ones)
   std::shared_ptr<GPTHead> head;

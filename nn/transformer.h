@@ -1,19 +1,33 @@
-// TransformerBlock: one pre-norm GPT layer.
+// TransformerBlock: one pre-norm decoder layer, of either family nn::GPT builds.
 //
 //   x = x + attn(ln1(x))
 //   x = x + mlp(ln2(x))
 //
-// Normalising before each sub-layer (GPT-2's choice) keeps an unnormalised residual path from input
-// to output, which is what lets deep stacks train without warm-up tricks.
+// Normalising before each sub-layer (GPT-2's choice, kept by LLaMA) keeps an unnormalised residual
+// path from input to output, which is what lets deep stacks train without warm-up tricks.
+//
+//   Arch::gpt2   ln LayerNorm, attn CausalSelfAttention (one qkv matrix), mlp MLP (GELU)
+//   Arch::llama  ln RMSNorm, attn GroupedQueryAttention (rotary, n_kv_head), mlp SwiGLU
+//
+// One block class holds either family's pieces rather than a LlamaBlock beside it, because the
+// shape around the pieces is the same and is what the rest of the system depends on: the two
+// residual halves a pipeline cuts (attention_half, mlp_half), the held-halves construction, the
+// KV-cache step, and one block type for nn::GPT's block(i), layers() and decoding. The pieces of one
+// family stay null in a block of the other; the registered names ("ln1", "attn", "ln2", "mlp") are
+// the same, so parameters read "blocks.3.attn.q.weight" in a llama as "blocks.3.attn.qkv.weight" do
+// in a GPT-2.
 #pragma once
 
 #include <memory>
 
+#include "kernels/params.h"
 #include "nn/attention.h"
+#include "nn/grouped_attention.h"
 #include "nn/init.h"
 #include "nn/mlp.h"
 #include "nn/module.h"
 #include "nn/norm.h"
+#include "nn/swiglu.h"
 
 namespace brigade::nn {
 
@@ -25,9 +39,20 @@ struct BlockHalves {
   bool mlp = true;        // ln2 and mlp
 };
 
+// The decoder's family: GPT-2 (learned positions, LayerNorm, GELU MLP, multi-head attention, a head
+// tied to the token table) or LLaMA (rotary positions, RMSNorm, SwiGLU MLP, grouped-query attention,
+// a head tied or untied). nn::GPTConfig::arch chooses it.
+enum class Arch { gpt2, llama };
+
 struct TransformerBlockOptions {
-  double dropout = 0;
-  bool bias = true;  // in the norms and the projections
+  Arch arch = Arch::gpt2;
+  double dropout = 0;  // gpt2 only
+  // gpt2: in the norms and the projections. llama: on the attention's q, k, v and o only.
+  bool bias = true;
+  int64_t n_kv_head = 0;   // llama: key/value heads (0: n_head)
+  int64_t mlp_hidden = 0;  // the MLP's hidden width; 0: 4 n_embd
+  double norm_eps = 1e-5;
+  RopeParams rope = {};    // llama
   // The children are built with init.at("ln1"), init.at("attn"), ...: with a by-name Init
   // (nn/init.h) whose path is the block's full name, each parameter draws from its own stream.
   Init init = {};
@@ -53,14 +78,22 @@ class TransformerBlock : public Module {
   // Each needs its half built (see BlockHalves); forward() needs both.
   std::shared_ptr<Module> attention_half();
   std::shared_ptr<Module> mlp_half();
-  bool has_attention() const { return attn != nullptr; }
-  bool has_mlp() const { return mlp != nullptr; }
 
-  // Null when their half was not built.
+  bool has_attention() const { return attn != nullptr || gqa != nullptr; }
+  bool has_mlp() const { return mlp != nullptr || swiglu != nullptr; }
+
+  const Arch arch;
+  // Null when their half was not built, or in a block of the other family.
+  // gpt2:
   std::shared_ptr<LayerNorm> ln1;
   std::shared_ptr<CausalSelfAttention> attn;
   std::shared_ptr<LayerNorm> ln2;
   std::shared_ptr<MLP> mlp;
+  // llama (registered under the same names: "ln1", "attn", "ln2", "mlp"):
+  std::shared_ptr<RMSNorm> rms1;
+  std::shared_ptr<GroupedQueryAttention> gqa;
+  std::shared_ptr<RMSNorm> rms2;
+  std::shared_ptr<SwiGLU> swiglu;
 };
 
 }  // namespace brigade::nn

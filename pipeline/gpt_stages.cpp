@@ -61,7 +61,8 @@ GptStages gpt_stages(const nn::GPT& model, const Partition& partition, const Lay
   out.loss = nn::language_model_loss;
   const int embed_stage = int(partition.stage_of_layer(0));
   const int head_stage = int(partition.stage_of_layer(partition.layers() - 1));
-  if (embed_stage != head_stage) {
+  // An untied head (a llama's lm_head) shares nothing with the embedding: no tie to keep.
+  if (model.config().tie_embeddings && embed_stage != head_stage) {
     out.ties.push_back({"wte", {embed_stage, head_stage}});
     for (int s : {embed_stage, head_stage}) {
       if (layout.rank_of(s) != rank) continue;

@@ -48,7 +48,9 @@ std::vector<Chunk> build_rank_chunks(const std::vector<LayerFactory>& factories,
 
 struct GptStages {
   std::vector<Chunk> chunks;
-  std::vector<Tie> ties;  // "wte" between the embedding's stage and the head's, when they differ
+  // "wte" between the embedding's stage and the head's, when they differ and the head is tied
+  // (config.tie_embeddings); none for an untied head.
+  std::vector<Tie> ties;
   LossFn loss;            // nn::language_model_loss
 };
 

@@ -37,20 +37,26 @@ namespace {
 // apart, and the two totals are added once all micro-batches are done — as a pipeline whose
 // embedding and head sit on two ranks adds its two stages' totals (Pipeline::sum_tied_gradients).
 // One shared gradient would interleave the two uses micro-batch by micro-batch, another order of
-// the same sum, whose rounding then reaches every weight from the next step on.
+// the same sum, whose rounding then reaches every weight from the next step on. An untied head
+// (a llama's lm_head) shares nothing: then this does nothing.
 class TiedGradientApart {
  public:
-  explicit TiedGradientApart(nn::GPT& model)
-      : head_(model.head), embedding_(model.embed->wte->weight), apart_(embedding_.detach()) {
+  explicit TiedGradientApart(nn::GPT& model) : head_(model.head) {
+    if (!model.config().tie_embeddings) return;
+    embedding_ = model.embed->wte->weight;
+    apart_ = embedding_.detach();
     apart_.requires_grad_(true);  // the same data; a leaf, with a gradient of its own
     head_->wte = apart_;
   }
-  ~TiedGradientApart() { head_->wte = embedding_; }
+  ~TiedGradientApart() {
+    if (embedding_.defined()) head_->wte = embedding_;
+  }
   TiedGradientApart(const TiedGradientApart&) = delete;
   TiedGradientApart& operator=(const TiedGradientApart&) = delete;
 
   // The embedding's total plus the head's, as the embedding's gradient.
   void add_up() {
+    if (!embedding_.defined()) return;
     const Tensor e = embedding_.grad(), h = apart_.grad();
     if (!h.defined()) return;
     embedding_.set_grad(e.defined() ? ops::binary(ops::BinaryOp::add, e, h) : h);
@@ -134,7 +140,7 @@ Trainer::Trainer(const TrainOptions& options, const pipeline::PipelineGroups* gr
         return b;
       };
       for (const auto& layer : sample_layers_) layer_bytes_.push_back(bytes_of(layer->parameters()));
-      tied_bytes_ = bytes_of({sample.embed->wte->weight});
+      if (config.tie_embeddings) tied_bytes_ = bytes_of({sample.embed->wte->weight});  // else none shared
       sample_layers_.clear();
     } else {
       partition_ = choose_partition(schedule);
