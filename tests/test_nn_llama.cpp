@@ -1,10 +1,12 @@
 // Tests for the blocks of LLaMA-style decoders: RotaryEmbedding, GroupedQueryAttention and SwiGLU,
 // and a whole pre-norm block (RMSNorm -> attention with rotary positions -> residual -> RMSNorm ->
-// SwiGLU -> residual) against f64 loops written here from the definitions. Gradients, the kv heads'
-// sums over their groups of query heads included, against finite differences (gradcheck).
+// SwiGLU -> residual) and a whole llama nn::GPT (tied and untied) against f64 loops written here from
+// the definitions. Gradients, the kv heads' sums over their groups of query heads included, against
+// finite differences (gradcheck).
 #include <cmath>
 
 #include "linear_ref.h"
+#include "nn/gpt.h"
 #include "nn/grouped_attention.h"
 #include "nn/norm.h"
 #include "nn/rotary.h"
@@ -121,6 +123,39 @@ TEST_CASE("A LLaMA-style block matches f64 loops: RMSNorm, GQA with rotary posit
     const Matrix hv = plus(xv, attention_ref(rms_norm_ref(xv, C, norm1), B, T, attn, theta));
     const Matrix yv = plus(hv, swiglu_ref(rms_norm_ref(hv, C, norm2), mlp));
     require_close(y, yv, 1e-11, 1e-11);
+  }
+}
+
+TEST_CASE("A llama nn::GPT's logits match f64 loops: token rows, the blocks, the final RMSNorm, its head",
+          "[nn][llama]") {
+  // Every parameter random (biases and norm gains too), so each one's place in the assembly shows.
+  const int64_t B = 2, T = 5, C = 16, V = 13;
+  const double theta = 500.0;
+  for (bool tied : {false, true}) {
+    INFO((tied ? "tied" : "untied"));
+    nn::GPTConfig c{.vocab_size = V, .block_size = 8, .n_layer = 2, .n_head = 4, .n_embd = C, .dtype = DType::f64};
+    c.arch = nn::Arch::llama;
+    c.n_kv_head = 2;
+    c.mlp_hidden = 24;
+    c.rope.theta = theta;
+    c.tie_embeddings = tied;
+    nn::GPT gpt(c);
+    uint64_t seed = 200;
+    for (auto& [name, p] : gpt.named_parameters()) ops::copy_(p, random(p.shape(), seed++));
+    const Tensor idx = from_vector({3, 0, 12, 7, 7, 1, 5, 9, 2, 11}, {B, T}, DType::i64);
+    const Tensor logits = gpt(idx);
+
+    const Matrix wte = gpt.embed->wte->weight.to_vector();
+    Matrix x;
+    for (double id : idx.to_vector()) x.insert(x.end(), wte.begin() + int64_t(id) * C, wte.begin() + (int64_t(id) + 1) * C);
+    for (int64_t i = 0; i < c.n_layer; ++i) {
+      nn::TransformerBlock& block = *gpt.block(i);
+      const Matrix h = plus(x, attention_ref(rms_norm_ref(x, C, *block.rms1), B, T, *block.gqa, theta));
+      x = plus(h, swiglu_ref(rms_norm_ref(h, C, *block.rms2), *block.swiglu));
+    }
+    const Matrix normed = rms_norm_ref(x, C, *gpt.head->rms_f);
+    const Matrix want = tied ? test::linear_ref(normed, B * T, C, wte, Matrix(), V) : linear_ref(normed, C, *gpt.head->lm_head);
+    require_close(logits, want, 1e-11, 1e-11);
   }
 }
 
