@@ -78,23 +78,32 @@ class ConfigFile {
   Json root_;
 };
 
-// rope_scaling: nothing, or LLaMA 3's; any other scaling refused.
-std::optional<RopeLlama3Scaling> rope_scaling(const ConfigFile& file) {
-  const Json* scaling = file.find("rope_scaling");
-  if (!scaling) return std::nullopt;
+// The rotary settings: transformers 4 writes rope_theta and rope_scaling (null, or an object with
+// rope_type, older files "type"); transformers 5 writes one rope_parameters object holding
+// rope_theta and rope_type with the scaling's fields beside them. Either way: no scaling, or LLaMA
+// 3's; any other is refused.
+RopeParams rope_of(const ConfigFile& file) {
   const std::string& path = file.path();
-  BRIGADE_CHECK(scaling->kind == Json::Kind::object, "'", path, "': rope_scaling is not an object or null");
+  RopeParams rope;
+  rope.theta = file.number("rope_theta", 10000);
+  const Json* parameters = file.find("rope_parameters");
+  const std::string key = parameters ? "rope_parameters" : "rope_scaling";
+  const Json* scaling = parameters ? parameters : file.find("rope_scaling");
+  if (!scaling) return rope;
+  BRIGADE_CHECK(scaling->kind == Json::Kind::object, "'", path, "': ", key, " is not an object or null");
+  if (const Json* theta = ConfigFile::find_in(*scaling, "rope_theta")) rope.theta = file.number(*theta, key + ".rope_theta");
   const Json* type = ConfigFile::find_in(*scaling, "rope_type");
   if (!type) type = ConfigFile::find_in(*scaling, "type");
-  BRIGADE_CHECK(type && type->kind == Json::Kind::string, "'", path, "': rope_scaling has no rope_type");
-  if (type->string == "default") return std::nullopt;
-  BRIGADE_CHECK(type->string == "llama3", "'", path, "': rope_scaling type \"", type->string,
+  BRIGADE_CHECK(type && type->kind == Json::Kind::string, "'", path, "': ", key, " has no rope_type (per-layer ",
+                "rope settings are not supported)");
+  if (type->string == "default") return rope;
+  BRIGADE_CHECK(type->string == "llama3", "'", path, "': ", key, " type \"", type->string,
                 "\" is not supported (brigade implements LLaMA 3's scaling, \"llama3\", and none)");
   RopeLlama3Scaling s;
-  auto field = [&](const char* key) {
-    const Json* v = ConfigFile::find_in(*scaling, key);
-    BRIGADE_CHECK(v != nullptr, "'", path, "': rope_scaling of type llama3 has no ", key);
-    return file.number(*v, std::string("rope_scaling.") + key);
+  auto field = [&](const char* name) {
+    const Json* v = ConfigFile::find_in(*scaling, name);
+    BRIGADE_CHECK(v != nullptr, "'", path, "': ", key, " of type llama3 has no ", name);
+    return file.number(*v, key + "." + name);
   };
   s.factor = field("factor");
   s.low_freq_factor = field("low_freq_factor");
@@ -102,9 +111,10 @@ std::optional<RopeLlama3Scaling> rope_scaling(const ConfigFile& file) {
   s.original_max_position_embeddings = field("original_max_position_embeddings");
   BRIGADE_CHECK(s.factor > 0 && s.low_freq_factor > 0 && s.high_freq_factor > s.low_freq_factor &&
                     s.original_max_position_embeddings > 0,
-                "'", path, "': rope_scaling needs factor > 0 and high_freq_factor > low_freq_factor > 0 (has ",
+                "'", path, "': ", key, " needs factor > 0 and high_freq_factor > low_freq_factor > 0 (has ",
                 s.factor, ", ", s.high_freq_factor, ", ", s.low_freq_factor, ")");
-  return s;
+  rope.llama3 = s;
+  return rope;
 }
 
 }  // namespace
@@ -144,9 +154,8 @@ HfLlamaConfig read_hf_llama_config(const std::string& path) {
   }
   c.norm_eps = file.number("rms_norm_eps", 1e-6);
   BRIGADE_CHECK(c.norm_eps > 0, "'", path, "': rms_norm_eps ", c.norm_eps, " is not positive");
-  c.rope.theta = file.number("rope_theta", 10000);
+  c.rope = rope_of(file);
   BRIGADE_CHECK(c.rope.theta > 0, "'", path, "': rope_theta ", c.rope.theta, " is not positive");
-  c.rope.llama3 = rope_scaling(file);
   c.tie_embeddings = file.flag("tie_word_embeddings", false);
   // qwen2's q, k and v always carry biases (its config has no switch for them).
   c.bias = qwen2 || file.flag("attention_bias", false);

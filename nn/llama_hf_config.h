@@ -19,6 +19,8 @@
 //                                        "factor", "low_freq_factor", "high_freq_factor",
 //                                        "original_max_position_embeddings"} -> rope.llama3
 //                                        (older files spell rope_type "type")
+//   rope_parameters                      transformers 5's spelling of both: one object with
+//                                        rope_theta, rope_type and the scaling's fields
 //   max_position_embeddings              block_size
 //   vocab_size                           vocab_size
 //   tie_word_embeddings                  tie_embeddings
@@ -58,7 +60,8 @@ HfLlamaConfig read_hf_llama_config(const std::string& path);
 
 // The config.json of `config` (a llama nn::GPTConfig) as transformers' LlamaConfig reads it, with
 // `vocab` tokens (0: all of the model's): architectures ["LlamaForCausalLM"], model_type "llama",
-// torch_dtype "float32" (brigade writes f32 weights), the sizes, rms_norm_eps, the rope fields,
+// torch_dtype "float32" (brigade writes f32 weights), the sizes, rms_norm_eps, the rope fields in
+// transformers 4's spelling, rope_theta and rope_scaling (transformers 5 reads them too),
 // tie_word_embeddings, attention_bias and mlp_bias false, hidden_act "silu", and the bos/eos ids
 // when given.
 std::string hf_llama_config_json(const GPTConfig& config, int64_t vocab = 0,

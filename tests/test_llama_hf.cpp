@@ -5,14 +5,15 @@
 // and the CLI's greedy tokens equal the reference's, with and without the KV cache, on one device
 // and across two pipeline stages.
 #include "test_util.h"
+#include "cli_run.h"
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "core/json.h"
 #include "core/read_file.h"
 #include "core/safetensors.h"
+#include "export/command.h"
 #include "generate/command.h"
 #include "llama_hf_reference.h"
 #include "nn/hf_model.h"
@@ -137,6 +138,16 @@ TEST_CASE("llama_hf: a LLaMA in Hugging Face's layout gives the f64 reference's 
       REQUIRE(c.norm_eps == m.eps);
       require_reference_logits(*model, m, w);
     }
+    // transformers 5 writes the rotary settings as one rope_parameters object.
+    const std::string v5 = config_json(
+        m, "llama",
+        {{"rope_theta", ""},
+         {"rope_scaling", ""},
+         {"rope_parameters", "{\"rope_type\": \"llama3\", \"rope_theta\": " + json_number(m.theta) +
+                                 ", \"factor\": 8, \"low_freq_factor\": 1, \"high_freq_factor\": 4, "
+                                 "\"original_max_position_embeddings\": 64}"}});
+    write_model(dir.file("v5"), v5, w, false);
+    require_reference_logits(*load(dir.file("v5")), m, w);
   }
   SECTION("qwen2: tied head, q/k/v biases without an o bias, no rope scaling, multi-query") {
     TinyLlama m;
@@ -196,6 +207,15 @@ TEST_CASE("llama_hf: loaded and written back, the tensors and config.json are th
   REQUIRE(!config["mlp_bias"].boolean);
   // And it reads back as the same model.
   require_reference_logits(*load(dir.file("out")), m, w);
+  // `brigade export` of the directory writes the same files: one model.safetensors when they fit.
+  const auto [status, out] =
+      test::run_cli(export_cli::export_command, {"--checkpoint", dir.file("in"), "--out", dir.file("exported")});
+  REQUIRE(status == 0);
+  REQUIRE_THAT(out, Contains("exported a LLaMA of 2 layers"));
+  const auto exported = load_safetensors(dir.file("exported/model.safetensors")).tensors;
+  REQUIRE(exported.size() == w.size());
+  for (const auto& [name, weight] : w) test::require_equal(exported.at(name), tensor_of(weight));
+  REQUIRE(read_file(dir.file("exported/config.json"), "test") == read_file(dir.file("out/config.json"), "test"));
 }
 
 TEST_CASE("llama_hf: what brigade cannot hold is refused, naming the file and the tensor or field",
@@ -258,12 +278,12 @@ namespace {
 
 // `brigade generate args`: the first line it printed (the ids), or what it said on failure.
 std::string generate(const std::vector<std::string>& args, int status = 0) {
-  std::ostringstream out, err;
-  const int got = generate_cli::generate_command(args, out, err);
-  INFO(out.str() << err.str());
+  std::string err;
+  const auto [got, out] = test::run_cli(generate_cli::generate_command, args, &err);
+  INFO(out << err);
   REQUIRE(got == status);
-  if (status != 0) return err.str();
-  return out.str().substr(0, out.str().find('\n'));
+  if (status != 0) return err;
+  return out.substr(0, out.find('\n'));
 }
 
 }  // namespace
