@@ -219,7 +219,7 @@ std::shared_ptr<TransformerBlock> GPT::block(int64_t i) const {
 
 std::string GPT::details() const {
   const GPTConfig& c = config_;
-  std::string out = std::string(c.arch == Arch::llama ? "llama, " : "") + "vocab_size=" + std::to_string(c.vocab_size) + ", block_size=" + std::to_string(c.block_size) +
+  std::string out = std::string(c.arch == Arch::llama ? arch_name(c.arch) + std::string(", ") : "") + "vocab_size=" + std::to_string(c.vocab_size) + ", block_size=" + std::to_string(c.block_size) +
                     ", n_layer=" + std::to_string(c.n_layer) + ", n_head=" + std::to_string(c.n_head) +
                     ", n_embd=" + std::to_string(c.n_embd);
   if (c.arch == Arch::llama)

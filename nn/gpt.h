@@ -68,7 +68,7 @@ struct GenerateOptions {
 };
 
 struct GPTConfig {
-  Arch arch = Arch::gpt2;  // nn/transformer.h
+  Arch arch = Arch::gpt2;  // nn/arch.h
   int64_t vocab_size = 256;  // token ids are in [0, vocab_size)
   int64_t block_size = 128;  // the longest sequence (T) the position embedding covers
   int64_t n_layer = 4;

@@ -21,6 +21,7 @@
 #include <memory>
 
 #include "kernels/params.h"
+#include "nn/arch.h"
 #include "nn/attention.h"
 #include "nn/grouped_attention.h"
 #include "nn/init.h"
@@ -38,11 +39,6 @@ struct BlockHalves {
   bool attention = true;  // ln1 and attn
   bool mlp = true;        // ln2 and mlp
 };
-
-// The decoder's family: GPT-2 (learned positions, LayerNorm, GELU MLP, multi-head attention, a head
-// tied to the token table) or LLaMA (rotary positions, RMSNorm, SwiGLU MLP, grouped-query attention,
-// a head tied or untied). nn::GPTConfig::arch chooses it.
-enum class Arch { gpt2, llama };
 
 struct TransformerBlockOptions {
   Arch arch = Arch::gpt2;

@@ -24,12 +24,7 @@ using test::error_of;
 namespace {
 
 nn::GPTConfig config_of(const GptShape& shape, DType compute) {
-  nn::GPTConfig c;
-  c.n_layer = shape.layers;
-  c.n_head = shape.heads;
-  c.n_embd = shape.embd;
-  c.block_size = shape.context;
-  c.vocab_size = shape.vocab;
+  nn::GPTConfig c = gpt_config(shape);
   if (compute != DType::f32) c.compute_dtype = compute;
   return c;
 }
@@ -120,6 +115,35 @@ TEST_CASE("gpt_costs: each layer's stash is within 10% of what profile_layer_cos
         if (i + 1 == layers.size() && compute == DType::bf16) expected += sequences * shape.context * shape.vocab * 4;
         INFO(dtype_name(compute) << " layer " << i << " " << layers[i]->name() << ": estimated " << estimates[i].stash
                                  << ", measured " << expected);
+        REQUIRE(std::abs(double(estimates[i].stash - expected)) <= 0.10 * double(expected));
+      }
+    }
+  }
+}
+
+TEST_CASE("gpt_costs: a llama's layers — parameters exactly nn::GPT's, stash within 10% of the measurement",
+          "[plan][llama]") {
+  // Grouped (2 kv heads of 4 query heads: k and v repeated) and not (kv = heads), tied and untied.
+  const int64_t sequences = 3;
+  for (GptShape shape : {GptShape{2, 4, 64, 32, 100, nn::Arch::llama, 2, 96, true},
+                         GptShape{2, 4, 64, 32, 100, nn::Arch::llama, 4, 0, false}}) {
+    for (DType compute : {DType::f32, DType::bf16}) {
+      nn::GPT gpt(config_of(shape, compute));
+      REQUIRE(gpt_parameter_count(shape) == gpt.parameter_count());
+      REQUIRE(tied_parameters(shape) == (shape.tied ? gpt.embed->wte->weight.numel() : 0));
+      const auto layers = gpt.layers(nn::LayerGrain::half_block);
+      std::vector<double> ids;
+      for (int64_t i = 0; i < sequences * shape.context; ++i) ids.push_back(double((i * 7) % shape.vocab));
+      const auto measured = profile_layer_costs(layers, from_vector(ids, {sequences, shape.context}, DType::i64));
+      const auto estimates = estimate_gpt_layers(shape, sequences, compute);
+      REQUIRE(estimates.size() == layers.size());
+      for (size_t i = 0; i < layers.size(); ++i) {
+        int64_t expected = measured[i].stash_bytes;
+        if (i + 1 == layers.size() && compute == DType::bf16) expected += sequences * shape.context * shape.vocab * 4;
+        INFO(dtype_name(compute) << " kv heads " << shape.kv_heads << " layer " << i << " " << layers[i]->name()
+                                 << ": estimated " << estimates[i].stash << ", measured " << expected);
+        REQUIRE(estimates[i].name == layers[i]->name());
+        REQUIRE(estimates[i].parameters == layers[i]->parameter_count());
         REQUIRE(std::abs(double(estimates[i].stash - expected)) <= 0.10 * double(expected));
       }
     }
@@ -314,6 +338,25 @@ TEST_CASE("brigade plan: a model too large for one device names the fewest devic
                    err) == 0);
 }
 
+TEST_CASE("brigade plan --model llama-1b: Llama-3.2-1B's parameters, a plan, and train lines that build a llama",
+          "[plan][llama]") {
+  std::string out, err;
+  REQUIRE(run_plan({"--model", "llama-1b", "--devices", "8", "--memory", "80GiB", "--top", "2"}, out, err) == 0);
+  INFO(out << err);
+  // Hugging Face's count of meta-llama/Llama-3.2-1B (tied head): 1,235,814,400.
+  REQUIRE_THAT(out, Catch::Contains("vocabulary 128256: 1,235,814,400 parameters; 34 pipeline layers"));
+  std::istringstream lines(out.substr(out.find("to run:")));
+  int commands = 0;
+  for (std::string line; std::getline(lines, line);) {
+    const size_t train = line.find("brigade train ");
+    if (train == std::string::npos) continue;
+    ++commands;
+    const train::TrainOptions o = train::parse_train_args(words(line.substr(train + 14))).options;
+    REQUIRE((o.decoder.arch == nn::Arch::llama && o.decoder.kv_heads == 8 && o.decoder.mlp_hidden == 8192));
+  }
+  REQUIRE(commands == 2);
+}
+
 TEST_CASE("brigade plan: the table, the summary and a brigade train line per configuration", "[plan]") {
   std::string out, err;
   REQUIRE(run_plan({"--model", "gpt2", "--devices", "8", "--top", "4"}, out, err) == 0);
@@ -394,7 +437,7 @@ TEST_CASE("brigade plan: bad flags are named; nothing fitting says how much memo
   REQUIRE_THAT(usage_error({"--schedules", "1f1b,fast"}), Catch::StartsWith("brigade plan: --schedules: expected") &&
                                                                Catch::EndsWith("got 'fast'"));
   REQUIRE(usage_error({"--model", "gpt5"}) ==
-          "brigade plan: --model: expected gpt2, gpt2-medium, gpt2-large or gpt2-xl, got 'gpt5'");
+          "brigade plan: --model: expected gpt2, gpt2-medium, gpt2-large, gpt2-xl, llama-tiny or llama-1b, got 'gpt5'");
   REQUIRE(usage_error({"--heads", "5"}) == "brigade plan: --heads: 5 heads do not divide --embd 768");
   REQUIRE(usage_error({"--tflops", "0"}) == "brigade plan: --tflops: must be positive, got 0");
   REQUIRE(usage_error({"--recompute", "maybe"}) == "brigade plan: --recompute: expected on, off or both, got 'maybe'");

@@ -269,11 +269,14 @@ TEST_CASE("train options: GPT-2 presets set the sizes, and explicit flags win wh
   REQUIRE_THAT(error_of({"--data", "d", "--model", "gpt5"}), Catch::Contains("--model") && Catch::Contains("gpt5"));
   // The names come from the presets themselves (nn/gpt_presets.h), which plan reads too.
   REQUIRE(error_of({"--data", "d", "--model", "gpt5"}) ==
-          "--model: expected gpt2, gpt2-medium, gpt2-large or gpt2-xl, got 'gpt5'");
-  for (const nn::GPTPreset& preset : nn::gpt2_presets()) {
+          "--model: expected gpt2, gpt2-medium, gpt2-large, gpt2-xl, llama-tiny or llama-1b, got 'gpt5'");
+  for (const nn::GPTPreset& preset : nn::gpt_presets()) {
     const TrainOptions o = parse_train_args({"--data", "d", "--model", preset.name}).options;
     REQUIRE((o.layers == preset.n_layer && o.heads == preset.n_head && o.embd == preset.n_embd &&
              o.context == preset.block_size));
+    REQUIRE((o.decoder.arch == preset.arch && o.decoder.kv_heads == preset.n_kv_head &&
+             o.decoder.mlp_hidden == preset.mlp_hidden && o.decoder.rope.theta == preset.rope.theta &&
+             o.decoder.untied == !preset.tie_embeddings));
   }
   REQUIRE_THAT(error_of({"--model", "gpt2"}), Catch::Contains("add --data DIR"));
   REQUIRE_THAT(error_of({"--vocab", "300"}), Catch::Contains("only with --data"));
@@ -421,7 +424,8 @@ TEST_CASE("language modelling end to end: data prepare, train --data, then gener
   REQUIRE_THAT(e2.str(), Catch::Contains("carries no tokenizer"));
 }
 
-TEST_CASE("the shipped corpus: the README's three commands, CI-sized, on docs/*.md give a falling validation loss",
+TEST_CASE("the shipped corpus: the README's commands, CI-sized, on docs/*.md give a falling validation loss (GPT-2 "
+          "and llama)",
           "[train_text]") {
   // The project's own documentation is the demo corpus: it ships with the sources, so CI trains on it
   // as a user would, only smaller (a 512-token vocabulary, a tiny model, 200 steps).
@@ -464,4 +468,19 @@ TEST_CASE("the shipped corpus: the README's three commands, CI-sized, on docs/*.
   // at ln 512. 0.9 x 6.2 = 5.6 sits between the two with room on both sides; 0.85 did not.
   REQUIRE(summary.validation[1].second < 0.9 * summary.validation[0].second);
   REQUIRE_THAT(out.str(), Catch::Contains("sample (64 tokens"));
+
+  // A LLaMA-style model of the same size on the same shards, from the command line's flags, through a
+  // 2-stage pipeline: its validation loss falls past the same mark (150 steps).
+  TrainOptions llama = parse_train_args({"--data", work.file("data"), "--arch", "llama", "--kv-heads", "2", "--heads", "4",
+                                         "--embd", "64", "--layers", "2", "--context", "64", "--batch", "16", "--steps",
+                                         "150", "--lr", "4e-3", "--warmup", "10", "--eval-every", "150", "--eval", "32",
+                                         "--stages", "2", "--microbatches", "2", "--device", "cpu", "--trace", "none",
+                                         "--svg", "none"}).options;
+  std::ostringstream llama_out;
+  const TrainSummary llama_summary = run_training(llama, llama_out);
+  INFO(llama_out.str());
+  REQUIRE(llama_summary.validation.size() == 2);
+  REQUIRE(llama_summary.validation[0].second > 6.0);
+  REQUIRE(llama_summary.validation[1].second < 0.9 * llama_summary.validation[0].second);
+  REQUIRE_THAT(llama_out.str(), Catch::Contains("model: llama (2 kv heads, MLP 256, tied), 2 layers, 4 heads, 64 wide"));
 }

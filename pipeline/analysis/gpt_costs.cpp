@@ -1,6 +1,7 @@
 #include "pipeline/analysis/gpt_costs.h"
 
 #include "core/error.h"
+#include "nn/gpt.h"
 
 namespace brigade::pipeline {
 
@@ -10,6 +11,44 @@ void GptShape::check() const {
   for (const auto& [name, value] : sizes)
     BRIGADE_CHECK(value > 0, "GPT shape: ", name, " must be positive, got ", value);
   BRIGADE_CHECK(embd % heads == 0, "GPT shape: ", heads, " heads do not divide embd ", embd);
+  BRIGADE_CHECK(kv_heads >= 0 && mlp_hidden >= 0, "GPT shape: kv_heads and mlp_hidden must be >= 0, got ", kv_heads,
+                " and ", mlp_hidden);
+  if (arch == nn::Arch::llama) {
+    const int64_t kv = kv_heads == 0 ? heads : kv_heads;
+    BRIGADE_CHECK(heads % kv == 0, "GPT shape: ", kv, " kv heads do not divide ", heads, " heads");
+  } else {
+    BRIGADE_CHECK((kv_heads == 0 || kv_heads == heads) && tied, "GPT shape: a gpt2 has as many kv heads as heads "
+                  "and a tied head");
+  }
+}
+
+GptShape gpt_shape(const nn::GPTConfig& c) {
+  GptShape s;
+  s.layers = c.n_layer;
+  s.heads = c.n_head;
+  s.embd = c.n_embd;
+  s.context = c.block_size;
+  s.vocab = c.vocab_size;
+  s.arch = c.arch;
+  s.kv_heads = c.n_kv_head;
+  s.mlp_hidden = c.mlp_hidden;
+  s.tied = c.tie_embeddings;
+  return s;
+}
+
+nn::GPTConfig gpt_config(const GptShape& s) {
+  nn::GPTConfig c;
+  c.n_layer = s.layers;
+  c.n_head = s.heads;
+  c.n_embd = s.embd;
+  c.block_size = s.context;
+  c.vocab_size = s.vocab;
+  c.arch = s.arch;
+  c.n_kv_head = s.kv_heads;
+  c.mlp_hidden = s.mlp_hidden;
+  c.tie_embeddings = s.tied;
+  if (s.arch == nn::Arch::llama) c.bias = false;
+  return c;
 }
 
 std::vector<LayerEstimate> estimate_gpt_layers(const GptShape& shape, int64_t sequences, DType compute) {
@@ -35,40 +74,55 @@ std::vector<LayerEstimate> estimate_gpt_layers(const GptShape& shape, int64_t se
     return e;
   };
 
+  const bool llama = shape.arch == nn::Arch::llama;
+  // The parameters of each layer are nn::GPT's own count (from the config alone).
+  const std::vector<int64_t> counts = nn::GPT::layer_parameter_counts(gpt_config(shape), nn::LayerGrain::half_block);
+  const int64_t F = nn::mlp_hidden_of(gpt_config(shape));                       // the MLP's hidden width
+  const int64_t kv = (shape.kv_heads == 0 ? H : shape.kv_heads) * (C / H);      // k's and v's width
+  const double Fd = double(F), kvd = double(kv);
+  const double scores = 4 * double(sequences) * double(T) * double(T) * Cd;     // the two T x T products, forward
+
   std::vector<LayerEstimate> out;
   {
     LayerEstimate e{"GPTEmbedding"};
-    e.parameters = V * C + T * C;
-    const int64_t rows = (n + T) * C;  // the token rows and the position rows it looked up, f32
-    out.push_back(finish(e, rows * 4 + (half ? rows * a : 0) + n * C * a, n * C * a, /*copies=*/false));
+    e.parameters = counts.front();
+    const int64_t rows = (n + (llama ? 0 : T)) * C;  // the token rows (and position rows) it looked up, f32
+    // gpt2's output is a sum, which keeps both operands besides; a llama's is the rows themselves.
+    const int64_t output = llama ? 0 : n * C * a;
+    out.push_back(finish(e, rows * 4 + (half ? rows * a : 0) + output, n * C * a, /*copies=*/false));
   }
+  // A llama's norms keep one statistic per row (rstd), not two.
+  const int64_t norm_stats = llama ? n * 4 : stats;
   for (int64_t layer = 0; layer < shape.layers; ++layer) {
     LayerEstimate attention{"BlockAttention"};
-    attention.parameters = 4 * C * C + 6 * C;  // ln1 2C, qkv 3C^2 + 3C, proj C^2 + C
-    attention.forward = 2 * nd * 4 * Cd * Cd + 4 * double(sequences) * double(T) * double(T) * Cd;
-    attention.input_grad = 2 * nd * 4 * Cd * Cd + 8 * double(sequences) * double(T) * double(T) * Cd;
-    attention.weight_grad = 2 * nd * 4 * Cd * Cd;
-    out.push_back(finish(attention, 7 * n * C * a + stats + 4 * n * H, 5 * n * C * a));
+    attention.parameters = counts[size_t(1 + 2 * layer)];
+    // gpt2: qkv and proj, 4C^2 per token; llama: q and o 2C^2, k and v 2C kv.
+    const double projections = 2 * nd * (llama ? 2 * Cd * Cd + 2 * Cd * kvd : 4 * Cd * Cd);
+    attention.forward = projections + scores;
+    attention.input_grad = projections + 2 * scores;
+    attention.weight_grad = projections;
+    const int64_t repeated = llama && kv < C ? 2 * C : 0;  // k and v repeated to every query head
+    const int64_t attention_stash = llama ? n * a * (6 * C + 3 * kv + repeated) : 7 * n * C * a;
+    out.push_back(finish(attention, attention_stash + norm_stats + 4 * n * H, 5 * n * C * a));
 
     LayerEstimate mlp{"BlockMLP"};
-    mlp.parameters = 8 * C * C + 7 * C;  // ln2 2C, fc 4C^2 + 4C, proj 4C^2 + C
-    mlp.forward = mlp.input_grad = mlp.weight_grad = 2 * nd * 8 * Cd * Cd;
-    out.push_back(finish(mlp, 11 * n * C * a + stats, 6 * n * C * a));
+    mlp.parameters = counts[size_t(2 + 2 * layer)];
+    // gpt2: fc and proj, 2 C F per token; llama: gate, up and down, 3 C F.
+    mlp.forward = mlp.input_grad = mlp.weight_grad = 2 * nd * (llama ? 3 : 2) * Cd * Fd;
+    const int64_t mlp_stash = n * a * (3 * C + (llama ? 3 : 2) * F);
+    out.push_back(finish(mlp, mlp_stash + norm_stats, 6 * n * C * a));
   }
   {
     LayerEstimate head{"GPTHead"};
-    head.parameters = V * C + 2 * C;  // the tied matrix and ln_f
+    head.parameters = counts.back();  // ln_f and the tied matrix (or lm_head)
     head.forward = head.input_grad = head.weight_grad = 2 * nd * Cd * double(V);
     const int64_t logits = n * V * a + (half ? n * V * 4 : 0);  // bf16: the loss's f32 copy too
-    out.push_back(finish(head, n * C * a + stats + logits, n * C * a + n * V * a));
+    out.push_back(finish(head, n * C * a + norm_stats + logits, n * C * a + n * V * a));
   }
   return out;
 }
 
-int64_t gpt_parameter_count(const GptShape& shape) {
-  const int64_t C = shape.embd;
-  return shape.vocab * C + shape.context * C + shape.layers * (12 * C * C + 13 * C) + 2 * C;
-}
+int64_t gpt_parameter_count(const GptShape& shape) { return nn::GPT::whole_parameter_count(gpt_config(shape)); }
 
 int64_t gpt_boundary_bytes(const GptShape& shape, int64_t sequences, DType compute) {
   return sequences * shape.context * shape.embd * int64_t(dtype_size(compute));

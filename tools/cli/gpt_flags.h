@@ -1,21 +1,54 @@
 // The model flags of the commands that build a GPT (train, bench step, bench pipeline): --layers,
-// --heads and --embd, with the vocabulary and sequence length each takes from its own task, and the
-// one place they become an nn::GPTConfig.
+// --heads and --embd, the family's (--arch, --kv-heads, --mlp-hidden, --rope-theta, --untied), with
+// the vocabulary and sequence length each takes from its own task, and the one place they become an
+// nn::GPTConfig.
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "core/device.h"
 #include "core/dtype.h"
+#include "kernels/params.h"
 #include "nn/gpt.h"
+#include "tools/cli/arch_choice.h"
 
 namespace brigade::cli {
+
+// The decoder family and what only it sizes.
+struct DecoderFlags {
+  nn::Arch arch = nn::Arch::gpt2;  // --arch
+  int64_t kv_heads = 0;            // --kv-heads; 0: as many as heads
+  int64_t mlp_hidden = 0;          // --mlp-hidden; 0: the family's default (nn::mlp_hidden_of)
+  RopeParams rope = {};            // --rope-theta (a preset may bring LLaMA 3's scaling too)
+  bool untied = false;             // --untied: a llama head with its own lm_head
+};
 
 struct GPTFlags {
   int64_t layers = 0, heads = 0, embd = 0;  // --layers, --heads, --embd
   int64_t vocab = 0;    // token ids in [0, vocab)
   int64_t context = 0;  // the longest sequence
+  DecoderFlags decoder = {};
 };
+
+// Refuses, as a UsageError naming the flags and values, a family's flags that do not fit together:
+// kv heads with gpt2 (unless as many as heads), kv heads that do not divide heads, an untied head
+// with gpt2, and a llama whose head dim (embd / heads) is odd (rotary positions turn pairs).
+inline void check_decoder_flags(const DecoderFlags& d, int64_t heads, int64_t embd) {
+  const std::string H = std::to_string(heads), K = std::to_string(d.kv_heads);
+  if (d.arch == nn::Arch::gpt2) {
+    if (d.kv_heads != 0 && d.kv_heads != heads)
+      throw UsageError("--kv-heads: a gpt2 model has as many key/value heads as heads (" + H + "); --kv-heads " + K +
+                       " needs --arch llama");
+    if (d.untied) throw UsageError("--untied: a gpt2 model's head is tied to its token embedding; it needs --arch llama");
+    return;
+  }
+  if (d.kv_heads != 0 && heads % d.kv_heads != 0)
+    throw UsageError("--kv-heads: " + K + " key/value heads do not divide --heads " + H);
+  if (embd % heads == 0 && (embd / heads) % 2 != 0)
+    throw UsageError("--heads: a llama's head dim --embd / --heads = " + std::to_string(embd) + " / " + H + " = " +
+                     std::to_string(embd / heads) + " must be even (rotary positions turn pairs)");
+}
 
 // The GPT the flags describe, on `device`, computing in `compute` (weights f32), its weights drawn
 // from `seed`; no dropout, so that a step is a pure function of its data.
@@ -30,6 +63,15 @@ inline nn::GPTConfig gpt_config(const GPTFlags& flags, Device device, DType comp
   c.device = device;
   c.compute_dtype = compute;
   c.seed = seed;
+  const DecoderFlags& d = flags.decoder;
+  c.arch = d.arch;
+  c.mlp_hidden = d.mlp_hidden;
+  if (d.arch == nn::Arch::llama) {
+    c.bias = false;  // LLaMA has none
+    c.n_kv_head = d.kv_heads;
+    c.rope = d.rope;
+    c.tie_embeddings = !d.untied;
+  }
   return c;
 }
 

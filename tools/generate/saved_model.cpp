@@ -4,6 +4,7 @@
 #include <charconv>
 #include <filesystem>
 #include <set>
+#include <sstream>
 
 #include "core/error.h"
 #include "core/safetensors.h"
@@ -22,6 +23,28 @@ int64_t metadata_int(const std::map<std::string, std::string>& meta, const std::
   BRIGADE_CHECK(ec == std::errc() && end == it->second.data() + it->second.size() && v > 0, "'", path, "': bad '", key,
                 "' in its metadata: '", it->second, "'");
   return v;
+}
+
+// The decoder family a `brigade train` checkpoint records (brigade train's settings --arch, --kv-heads,
+// --mlp-hidden, --rope-theta, --untied and its rope_llama3 note); a checkpoint from before them is a gpt2.
+void read_decoder_metadata(const std::map<std::string, std::string>& meta, const std::string& path, nn::GPTConfig& config) {
+  auto text = [&](const std::string& key, const std::string& absent) {
+    auto it = meta.find(key);
+    return it == meta.end() ? absent : it->second;
+  };
+  const std::string arch = text("arch", "gpt2");
+  BRIGADE_CHECK(arch == "gpt2" || arch == "llama", "'", path, "': unknown 'arch' in its metadata: '", arch, "'");
+  if (arch == "gpt2") return;
+  config.arch = nn::Arch::llama;
+  config.bias = false;
+  if (meta.count("kv-heads") && text("kv-heads", "0") != "0") config.n_kv_head = metadata_int(meta, "kv-heads", path);
+  if (meta.count("mlp-hidden") && text("mlp-hidden", "0") != "0") config.mlp_hidden = metadata_int(meta, "mlp-hidden", path);
+  config.tie_embeddings = text("untied", "tied") != "untied";
+  std::istringstream numbers(text("rope-theta", "10000") + " " + text("rope_llama3", ""));
+  BRIGADE_CHECK(bool(numbers >> config.rope.theta), "'", path, "': bad 'rope-theta' in its metadata");
+  RopeLlama3Scaling l3;
+  if (numbers >> l3.factor >> l3.low_freq_factor >> l3.high_freq_factor >> l3.original_max_position_embeddings)
+    config.rope.llama3 = l3;
 }
 
 }  // namespace
@@ -56,6 +79,7 @@ SavedModelInfo read_saved_model_info(const std::string& path, const std::string&
     config.n_embd = metadata_int(meta, "embd", path);
     config.block_size = metadata_int(meta, "context", path);
     config.vocab_size = metadata_int(meta, "vocab", path);
+    read_decoder_metadata(meta, path, config);
     info.vocab = meta.count("tokenizer_vocab") ? metadata_int(meta, "tokenizer_vocab", path) : config.vocab_size;
     if (meta.count("tokenizer.vocab_json") && meta.count("tokenizer.merges_txt")) {
       info.tokenizer = text::parse_tokenizer(meta.at("tokenizer.vocab_json"), meta.at("tokenizer.merges_txt"),

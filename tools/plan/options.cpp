@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/format.h"
+#include "nn/gpt.h"
 #include "nn/gpt_presets.h"
 #include "tools/cli/precision_choice.h"
 
@@ -44,7 +45,8 @@ std::vector<pipeline::ScheduleKind> parse_schedules(const std::string& text) {
 
 const std::vector<Flag>& flags() {
   static const std::vector<Flag> table = {
-      {"--model", "NAME", "a GPT-2 size: " + nn::gpt2_preset_names() + "; --layers and friends override it",
+      {"--model", "NAME", "a model size: " + nn::gpt_preset_names() + " (a llama's family comes with it); --layers and "
+                          "friends override it",
        [](PlanOptions& o, const std::string& v) { o.model = v; },  // applied before the other flags
        [](const PlanOptions& o) { return o.model; }},
       size_flag("--layers", "transformer blocks", &pipeline::GptShape::layers),
@@ -111,15 +113,12 @@ const std::vector<Flag>& flags() {
 }  // namespace
 
 pipeline::GptShape preset_shape(const std::string& model) {
-  if (const nn::GPTPreset* p = nn::find_gpt2_preset(model)) {
-    pipeline::GptShape shape;
-    shape.layers = p->n_layer;
-    shape.heads = p->n_head;
-    shape.embd = p->n_embd;
-    shape.context = p->block_size;
-    return shape;
+  if (const nn::GPTPreset* p = nn::find_gpt_preset(model)) {
+    nn::GPTConfig config;
+    nn::apply_preset(*p, config);
+    return pipeline::gpt_shape(config);
   }
-  bad_flag("--model", "expected " + nn::gpt2_preset_names() + ", got '" + model + "'");
+  bad_flag("--model", "expected " + nn::gpt_preset_names() + ", got '" + model + "'");
 }
 
 double PlanOptions::tflops_or_default() const { return tflops > 0 ? tflops : precision == DType::f32 ? 22 : 240; }

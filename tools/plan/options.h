@@ -44,7 +44,7 @@ struct PlanOptions {
 
 using UsageError = cli::UsageError;
 
-// The sizes of a --model preset (nn::gpt2_presets(), GPT-2's vocabulary); throws UsageError
+// The sizes of a --model preset (nn::gpt_presets(), with its vocabulary and family); throws UsageError
 // naming --model for an unknown name.
 pipeline::GptShape preset_shape(const std::string& model);
 

@@ -12,8 +12,10 @@ namespace brigade::train {
 
 double training_flops_per_token(const nn::GPT& model) {
   const nn::GPTConfig& c = model.config();
-  // The whole model's (a pipeline rank's model holds only its layers), minus the position embedding.
-  const double N = double(nn::GPT::whole_parameter_count(c) - c.block_size * c.n_embd);
+  // The whole model's (a pipeline rank's model holds only its layers), minus the position embedding
+  // (a llama has none).
+  const int64_t positions = c.arch == nn::Arch::gpt2 ? c.block_size * c.n_embd : 0;
+  const double N = double(nn::GPT::whole_parameter_count(c) - positions);
   return 6.0 * N + 12.0 * double(c.n_layer) * double(c.n_embd) * double(c.block_size);
 }
 

@@ -77,8 +77,27 @@ const std::vector<Flag>& flags() {
       int_flag("--layers", "transformer blocks", &TrainOptions::layers, 1),
       int_flag("--heads", "attention heads (must divide --embd)", &TrainOptions::heads, 1),
       int_flag("--embd", "embedding width", &TrainOptions::embd, 1),
+      {"--arch", "NAME", "gpt2 or llama: the decoder's family (llama: RMSNorm, rotary positions, SwiGLU, "
+                         "grouped-query attention, no biases)",
+       [](TrainOptions& o, const std::string& v) { o.decoder.arch = cli::parse_arch("--arch", v); },
+       [](const TrainOptions& o) { return std::string(nn::arch_name(o.decoder.arch)); }},
+      {"--kv-heads", "N", "llama: key/value heads, dividing --heads (1: multi-query)",
+       [](TrainOptions& o, const std::string& v) { o.decoder.kv_heads = parse_int("--kv-heads", v, 1); },
+       [](const TrainOptions& o) { return o.decoder.kv_heads == 0 ? std::string("as many as --heads") : std::to_string(o.decoder.kv_heads); }},
+      {"--mlp-hidden", "N", "the MLP's hidden width",
+       [](TrainOptions& o, const std::string& v) { o.decoder.mlp_hidden = parse_int("--mlp-hidden", v, 1); },
+       [](const TrainOptions& o) {
+         return o.decoder.mlp_hidden == 0 ? std::string("4 x --embd; llama: 8/3 x --embd up to a multiple of 256")
+                                          : std::to_string(o.decoder.mlp_hidden);
+       }},
+      {"--rope-theta", "X", "llama: the rotary positions' base",
+       [](TrainOptions& o, const std::string& v) { o.decoder.rope.theta = parse_positive("--rope-theta", v, false); },
+       [](const TrainOptions& o) { return cli::show_number(o.decoder.rope.theta); }},
+      {"--untied", "", "llama: an output head of its own (lm_head) instead of the token embedding's",
+       [](TrainOptions& o, const std::string&) { o.decoder.untied = true; },
+       [](const TrainOptions& o) { return o.decoder.untied ? std::string("untied") : std::string("tied"); }},
       int_flag("--digits", "digits per sequence to sort (sequence length 2*digits)", &TrainOptions::digits, 1),
-      {"--model", "NAME", "a GPT-2 size: " + nn::gpt2_preset_names() + " (124M to 1.5B); sets layers, heads, embd, context",
+      {"--model", "NAME", "a model size: " + nn::gpt_preset_names() + "; sets layers, heads, embd, context (and a llama's family flags)",
        [](TrainOptions& o, const std::string& v) { o.model = v; },  // applied before the other flags: parse_train_args
        [](const TrainOptions& o) { return o.model.empty() ? std::string("none") : o.model; }},
       text_flag("--data", "DIR", "train a language model on DIR's token shards (brigade data prepare) instead of sorting",
@@ -198,9 +217,10 @@ void check_combination(const TrainOptions& o) {
   if (o.embd % o.heads != 0) {
     throw UsageError("--heads: " + std::to_string(o.heads) + " heads do not divide --embd " + std::to_string(o.embd));
   }
+  cli::check_decoder_flags(o.decoder, o.heads, o.embd);
   if (o.digits > 64) bad_flag("--digits", "at most 64 (sequences of 128 tokens), got " + std::to_string(o.digits));
   if (o.data.empty()) {
-    if (!o.model.empty()) bad_flag("--model", "GPT-2 sizes are for language modelling: add --data DIR");
+    if (!o.model.empty()) bad_flag("--model", "model sizes are for language modelling: add --data DIR");
     if (o.vocab != 0) bad_flag("--vocab", "only with --data (the sort task has its own 11 tokens)");
   }
   if (o.save_every > 0 && o.save.empty()) bad_flag("--save-every", "needs --save PATH");
@@ -250,12 +270,17 @@ ParsedTrainArgs parse_train_args(const std::vector<std::string>& args) {
     if (args[i] == "--model" && i + 1 < args.size()) name = args[i + 1];
     else if (args[i].rfind("--model=", 0) == 0) name = args[i].substr(8);
     else continue;
-    const nn::GPTPreset* preset = nn::find_gpt2_preset(name);
-    if (!preset) bad_flag("--model", "expected " + nn::gpt2_preset_names() + ", got '" + name + "'");
+    const nn::GPTPreset* preset = nn::find_gpt_preset(name);
+    if (!preset) bad_flag("--model", "expected " + nn::gpt_preset_names() + ", got '" + name + "'");
     out.options.layers = preset->n_layer;
     out.options.heads = preset->n_head;
     out.options.embd = preset->n_embd;
     out.options.context = preset->block_size;
+    out.options.decoder = {.arch = preset->arch,
+                           .kv_heads = preset->n_kv_head,
+                           .mlp_hidden = preset->mlp_hidden,
+                           .rope = preset->rope,
+                           .untied = !preset->tie_embeddings};
   }
   cli::parse_flags(args, flags(), out.options, out.help);
   if (!out.options.schedule_file.empty()) take_schedule_file(args, out.options);
@@ -269,7 +294,7 @@ ParsedTrainArgs parse_train_args(const std::vector<std::string>& args) {
 std::string train_usage() {
   std::ostringstream os;
   os << "usage: brigade train [flags]\n\n"
-        "Trains a small GPT (brigade::nn::GPT) to sort digits, e.g. '3 1 4 1 | 1 1 3 4', on data\n"
+        "Trains a small GPT (brigade::nn::GPT; --arch llama: a LLaMA-style one) to sort digits, e.g. '3 1 4 1 | 1 1 3 4', on data\n"
         "generated on the fly, then reports its held-out accuracy. With --data DIR it trains a language\n"
         "model on DIR's token shards instead (brigade tokenizer train, then brigade data prepare), reporting\n"
         "validation loss and MFU.\n\nflags:\n";

@@ -15,6 +15,7 @@
 #include "pipeline/schedule.h"
 #include "tools/cli/device_choice.h"
 #include "tools/cli/flags.h"
+#include "tools/cli/gpt_flags.h"
 #include "tools/cli/precision_choice.h"
 
 namespace brigade::train {
@@ -36,12 +37,15 @@ struct TrainOptions {
   int64_t warmup = 50;
   double weight_decay = 0.01;
   double clip = 1.0;
-  // Model (brigade::nn::GPT). A preset (--model gpt2, ...: nn/gpt_presets.h) sets layers, heads, embd
-  // and context; flags given on the command line override it, wherever they stand.
+  // Model (brigade::nn::GPT). A preset (--model gpt2, llama-1b, ...: nn/gpt_presets.h) sets layers,
+  // heads, embd, context and the family's sizes; flags given on the command line override it, wherever they stand.
   std::string model;
   int64_t layers = 4;  // as many blocks as the default stages, so every rank of the default run holds one
   int64_t heads = 4;
   int64_t embd = 48;   // narrow: four blocks of 48 cost about what two of 64 do
+  // The family (--arch gpt2 or llama) and what only it sizes (--kv-heads, --mlp-hidden, --rope-theta,
+  // --untied); a llama preset sets them too.
+  cli::DecoderFlags decoder;
   // Task: sort `digits` digits (sequence length 2 * digits), or with `data`, language modelling on
   // that directory's token shards (text_task.h), windows of `context` tokens. vocab 0: the
   // tokenizer's in the directory (or GPT-2's for bare llm.c shards).

@@ -57,7 +57,13 @@ void print_header(Trainer& trainer, std::ostream& out) {
   const TrainOptions& o = trainer.options();
   const Task& task = trainer.task();
   out << task.describe() << "\n";
-  out << "model: " << (o.model.empty() ? "GPT" : o.model) << ", " << o.layers << " layers, " << o.heads << " heads, " << o.embd << " wide, "
+  const nn::GPTConfig& c = trainer.model().config();
+  const std::string family = c.arch == nn::Arch::llama
+                                 ? " (" + std::to_string(c.n_kv_head == 0 ? c.n_head : c.n_kv_head) + " kv heads, MLP " +
+                                       std::to_string(nn::mlp_hidden_of(c)) + (c.tie_embeddings ? ", tied)" : ", untied)")
+                                 : "";
+  out << "model: " << (!o.model.empty() ? o.model : c.arch == nn::Arch::llama ? std::string("llama") : std::string("GPT")) << family << ", " << o.layers
+      << " layers, " << o.heads << " heads, " << o.embd << " wide, "
       << with_commas(nn::GPT::whole_parameter_count(trainer.model().config())) << " parameters (sequence length "
       << task.sequence_length() << ", vocabulary " << task.vocab_size() << ")\n";
   out << "optimizer: AdamW, lr " << scientific(o.lr) << " (warm-up " << std::min(o.warmup, o.steps)

@@ -97,7 +97,8 @@ Trainer::Trainer(const TrainOptions& options, const pipeline::PipelineGroups* gr
   // No dropout (gpt_config's): every step a pure function of the data, so resumes are exact.
   nn::GPTConfig& config = config_;
   config = cli::gpt_config({.layers = options_.layers, .heads = options_.heads, .embd = options_.embd,
-                            .vocab = task_->vocab_size(), .context = task_->sequence_length()},
+                            .vocab = task_->vocab_size(), .context = task_->sequence_length(),
+                            .decoder = options_.decoder},
                            device, cli::precision_on(options_.precision, device), options_.seed);
   if (groups_ == nullptr) {
     model_ = std::make_shared<nn::GPT>(config);
@@ -317,7 +318,8 @@ pipeline::PlannedPipeline Trainer::planned_pipeline(const pipeline::Schedule& sc
   const int64_t T = task_->sequence_length();
   const DType compute = c.compute_dtype.value_or(c.dtype);
   pipeline::PlannedPipeline p;
-  p.shape = {c.n_layer, c.n_head, c.n_embd, T, c.vocab_size};
+  p.shape = pipeline::gpt_shape(c);
+  p.shape.context = T;
   p.layers = pipeline::estimate_gpt_layers(p.shape, rows, compute);
   p.layout = schedule.layout;
   p.recompute = options_.recompute;

@@ -39,6 +39,9 @@ struct Setting {
   const char* flag;  // "--layers"; the metadata key is the name without dashes
   std::string value;
   bool must_match;
+  // What a checkpoint from before the setting existed had (it lacks the key): a must-match setting
+  // with this value is then no mismatch. Null: the key is required.
+  const char* before = nullptr;
   std::string key() const { return std::string(flag).substr(2); }
 };
 
@@ -58,6 +61,11 @@ std::vector<Setting> settings_of(const TrainOptions& o, const Task& task, DType 
       {"--layers", std::to_string(o.layers), true},
       {"--heads", std::to_string(o.heads), true},
       {"--embd", std::to_string(o.embd), true},
+      {"--arch", nn::arch_name(o.decoder.arch), true, "gpt2"},
+      {"--kv-heads", std::to_string(o.decoder.kv_heads), true, "0"},
+      {"--mlp-hidden", std::to_string(o.decoder.mlp_hidden), true, "0"},
+      {"--rope-theta", exact(o.decoder.rope.theta), true, "10000"},
+      {"--untied", o.decoder.untied ? "untied" : "tied", true, "tied"},
       {"--batch", std::to_string(o.batch), true},
       {"--seed", std::to_string(o.seed), true},
       {"--steps", std::to_string(o.steps), false},
@@ -85,6 +93,10 @@ void Trainer::save(const std::string& path) {
                 {"data_position", std::to_string(position_)},
                 {"first_loss", exact(first_loss_)}};
     for (const Setting& s : settings_of(options_, *task_, compute_dtype())) metadata[s.key()] = s.value;
+    // LLaMA 3's rope scaling comes with a preset (no flag sets it): recorded for `brigade generate`.
+    if (const auto& l3 = options_.decoder.rope.llama3)
+      metadata["rope_llama3"] = exact(l3->factor) + " " + exact(l3->low_freq_factor) + " " + exact(l3->high_freq_factor) +
+                                " " + exact(l3->original_max_position_embeddings);
     // A language model carries its tokenizer, so that the checkpoint is all `brigade generate` needs.
     if (const auto* lm = dynamic_cast<const TextTask*>(task_.get())) {
       metadata["tokenizer_vocab"] = std::to_string(lm->tokenizer_vocab());
@@ -156,7 +168,7 @@ void Trainer::restore(const nn::Checkpoint& ckpt, const std::string& context) {
                 "' (expected ", kFormat, ")");
   for (const Setting& s : settings_of(options_, *task_, compute_dtype())) {
     // Checkpoints from before a setting existed lack its key; only the must-match ones are required.
-    if (!s.must_match && !ckpt.metadata.count(s.key())) continue;
+    if ((!s.must_match || (s.before && s.value == s.before)) && !ckpt.metadata.count(s.key())) continue;
     const std::string& saved = meta(s.key());
     if (saved == s.value) continue;
     BRIGADE_CHECK(!s.must_match, context, ": the checkpoint was trained with ", s.flag, " ", saved,
