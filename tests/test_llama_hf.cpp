@@ -13,12 +13,16 @@
 #include "core/json.h"
 #include "core/read_file.h"
 #include "core/safetensors.h"
+#include "data/token_shard.h"
 #include "export/command.h"
 #include "generate/command.h"
+#include "grammar_text.h"
 #include "llama_hf_reference.h"
 #include "nn/hf_model.h"
 #include "nn/llama_hf.h"
 #include "temp_dir.h"
+#include "train/options.h"
+#include "train/trainer.h"
 
 using namespace brigade;
 using Catch::Contains;
@@ -314,4 +318,34 @@ TEST_CASE("llama_hf: brigade generate --prompt-ids --ids continues as the refere
                Contains("token 37 is not in") && Contains("vocabulary of 37"));
   REQUIRE_THAT(generate({"--checkpoint", dir.file("d"), "--prompt-ids", "5", "--device", "cpu"}, 1),
                Contains("carries no tokenizer"));
+}
+
+TEST_CASE("llama_hf: brigade train --init-from a LLaMA directory starts from its weights, and refuses other "
+          "rotary settings",
+          "[train][llama_hf]") {
+  TempDir dir("brigade_test_llama_hf_train");
+  std::filesystem::create_directories(dir.file("data"));
+  data::write_token_shard(dir.file("data/train_000000.bin"), test::grammar_text(20000, 1), data::TokenWidth::u16);
+  data::write_token_shard(dir.file("data/val_000000.bin"), test::grammar_text(3000, 2), data::TokenWidth::u16);
+  auto options = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = {"--data", dir.file("data"), "--vocab", "256", "--context", "32", "--arch", "llama",
+                                     "--layers", "2", "--heads", "4", "--kv-heads", "2", "--embd", "32",
+                                     "--mlp-hidden", "64", "--untied", "--batch", "8", "--steps", "3", "--warmup", "1",
+                                     "--eval", "8", "--device", "cpu", "--trace", "none", "--svg", "none"};
+    args.insert(args.end(), more.begin(), more.end());
+    return train::parse_train_args(args).options;
+  };
+  train::Trainer trained(options({}));
+  while (trained.step() < 3) trained.train_step();
+  nn::save_hf_llama_dir(trained.model(), dir.file("hf"), 30000);  // in shards
+  train::Trainer started(options({"--init-from", dir.file("hf")}));
+  REQUIRE(started.step() == 0);
+  const auto want = trained.model().state_dict(), got = started.model().state_dict();
+  REQUIRE(got.size() == want.size());
+  for (const auto& [name, t] : want) {
+    INFO(name);
+    test::require_equal(got.at(name), t);
+  }
+  REQUIRE_THROWS_WITH(train::Trainer(options({"--init-from", dir.file("hf"), "--rope-theta", "500"})),
+                      Contains(dir.file("hf/config.json")) && Contains("rope_theta 10000; the model has rope_theta 500"));
 }
