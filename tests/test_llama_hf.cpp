@@ -346,6 +346,17 @@ TEST_CASE("llama_hf: brigade train --init-from a LLaMA directory starts from its
     INFO(name);
     test::require_equal(got.at(name), t);
   }
+  // `brigade export` of the run's own checkpoint writes the LLaMA layout, holding the same weights.
+  trained.save(dir.file("ckpt"));
+  const auto [status, out] =
+      test::run_cli(export_cli::export_command, {"--checkpoint", dir.file("ckpt"), "--out", dir.file("exported")});
+  REQUIRE(status == 0);
+  REQUIRE_THAT(out, Contains("exported a LLaMA of 2 layers, 4 heads, width 32"));
+  const auto exported = load(dir.file("exported"))->state_dict();
+  for (const auto& [name, t] : want) {
+    INFO(name);
+    test::require_equal(exported.at(name), t);
+  }
   REQUIRE_THROWS_WITH(train::Trainer(options({"--init-from", dir.file("hf"), "--rope-theta", "500"})),
                       Contains(dir.file("hf/config.json")) && Contains("rope_theta 10000; the model has rope_theta 500"));
 }
