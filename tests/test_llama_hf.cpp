@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/factory.h"
 #include "core/json.h"
 #include "core/read_file.h"
 #include "core/safetensors.h"
@@ -211,6 +212,21 @@ TEST_CASE("llama_hf: loaded and written back, the tensors and config.json are th
   REQUIRE(!config["mlp_bias"].boolean);
   // And it reads back as the same model.
   require_reference_logits(*load(dir.file("out")), m, w);
+  // Into a padded vocabulary (40 rows for the file's 37): the file's rows, then zeros; written back
+  // with its first 37 rows, the original tensors.
+  nn::GPTConfig padded_config = model->config();
+  padded_config.vocab_size = 40;
+  nn::GPT padded(padded_config);
+  nn::load_hf_model(padded, *nn::find_hf_model(dir.file("in")));
+  for (const char* name : {"embed.wte.weight", "head.lm_head.weight"}) {
+    INFO(name);
+    const Tensor t = padded.state_dict().at(name);
+    test::require_equal(t.slice(0, 0, m.vocab).contiguous(), model->state_dict().at(name));
+    test::require_equal(t.slice(0, m.vocab, 40).contiguous(), zeros({3, m.hidden}, DType::f32));
+  }
+  nn::save_hf_llama_dir(padded, dir.file("unpadded"), 1 << 30, m.vocab);
+  const auto unpadded = load_safetensors(dir.file("unpadded/model.safetensors")).tensors;
+  for (const auto& [name, weight] : w) test::require_equal(unpadded.at(name), tensor_of(weight));
   // `brigade export` of the directory writes the same files: one model.safetensors when they fit.
   const auto [status, out] =
       test::run_cli(export_cli::export_command, {"--checkpoint", dir.file("in"), "--out", dir.file("exported")});
