@@ -49,7 +49,7 @@ std::vector<Name> names_of(const GPTConfig& c, bool o_bias) {
 }
 
 // Buffers older files carry that are not weights.
-bool is_buffer(const std::string& name) { return name.ends_with(".self_attn.rotary_emb.inv_freq"); }
+bool is_buffer(const std::string& name) { return name.ends_with("rotary_emb.inv_freq"); }
 
 // The token-table rows (embed_tokens, lm_head): the model may have more than the file (padding).
 bool has_vocab_rows(const std::string& ours) {

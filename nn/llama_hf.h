@@ -26,8 +26,8 @@
 // a file that has it all the same must hold the same values). The q and k rows are in the order
 // "rotate_half" rotary embedding pairs them (element i with i + hd/2 in each head), which is
 // brigade's: transformers' files need no permutation (only Meta's original checkpoints do, and
-// transformers' conversion script applies it). Older files carry each layer's
-// self_attn.rotary_emb.inv_freq buffer, which is not a weight and is skipped.
+// transformers' conversion script applies it). Older files carry rotary_emb.inv_freq
+// buffers (each layer's, or the model's), which are not weights and are skipped.
 //
 // Everything a file holds is checked against config.json before any tensor data is read: every
 // tensor the configuration implies is there, there is nothing else, and each shape is the one the
