@@ -5,6 +5,7 @@
 #include "core/device.h"
 #include "generate/saved_model.h"
 #include "nn/gpt2_hf.h"
+#include "nn/llama_hf.h"
 #include "text/tokenizer_files.h"
 #include "tools/cli/command.h"
 
@@ -26,7 +27,7 @@ using Flag = cli::Flag<ExportOptions>;
 const std::vector<Flag>& flags() {
   static const std::vector<Flag> table = {
       cli::text_flag("--checkpoint", "PATH",
-                     "a `brigade train --data` checkpoint (file or sharded directory), or Hugging Face GPT-2 to reshard",
+                     "a `brigade train --data` checkpoint (file or sharded directory), or a Hugging Face model to reshard",
                      &ExportOptions::checkpoint, "required"),
       cli::text_flag("--out", "DIR", "the Hugging Face model directory to write (created if need be)",
                      &ExportOptions::out, "required"),
@@ -50,20 +51,26 @@ ParsedExportArgs parse_export_args(const std::vector<std::string>& args) {
 std::string export_usage() {
   return cli::usage_text(
       "usage: brigade export --checkpoint PATH --out DIR [flags]\n\n"
-      "Writes a trained GPT as a Hugging Face GPT-2 model directory: config.json, the weights (one\n"
-      "model.safetensors, or model-0000i-of-0000n.safetensors shards and model.safetensors.index.json)\n"
-      "and the tokenizer's vocab.json and merges.txt.\n\nflags:\n",
+      "Writes a trained GPT as a Hugging Face model directory, GPT2LMHeadModel or (for a llama)\n"
+      "LlamaForCausalLM: config.json, the weights (one model.safetensors, or\n"
+      "model-0000i-of-0000n.safetensors shards and model.safetensors.index.json) and the tokenizer's\n"
+      "files.\n\nflags:\n",
       flags());
 }
 
 void export_model(const ExportOptions& o, std::ostream& out) {
   const generate_cli::SavedModel saved = generate_cli::load_saved_model(o.checkpoint, Device::cpu(), o.tokenizer);
-  // The real vocabulary: a padded one's extra rows are never a token, and Hugging Face's GPT-2 has none.
-  const std::vector<std::string> files = nn::save_hf_gpt2_dir(*saved.model, o.out, o.max_shard_bytes, saved.vocab);
-  if (saved.tokenizer) text::save_tokenizer(*saved.tokenizer, o.out);
+  // The real vocabulary: a padded one's extra rows are never a token, and Hugging Face's models have none.
+  // The layout is the model's family: LlamaForCausalLM for a llama, GPT2LMHeadModel for a GPT-2.
   const nn::GPTConfig& c = saved.model->config();
-  out << "exported a GPT-2 of " << c.n_layer << " layers, " << c.n_head << " heads, width " << c.n_embd << ", context "
-      << c.block_size << ", vocabulary " << saved.vocab << " to " << o.out << ":";
+  const bool llama = c.arch == nn::Arch::llama;
+  const std::vector<std::string> files =
+      llama ? nn::save_hf_llama_dir(*saved.model, o.out, o.max_shard_bytes, saved.vocab)
+            : nn::save_hf_gpt2_dir(*saved.model, o.out, o.max_shard_bytes, saved.vocab);
+  if (saved.tokenizer) text::save_tokenizer(*saved.tokenizer, o.out);
+  out << "exported a " << (llama ? "LLaMA" : "GPT-2") << " of " << c.n_layer << " layers, " << c.n_head
+      << " heads, width " << c.n_embd << ", context " << c.block_size << ", vocabulary " << saved.vocab << " to "
+      << o.out << ":";
   for (const std::string& f : files) out << " " << f;
   if (saved.tokenizer) out << " vocab.json merges.txt";
   out << "\n";

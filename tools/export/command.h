@@ -4,10 +4,10 @@
 // Its own command, not a flag of train or generate: exporting reads a finished checkpoint and runs
 // no model, and "export" is the word a user searches --help for. The input is anything
 // `brigade generate` reads (tools/generate/saved_model.h): a `brigade train --data` checkpoint, a
-// single file or a sharded directory, or Hugging Face GPT-2 itself (to reshard it). The output
+// single file or a sharded directory, or a Hugging Face model itself (to reshard it). The output
 // directory gets config.json, the weights (one model.safetensors, or shards of at most
-// --max-shard-size with model.safetensors.index.json written last: nn/gpt2_hf.h) and, when the
-// checkpoint carries its tokenizer, vocab.json and merges.txt.
+// --max-shard-size with model.safetensors.index.json written last) in the layout of the model's
+// family (nn/gpt2_hf.h, nn/llama_hf.h) and, when the checkpoint carries its tokenizer, its files.
 #pragma once
 
 #include <iosfwd>

@@ -18,23 +18,34 @@ namespace brigade::generate_cli {
 
 namespace {
 
-// The prompt as ids [samples, T] on `device`; an empty prompt starts a new document, as every
+const text::Tokenizer& tokenizer_of(const std::optional<text::Tokenizer>& tokenizer, const GenerateOptions& o) {
+  BRIGADE_CHECK(tokenizer.has_value(), "'", o.checkpoint, "' carries no tokenizer: name one with --tokenizer DIR",
+                " (or give --prompt-ids and --ids)");
+  return *tokenizer;
+}
+
+// The prompt as ids [samples, T] on `device`: --prompt-ids as given (each a token of the model's
+// `vocab_size`), else --prompt's text encoded; an empty text starts a new document, as every
 // document in the training data starts.
-Tensor prompt_ids(const GenerateOptions& o, const text::Tokenizer& tokenizer, Device device) {
-  std::vector<text::TokenId> prompt = tokenizer.encode(o.prompt);
+Tensor prompt_ids(const GenerateOptions& o, const std::optional<text::Tokenizer>& tokenizer, int64_t vocab_size,
+                  Device device) {
+  if (o.prompt_ids.empty() || !o.print_ids) tokenizer_of(tokenizer, o);  // before any work, not after
+  std::vector<int64_t> prompt = o.prompt_ids;
+  for (int64_t id : prompt)
+    BRIGADE_CHECK(id < vocab_size, "--prompt-ids: token ", id, " is not in '", o.checkpoint, "''s vocabulary of ",
+                  vocab_size);
   if (prompt.empty()) {
-    BRIGADE_CHECK(tokenizer.has_eot(), "the tokenizer has no <|endoftext|> to start a new document with: give a --prompt");
-    prompt.push_back(tokenizer.eot_id());
+    const text::Tokenizer& t = tokenizer_of(tokenizer, o);
+    for (text::TokenId id : t.encode(o.prompt)) prompt.push_back(int64_t(id));
+    if (prompt.empty()) {
+      BRIGADE_CHECK(t.has_eot(), "the tokenizer has no <|endoftext|> to start a new document with: give a --prompt");
+      prompt.push_back(t.eot_id());
+    }
   }
   std::vector<double> ids;
   for (int64_t s = 0; s < o.samples; ++s)
-    for (text::TokenId id : prompt) ids.push_back(double(id));
+    for (int64_t id : prompt) ids.push_back(double(id));
   return from_vector(ids, {o.samples, int64_t(prompt.size())}, DType::i64, device);
-}
-
-const text::Tokenizer& tokenizer_of(const std::optional<text::Tokenizer>& tokenizer, const GenerateOptions& o) {
-  BRIGADE_CHECK(tokenizer.has_value(), "'", o.checkpoint, "' carries no tokenizer: name one with --tokenizer DIR");
-  return *tokenizer;
 }
 
 nn::GenerateOptions sampling(const GenerateOptions& o, int64_t vocab) {
@@ -47,17 +58,25 @@ nn::GenerateOptions sampling(const GenerateOptions& o, int64_t vocab) {
   return g;
 }
 
-// The text of each sample of `result` [samples, prompt + tokens], then the speed.
-void print(const GenerateOptions& o, const text::Tokenizer& tokenizer, const Tensor& result, double seconds,
-           const std::string& where, std::ostream& out) {
+// Each sample of `result` [samples, prompt + tokens] (its text, or with --ids the new tokens' ids),
+// then the speed.
+void print(const GenerateOptions& o, const std::optional<text::Tokenizer>& tokenizer, const Tensor& result,
+           int64_t prompt_length, double seconds, const std::string& where, std::ostream& out) {
   const std::vector<double> ids = result.to_vector();
   const int64_t length = result.size(1);
   for (int64_t s = 0; s < o.samples; ++s) {
-    if (o.samples > 1) out << "--- sample " << s + 1 << " ---\n";
+    if (o.samples > 1 && !o.print_ids) out << "--- sample " << s + 1 << " ---\n";
+    if (o.print_ids) {
+      for (int64_t t = prompt_length; t < length; ++t)
+        out << (t > prompt_length ? " " : "") << int64_t(ids[size_t(s * length + t)]);
+      out << "\n";
+      continue;
+    }
     std::vector<text::TokenId> tokens;
     // A prompt of just <|endoftext|> is not shown: it is the start of a document, not text.
-    for (int64_t t = o.prompt.empty() ? 1 : 0; t < length; ++t) tokens.push_back(text::TokenId(ids[size_t(s * length + t)]));
-    out << tokenizer.decode(tokens) << "\n";
+    const bool new_document = o.prompt.empty() && o.prompt_ids.empty();
+    for (int64_t t = new_document ? 1 : 0; t < length; ++t) tokens.push_back(text::TokenId(ids[size_t(s * length + t)]));
+    out << tokenizer_of(tokenizer, o).decode(tokens) << "\n";
   }
   out << "--- " << o.samples * o.tokens << " tokens in " << format_fixed(seconds, 2) << " s ("
       << format_fixed(double(o.samples * o.tokens) / seconds, 1) << " tok/s"
@@ -74,7 +93,6 @@ void generate(const GenerateOptions& o, std::ostream& out) {
     // Each rank reads the description, builds and loads its own stage; rank 0 prints.
     generate_on_stages(o, device, [&](comm::Communicator& comm) {
       SavedModelInfo info = read_saved_model_info(o.checkpoint, o.tokenizer);
-      const text::Tokenizer& tokenizer = tokenizer_of(info.tokenizer, o);
       info.config.device = comm.device();
       const int64_t layers = nn::GPT::layer_count(info.config, nn::LayerGrain::block);
       BRIGADE_CHECK(o.stages <= layers, "--stages ", o.stages, ": '", o.checkpoint, "' holds a GPT of ", layers,
@@ -84,22 +102,21 @@ void generate(const GenerateOptions& o, std::ostream& out) {
                                                  comm.rank());
       load_saved_weights(info, *part);
       part->eval();
-      const Tensor idx = prompt_ids(o, tokenizer, comm.device());
+      const Tensor idx = prompt_ids(o, info.tokenizer, info.config.vocab_size, comm.device());
       const auto start = std::chrono::steady_clock::now();
       const Tensor result =
           pipeline::generate_through_stages(comm, *part, partition, idx, o.tokens, sampling(o, info.vocab));
       if (comm.rank() == 0)
-        print(o, tokenizer, result, seconds_since(start),
+        print(o, info.tokenizer, result, idx.size(1), seconds_since(start),
               comm.device().str() + ", " + std::to_string(o.stages) + " stages", out);
     });
     return;
   }
   const SavedModel saved = load_saved_model(o.checkpoint, device, o.tokenizer);
-  const text::Tokenizer& tokenizer = tokenizer_of(saved.tokenizer, o);
-  const Tensor idx = prompt_ids(o, tokenizer, device);
+  const Tensor idx = prompt_ids(o, saved.tokenizer, saved.model->config().vocab_size, device);
   const auto start = std::chrono::steady_clock::now();
   const Tensor result = saved.model->generate(idx, o.tokens, sampling(o, saved.vocab));
-  print(o, tokenizer, result, seconds_since(start), device.str(), out);
+  print(o, saved.tokenizer, result, idx.size(1), seconds_since(start), device.str(), out);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "generate/options.h"
 
+#include <sstream>
+
 #include "core/json.h"  // json_number: the shortest text of a number
 
 namespace brigade::generate_cli {
@@ -10,14 +12,30 @@ using Flag = cli::Flag<GenerateOptions>;
 
 using cli::text_flag;
 
+// "1 2 3": whole numbers >= 0 separated by spaces, at least one (the vocabulary's bound is the
+// model's, checked once it is read).
+std::vector<int64_t> parse_ids(const std::string& flag, const std::string& text) {
+  std::vector<int64_t> ids;
+  std::istringstream words(text);
+  for (std::string word; words >> word;) ids.push_back(cli::parse_int(flag, word, 0));
+  if (ids.empty()) throw UsageError(flag + ": no token ids in '" + text + "'");
+  return ids;
+}
+
 const std::vector<Flag>& flags() {
   static const std::vector<Flag> table = {
-      text_flag("--checkpoint", "PATH", "a `brigade train --data` checkpoint, or Hugging Face GPT-2: a model.safetensors, or a directory of shards and their model.safetensors.index.json",
+      text_flag("--checkpoint", "PATH", "a `brigade train --data` checkpoint, or a Hugging Face GPT-2 or LLaMA model: its directory (config.json and model.safetensors, or shards and model.safetensors.index.json), a model.safetensors",
                 &GenerateOptions::checkpoint, "required"),
       text_flag("--tokenizer", "DIR", "vocab.json + merges.txt (for a Hugging Face file; else the checkpoint's own)",
                 &GenerateOptions::tokenizer, "the checkpoint's"),
       text_flag("--prompt", "TEXT", "the text to continue (empty: a new document, <|endoftext|>)",
                 &GenerateOptions::prompt, "empty"),
+      {"--prompt-ids", "\"I I ...\"", "the prompt as token ids, separated by spaces, instead of --prompt's text",
+       [](GenerateOptions& o, const std::string& v) { o.prompt_ids = parse_ids("--prompt-ids", v); },
+       [](const GenerateOptions&) { return std::string("none"); }},
+      {"--ids", "", "print the generated token ids (one line per sample) instead of their text",
+       [](GenerateOptions& o, const std::string&) { o.print_ids = true; },
+       [](const GenerateOptions&) { return std::string("off"); }},
       {"--tokens", "N", "new tokens to generate",
        [](GenerateOptions& o, const std::string& v) { o.tokens = cli::parse_int("--tokens", v, 1); },
        [](const GenerateOptions& o) { return std::to_string(o.tokens); }},
@@ -53,6 +71,8 @@ ParsedGenerateArgs parse_generate_args(const std::vector<std::string>& args) {
   ParsedGenerateArgs out;
   cli::parse_flags(args, flags(), out.options, out.help);
   if (!out.help && out.options.checkpoint.empty()) throw UsageError("--checkpoint: required");
+  if (!out.options.prompt_ids.empty() && cli::flag_given(args, "--prompt"))
+    throw UsageError("--prompt and --prompt-ids: give the prompt one way");
   return out;
 }
 

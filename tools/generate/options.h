@@ -11,9 +11,11 @@
 namespace brigade::generate_cli {
 
 struct GenerateOptions {
-  std::string checkpoint;       // a `brigade train --data` checkpoint or Hugging Face GPT-2 (a file, or shards + index)
+  std::string checkpoint;       // a `brigade train --data` checkpoint, or a Hugging Face model (nn/hf_model.h)
   std::string tokenizer;        // a tokenizer directory (needed for Hugging Face files; wins over the checkpoint's)
   std::string prompt;           // the text to continue ("": start a new document with <|endoftext|>)
+  std::vector<int64_t> prompt_ids;  // the prompt as token ids instead of text (no tokenizer needed)
+  bool print_ids = false;       // print the generated ids, not their text (no tokenizer needed)
   int64_t tokens = 100;         // new tokens
   double temperature = 0.8;     // 0: greedy
   int64_t top_k = 40;           // 0: all tokens

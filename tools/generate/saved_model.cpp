@@ -8,7 +8,6 @@
 
 #include "core/error.h"
 #include "core/safetensors.h"
-#include "nn/gpt2_hf.h"
 #include "nn/sharded_checkpoint.h"
 #include "text/tokenizer_files.h"
 
@@ -51,35 +50,25 @@ void read_decoder_metadata(const std::map<std::string, std::string>& meta, const
 }  // namespace
 
 SavedModelInfo read_saved_model_info(const std::string& path, const std::string& tokenizer_dir) {
-  // A `brigade train` checkpoint is a directory of shards (nn/sharded_checkpoint.h), or a single file
-  // from an older build; a single file may also be Hugging Face's GPT-2, and so may a directory
-  // holding (or the path of) a model.safetensors.index.json and its shards.
+  // A Hugging Face model (nn/hf_model.h); else a `brigade train` checkpoint: a directory of shards
+  // (nn/sharded_checkpoint.h), or a single file from an older build.
   std::error_code ec;
   BRIGADE_CHECK(std::filesystem::exists(path, ec), "'", path, "': no such file or directory");
   SavedModelInfo info;
   info.path = path;
-  const std::string hf_index = nn::hf_index_path(path);
+  info.hf = nn::find_hf_model(path);
   std::map<std::string, std::string> meta;
-  if (!hf_index.empty()) {
+  if (info.hf) {
     info.kind = SavedModelInfo::Kind::hugging_face;
-    info.hf = nn::read_hf_index(hf_index);
   } else if (std::filesystem::is_directory(path, ec)) {
     info.kind = SavedModelInfo::Kind::brigade_sharded;
     meta = nn::read_sharded_index(path).metadata;
   } else {
-    const SafetensorsHeader header = read_safetensors_header(path);
-    std::set<std::string> names;
-    for (const auto& [name, t] : header.tensors) names.insert(name);
-    if (nn::is_hf_gpt2(names)) {
-      info.kind = SavedModelInfo::Kind::hugging_face;
-      info.hf = nn::hf_single_file_index(path);
-    } else {
-      info.kind = SavedModelInfo::Kind::brigade_file;
-      meta = header.metadata;
-    }
+    info.kind = SavedModelInfo::Kind::brigade_file;
+    meta = read_safetensors_header(path).metadata;
   }
   if (info.kind == SavedModelInfo::Kind::hugging_face) {
-    info.config = nn::hf_gpt2_config(info.hf);
+    info.config = nn::hf_model_config(*info.hf);
     info.vocab = info.config.vocab_size;
   } else {
     BRIGADE_CHECK(!meta.count("digits"), "'", path, "' is a checkpoint of the sort task (trained with --digits), not a "
@@ -109,7 +98,7 @@ SavedModelInfo read_saved_model_info(const std::string& path, const std::string&
 
 void load_saved_weights(const SavedModelInfo& info, nn::GPT& model) {
   if (info.kind == SavedModelInfo::Kind::hugging_face) {
-    nn::load_hf_gpt2_indexed(model, info.hf);
+    nn::load_hf_model(model, *info.hf);
     return;
   }
   // The parameters the model holds, and no optimizer state: generation never steps.

@@ -6,8 +6,8 @@
 //     --context, --vocab), and so is the tokenizer it was trained with (the text of its vocab.json
 //     and merges.txt, "tokenizer.vocab_json" and "tokenizer.merges_txt"), so it is all generation
 //     needs;
-//   - GPT-2 weights in the Hugging Face layout (nn/gpt2_hf.h), one file or sharded, whose tokenizer
-//     is a separate download (vocab.json + merges.txt) that --tokenizer names.
+//   - a Hugging Face model, GPT-2 or LLaMA (nn/hf_model.h), one file or sharded, whose tokenizer is
+//     a separate download that --tokenizer names (or none: `brigade generate --prompt-ids --ids`).
 //
 // Reading is in two parts, so that a pipeline rank holds and reads only its own layers: the
 // description (sizes, vocabulary, tokenizer) from headers, indexes and metadata alone, then the
@@ -19,7 +19,7 @@
 #include <string>
 
 #include "nn/gpt.h"
-#include "nn/hf_shards.h"
+#include "nn/hf_model.h"
 #include "text/tokenizer.h"
 
 namespace brigade::generate_cli {
@@ -29,7 +29,7 @@ struct SavedModelInfo {
   enum class Kind { brigade_sharded, brigade_file, hugging_face };
   Kind kind = Kind::brigade_sharded;
   std::string path;
-  nn::HfIndex hf;         // Kind::hugging_face: the index (one file's, or the shards')
+  std::optional<nn::HfModel> hf;  // Kind::hugging_face: its family, index and config.json
   nn::GPTConfig config;   // on the CPU; the caller sets the device
   std::optional<text::Tokenizer> tokenizer;
   int64_t vocab = 0;  // the real vocabulary (the model's may be padded): tokens at or past it are never generated

@@ -105,7 +105,7 @@ const std::vector<Flag>& flags() {
       int_flag("--context", "tokens per training window with --data (the model's block size)", &TrainOptions::context, 1),
       int_flag("--vocab", "vocabulary size with --data (0: the tokenizer's in DIR, else GPT-2's 50257)",
                &TrainOptions::vocab, 0),
-      text_flag("--init-from", "PATH", "start from the weights of a checkpoint or Hugging Face GPT-2 (a model.safetensors, or a directory of shards with model.safetensors.index.json) (step 0)",
+      text_flag("--init-from", "PATH", "start from the weights of a checkpoint or a Hugging Face GPT-2 or LLaMA model (its directory, a model.safetensors, or a model.safetensors.index.json) (step 0)",
                 &TrainOptions::init_from),
       int_flag("--stages", "pipeline stages (ranks); 0: no pipeline, one device", &TrainOptions::stages, 0),
       {"--partition", "BY",

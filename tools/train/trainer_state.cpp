@@ -15,8 +15,7 @@
 #include "core/factory.h"
 #include "core/safetensors.h"
 #include "nn/checkpoint.h"
-#include "nn/gpt2_hf.h"
-#include "nn/hf_shards.h"
+#include "nn/hf_model.h"
 #include "nn/sharded_checkpoint.h"
 #include "sharded_save.h"
 #include "text/tokenizer_files.h"
@@ -218,24 +217,12 @@ void Trainer::restore(const nn::Checkpoint& ckpt, const std::string& context) {
 }
 
 void Trainer::init_from(const std::string& path) {
-  // A brigade checkpoint (sharded or a single file), or GPT-2 weights in the Hugging Face layout
-  // (nn/gpt2_hf.h), one file or sharded (a directory with model.safetensors.index.json, or that file),
-  // of which a pipeline rank reads only its own layers' shards.
+  // A brigade checkpoint (sharded or a single file), or a Hugging Face model, GPT-2 or LLaMA, one
+  // file or sharded (nn/hf_model.h), of which a pipeline rank reads only its own layers' shards.
   // Either way a rank reads only its own parameters' bytes.
-  const std::string hf_index = nn::hf_index_path(path);
-  std::error_code ec;
   try {
-    if (!hf_index.empty()) {
-      nn::load_hf_gpt2_sharded(*model_, hf_index);
-    } else if (std::filesystem::is_directory(path, ec)) {
-      load_model_state(load_own_part(path).model);
-    } else {
-      const nn::HfIndex file = nn::hf_single_file_index(path);  // the header: which layout it is
-      std::set<std::string> names;
-      for (const auto& [name, shard] : file.weight_map) names.insert(name);
-      if (nn::is_hf_gpt2(names)) nn::load_hf_gpt2_indexed(*model_, file);
-      else load_model_state(load_own_part(path).model);
-    }
+    if (const std::optional<nn::HfModel> hf = nn::find_hf_model(path)) nn::load_hf_model(*model_, *hf);
+    else load_model_state(load_own_part(path).model);
   } catch (const Error& e) {
     fail("--init-from ", path, ": its weights do not fit this model (", e.what(),
          "); the model flags (--model, --layers, --heads, --embd, --context, --vocab) must describe the model it holds");
