@@ -38,6 +38,8 @@ NOT_IN_REPOSITORY = {
     "runs/": "checkpoints `brigade train --save runs/sort/` writes",
     "gpt2/": "GPT-2's weights and tokenizer files, which a user downloads (docs/language-modelling.md)",
     ".gpu-bin/": "the binaries `scripts/gpu-session.sh pack` copies for a GPU machine (ignored by git)",
+    ".gpu-nccl/": "the NCCL `scripts/gpu-session.sh pack` lays out for a GPU machine (ignored by git)",
+    "../shared/": "the folder beside the checkout that holds prebuilt files for GPU machines (not part of brigade)",
     "include/brigade/": "where `meson install` puts the headers, under the install prefix",
     "DIR/": "a placeholder in `brigade train --save DIR/`: the folder the reader chooses",
 }
