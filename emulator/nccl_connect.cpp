@@ -266,7 +266,7 @@ class Setup {
       set_async_error(*rank_, ncclSystemError,
                       rank_->name() + ": " + what + " did not complete within " +
                           std::to_string(int(bootstrap_timeout_seconds())) +
-                          " s: rank " + std::to_string(from) + " never set up the mirror direction (NCCL would wait for ever)");
+                          " s: rank " + std::to_string(from) + " never set up its side (NCCL would wait for ever)");
     return false;
   }
 
