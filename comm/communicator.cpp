@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <tuple>
 
 #include "core/factory.h"
 #include "kernels/ops.h"
@@ -246,6 +247,24 @@ void Communicator::connect(std::vector<Link> links) {
   if (links.empty()) return;
   Deadline deadline = Deadline::after(timeout_);
   guarded([&] { run_connect(links, deadline); });
+}
+
+void Communicator::connect_collectives(std::vector<CollectiveUse> uses) {
+  std::string w = what("connect of " + std::to_string(uses.size()) + " collectives");
+  check_usable(w);
+  for (const CollectiveUse& use : uses) {
+    BRIGADE_CHECK(use.numel > 0, w, ": a collective of ", use.numel, " elements");
+    BRIGADE_CHECK(use.kind == CollectiveUse::Kind::broadcast || use.op == ReduceOp::sum || is_floating(use.dtype), w,
+                  ": average needs a floating-point dtype, got ", dtype_name(use.dtype));
+  }
+  // The same list on every rank gives the same order here: every rank issues its calls alike.
+  auto key = [](const CollectiveUse& u) { return std::make_tuple(int(u.kind), u.numel, int(u.dtype), int(u.op)); };
+  std::sort(uses.begin(), uses.end(), [&](const auto& a, const auto& b) { return key(a) < key(b); });
+  uses.erase(std::unique(uses.begin(), uses.end(), [&](const auto& a, const auto& b) { return key(a) == key(b); }),
+             uses.end());
+  if (uses.empty() || size_ == 1) return;
+  Deadline deadline = Deadline::after(timeout_);
+  guarded([&] { run_connect_collectives(uses, deadline); });
 }
 
 std::unique_ptr<Communicator> Communicator::split(int color, int key) {

@@ -86,6 +86,20 @@ struct Link {
   int to = 0;
 };
 
+// A collective a communicator will run (Communicator::connect_collectives): an all-reduce of
+// `numel` elements of `dtype` with `op`, or a broadcast of them.
+struct CollectiveUse {
+  enum class Kind { all_reduce, broadcast };
+  Kind kind = Kind::all_reduce;
+  int64_t numel = 1;
+  DType dtype = DType::f32;
+  ReduceOp op = ReduceOp::sum;  // all-reduce only
+  static CollectiveUse all_reduce(int64_t numel, DType dtype, ReduceOp op) {
+    return {Kind::all_reduce, numel, dtype, op};
+  }
+  static CollectiveUse broadcast(int64_t numel, DType dtype) { return {Kind::broadcast, numel, dtype, ReduceOp::sum}; }
+};
+
 class Communicator {
  public:
   virtual ~Communicator();
@@ -129,6 +143,13 @@ class Communicator {
   // the other issues only later would wait for ever. The other transports need nothing. A link from a
   // rank to itself is left out; so are repeats.
   void connect(std::vector<Link> links);
+  // The same for collectives: runs each of `uses` once now — the same list on every rank — on a
+  // transport whose collectives connect at their first use (NCCL: per algorithm, which it picks by
+  // the kind, size, type and operation, so the uses should be the very calls to come), where the
+  // first one makes the host wait inside the call until every rank reaches it. After this, those
+  // calls never wait on the host: an all_reduce_async started mid-backward stays asynchronous
+  // from the first step. The other transports need nothing. Repeats are left out.
+  void connect_collectives(std::vector<CollectiveUse> uses);
   // In place; every rank ends with bitwise the same values. average divides by size() (floating
   // dtypes only).
   void all_reduce(const Tensor& t, ReduceOp op = ReduceOp::sum);
@@ -182,6 +203,11 @@ class Communicator {
   // `links`: checked, without self-links or repeats, in the same order on every rank.
   virtual void run_connect(const std::vector<Link>& links, const Deadline& deadline) {
     (void)links;
+    (void)deadline;
+  }
+  // `uses`: checked, without repeats, in the same order on every rank.
+  virtual void run_connect_collectives(const std::vector<CollectiveUse>& uses, const Deadline& deadline) {
+    (void)uses;
     (void)deadline;
   }
   // `members`: the new group's ranks (in this group), in their new order; this rank is among them.

@@ -169,6 +169,27 @@ void NcclCommunicator::run_connect(const std::vector<Link>& links, const Deadlin
   }
 }
 
+// NCCL connects a collective algorithm's channels (a ring, a tree) the first time one of a
+// communicator's groups runs a collective with it, inside ncclGroupEnd, and that group's launch
+// waits until the ring's or tree's neighbours reach the same first use (NCCL's source: src/group.cc,
+// ncclCollPreconnect; the emulator models it). enqueue polls that wait holding mutex_ (so the
+// watchdog and an abort wait too), and an all_reduce_async started mid-backward would hold the host
+// there. So each use runs once here, on zeros, in the order given: the calls to come then pick the
+// same algorithms, already connected. The host waits for them, as for a barrier.
+void NcclCommunicator::run_connect_collectives(const std::vector<CollectiveUse>& uses, const Deadline& deadline) {
+  cuda::DeviceGuard guard(device().index);
+  for (const CollectiveUse& use : uses) {
+    Tensor scratch;
+    {
+      StreamGuard on_lane(streams_[kUp]);  // made on the lane's stream, which orders the call after it
+      scratch = zeros({use.numel}, use.dtype, device());
+    }
+    if (use.kind == CollectiveUse::Kind::broadcast) run_broadcast(scratch, 0, deadline);
+    else run_all_reduce(scratch, use.op, deadline);
+  }
+  wait_for_stream(what("connect of " + std::to_string(uses.size()) + " collectives"), deadline, streams_[kUp]);
+}
+
 std::unique_ptr<Communicator> NcclCommunicator::run_split(int color, int key, const std::vector<int>& members,
                                                           const Deadline& deadline) {
   cuda::DeviceGuard guard(device().index);

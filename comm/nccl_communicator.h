@@ -81,6 +81,7 @@ class NcclCommunicator final : public Communicator {
   void run_broadcast(const Tensor& t, int root, const Deadline& deadline) override;
   void run_barrier(const Deadline& deadline) override;
   void run_connect(const std::vector<Link>& links, const Deadline& deadline) override;
+  void run_connect_collectives(const std::vector<CollectiveUse>& uses, const Deadline& deadline) override;
   std::unique_ptr<Communicator> run_split(int color, int key, const std::vector<int>& members,
                                           const Deadline& deadline) override;
   // ---- the lanes (nccl_lanes.cpp) ----

@@ -149,8 +149,9 @@ void NcclCommunicator::follow_caller(size_t lane) {
 // finished: that is the watchdog's business).
 // The poll holds mutex_, so the watchdog and abort_transport wait for it. It stays: the lock keeps
 // an abort from freeing the handle mid-call. It is bounded by the deadline (outcome polls no
-// longer), but a group that sets links up at first use may poll that long (NCCL waits in it for
-// the peers' mirror setups), and so may an abort wait. To verify on a GPU (docs/comm.md).
+// longer), but a group that sets links up or connects a collective algorithm at first use may poll
+// that long (NCCL waits in it for the peers' setups), and so may an abort wait: connect and
+// connect_collectives do both before a pipeline's first step. To verify on a GPU (docs/comm.md).
 void NcclCommunicator::enqueue(size_t lane, const std::string& w, const Deadline& deadline, const Calls& calls) {
   ncclResult_t result;
   ncclComm_t comm = nullptr;

@@ -130,6 +130,9 @@ std::shared_ptr<Rank> make_rank(const std::shared_ptr<World>& world, int rank, i
   r->recvs_issued.assign(size_t(world->nranks), 0);
   r->send_connected.assign(size_t(world->nranks), 0);
   r->recv_connected.assign(size_t(world->nranks), 0);
+  // NCCL_RUNTIME_CONNECT=0 connects every collective algorithm during init (init.cc), which is a
+  // rendezvous of all ranks anyway: nothing is left for a collective's first use.
+  r->algorithm_connected.assign(size_t(kAlgorithms), runtime_connect() ? 0 : 1);
   world->members[size_t(rank)] = r.get();
   return r;
 }

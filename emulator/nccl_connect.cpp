@@ -1,5 +1,6 @@
 // The emulated NCCL's first-use link setup: a point-to-point link — a peer and a direction on one
-// communicator — is connected the first time a group uses it, and the host waits for that.
+// communicator — is connected the first time a group uses it, and so is a collective algorithm's
+// set of links the first time a group runs a collective with it; the host waits for that.
 //
 // Source. Unlike the rest of the emulated NCCL, this does not come from the User Guide, which
 // documents NCCL_RUNTIME_CONNECT (default 1 since 2.22: peers are connected at runtime, when first
@@ -39,14 +40,48 @@
 // take also ends when the peer aborts (ncclRemoteError), when this rank is aborted (no error: the
 // communicator is gone), or after bootstrap_timeout_seconds() (ncclSystemError) where NCCL would
 // wait for ever.
-// Not modelled: collectives' own first-use connection, a host rendezvous with the ring and tree
-// neighbours at the first collective, which forms no cycle when every rank calls its collectives in
-// the same order (unverified), and NCCL_RUNTIME_CONNECT=0 (which the source read
-// suggests moves collectives' connection to init; point-to-point links connect at first use either
-// way — unconfirmed on a GPU).
+// Collectives (NCCL's src/enqueue.cc, ncclPrepareTasks; src/group.cc, ncclCollPreconnect and the
+// group launch; src/transport/generic.cc): with NCCL_RUNTIME_CONNECT=1, the default, a
+// communicator connects the channels of a collective algorithm the first time one of its groups
+// runs a collective with that algorithm (comm->initAlgoChannels, marked while the group is
+// prepared): ring for a ring, the tree's up and down links for a tree (NVLS, CollNet and PAT have
+// setups of their own). That is the same link setup as above, on the ring's or tree's neighbours, run
+// inside ncclGroupEnd after the group's point-to-point setup and before any of its kernels — so
+// the host (or, non-blocking, the communicator's background job) waits there until those
+// neighbours' groups reach the same first use. Which algorithm a collective takes, NCCL decides
+// per call (enqueue.cc, topoGetAlgoInfo): it estimates each enabled (algorithm, protocol)'s time as
+// a latency plus bytes over a bandwidth, from tables of the topology (src/graph/tuning.cc), and
+// takes the fastest — on one node, tree or NVLS with the low-latency protocols for small
+// all-reduces, ring with the simple protocol for large ones; broadcast and reduce always ring. The
+// protocol needs no connection of its own (the connect is per algorithm). Modelled coarsely: an
+// all-reduce of at most kTreeMaxBytes is a tree, anything larger and every other collective a
+// ring; and the wait is for every rank of the communicator, not just the neighbours — for two
+// ranks the same, for more a stricter wait, so a program this lets through cannot wait in a cycle
+// on NCCL's. NCCL_RUNTIME_CONNECT=0 connects rings and trees during init instead (no first-use
+// wait for collectives; point-to-point links still connect at first use).
+//
+// Not modelled: which algorithm NCCL really picks (it depends on the machine), NVLS and CollNet.
+#include <cstdlib>
+
 #include "emulator/nccl_internal.h"
 
 namespace brigade::emu::nccl {
+
+// The largest all-reduce the model runs as a tree (a coarse stand-in for NCCL's tuning model).
+constexpr uint64_t kTreeMaxBytes = 64 * 1024;
+
+std::string algorithm_name(Algorithm algorithm) { return algorithm == Algorithm::ring ? "ring" : "tree"; }
+
+Algorithm algorithm_of(const CallArgs& args) {
+  if (args.kind == Kind::all_reduce && args.count * dtype_size(args.dtype) <= kTreeMaxBytes) return Algorithm::tree;
+  return Algorithm::ring;
+}
+
+bool runtime_connect() {
+  const char* value = std::getenv("NCCL_RUNTIME_CONNECT");
+  return value == nullptr || std::string(value) != "0";
+}
+
 namespace {
 
 // What a rank's setup does with its link to one peer.
@@ -64,15 +99,39 @@ std::string use_text(Use use) {
 }
 
 constexpr int kSyncTag = 128;
+// The collectives' connections use tags of their own, one per algorithm, beyond the rounds' i << 8.
+constexpr int kCollectiveTag = 1 << 30;
 
 class Setup {
  public:
-  Setup(std::shared_ptr<Rank> rank, std::vector<char> send, std::vector<char> recv)
-      : rank_(std::move(rank)), send_(std::move(send)), recv_(std::move(recv)) {}
+  Setup(std::shared_ptr<Rank> rank, Connect what)
+      : rank_(std::move(rank)), send_(std::move(what.send)), recv_(std::move(what.recv)),
+        algorithms_(std::move(what.algorithms)) {}
 
-  // True once every link is connected; false when it failed (the rank's error says why) or the
-  // rank was aborted.
-  bool run() {
+  // True once every link and algorithm is connected; false when it failed (the rank's error says
+  // why) or the rank was aborted. Point-to-point first, as NCCL's group launch does.
+  bool run() { return run_links() && run_algorithms(); }
+
+ private:
+  // Every rank posts to every other and takes from every other, per algorithm (the file comment
+  // says why every rank rather than the ring's or tree's neighbours).
+  bool run_algorithms() {
+    const int n = rank_->nranks, me = rank_->rank;
+    for (int a = 0; a < kAlgorithms; ++a) {
+      if (!algorithms_[size_t(a)]) continue;
+      const int tag = kCollectiveTag + a;
+      for (int peer = 0; peer < n; ++peer)
+        if (peer != me) post(peer, tag, {});
+      const std::string what = "the " + algorithm_name(Algorithm(a)) +
+                               " connection at the first collective of that algorithm, with rank ";
+      Envelope ignored;
+      for (int peer = 0; peer < n; ++peer)
+        if (peer != me && !take(peer, tag, &ignored, what + std::to_string(peer))) return false;
+    }
+    return true;
+  }
+
+  bool run_links() {
     const int n = rank_->nranks, me = rank_->rank;
     for (int i = 1; i < n; ++i) {
       const int recv_peer = (me - i + n) % n, send_peer = (me + i) % n;
@@ -82,14 +141,18 @@ class Setup {
         if (both.channels() == 0) continue;
         post(send_peer, tag, both);
         Envelope got;
-        if (!take(send_peer, tag, &got) || !check(send_peer, both, got)) return false;
+        if (!take(send_peer, tag, &got, waits(send_peer)) || !check(send_peer, both, got)) return false;
         continue;
       }
       if (recv_[size_t(recv_peer)]) post(recv_peer, tag, {false, true});
       if (send_[size_t(send_peer)]) post(send_peer, tag, {true, false});
       Envelope got;
-      if (send_[size_t(send_peer)] && (!take(send_peer, tag, &got) || !check(send_peer, {true, false}, got))) return false;
-      if (recv_[size_t(recv_peer)] && (!take(recv_peer, tag, &got) || !check(recv_peer, {false, true}, got))) return false;
+      if (send_[size_t(send_peer)] &&
+          (!take(send_peer, tag, &got, waits(send_peer)) || !check(send_peer, {true, false}, got)))
+        return false;
+      if (recv_[size_t(recv_peer)] &&
+          (!take(recv_peer, tag, &got, waits(recv_peer)) || !check(recv_peer, {false, true}, got)))
+        return false;
     }
     for (int i = 1; i < n; ++i) {
       const int recv_peer = (me - i + n) % n, send_peer = (me + i) % n;
@@ -99,13 +162,13 @@ class Setup {
       if (send_peer == recv_peer) {
         if (!sends && !receives) continue;
         post(send_peer, tag, {});
-        if (!take(send_peer, tag, &ignored)) return false;
+        if (!take(send_peer, tag, &ignored, waits(send_peer))) return false;
         continue;
       }
       if (sends) post(send_peer, tag, {});
       if (receives) post(recv_peer, tag, {});
-      if (sends && !take(send_peer, tag, &ignored)) return false;
-      if (receives && !take(recv_peer, tag, &ignored)) return false;
+      if (sends && !take(send_peer, tag, &ignored, waits(send_peer))) return false;
+      if (receives && !take(recv_peer, tag, &ignored, waits(recv_peer))) return false;
     }
     std::lock_guard<std::mutex> lock(rank_->world->mutex);
     for (size_t peer = 0; peer < send_.size(); ++peer) {
@@ -116,7 +179,6 @@ class Setup {
     return true;
   }
 
- private:
   Use use(int peer) const { return {send_[size_t(peer)] != 0, recv_[size_t(peer)] != 0}; }
 
   static std::string key(int from, int to, int tag, uint64_t seq) {
@@ -146,14 +208,15 @@ class Setup {
     nccl::post(world, rank_->rank, to, key(rank_->rank, to, tag, seq), std::move(message));
   }
 
-  // Takes the next message from `from` under `tag`, waiting for it; false (an error recorded unless
+  // Takes the next message from `from` under `tag`, waiting for it (`waits`: for what, in reports);
+  // false (an error recorded unless
   // this rank was aborted) when it cannot come. While it waits the setup counts as a running task
   // of the rank and, when a pass finds nothing and the world has not changed, as a Waiter: a rank
   // waiting in a setup for a rank that itself waits is part of a deadlock, which check_deadlock
   // then names at once, as for the tasks' waits, instead of after bootstrap_timeout_seconds().
-  bool take(int from, int tag, Envelope* got) {
+  bool take(int from, int tag, Envelope* got, const std::string& waiting_for) {
     World& world = *rank_->world;
-    const std::string what = waits(from) + ", tag " + std::to_string(tag);
+    const std::string what = waiting_for + ", tag " + std::to_string(tag);
     Waiter waiter{rank_->rank, 0, what, from};
     uint64_t seq;
     {
@@ -203,7 +266,7 @@ class Setup {
       set_async_error(*rank_, ncclSystemError,
                       rank_->name() + ": " + what + " did not complete within " +
                           std::to_string(int(bootstrap_timeout_seconds())) +
-                          " s: rank " + std::to_string(from) + " never set up the mirror direction (NCCL would wait for ever)");
+                          " s: rank " + std::to_string(from) + " never set up its side (NCCL would wait for ever)");
     return false;
   }
 
@@ -244,15 +307,14 @@ class Setup {
   }
 
   std::shared_ptr<Rank> rank_;
-  std::vector<char> send_, recv_;
+  std::vector<char> send_, recv_, algorithms_;
 };
 
 }  // namespace
 
-void start_connect(const std::shared_ptr<Rank>& rank, std::vector<char> send, std::vector<char> recv,
-                   const std::shared_ptr<Gate>& gate) {
-  launch_job(rank, [rank, gate, send = std::move(send), recv = std::move(recv)] {
-    const bool ok = Setup(rank, send, recv).run();
+void start_connect(const std::shared_ptr<Rank>& rank, Connect what, const std::shared_ptr<Gate>& gate) {
+  launch_job(rank, [rank, gate, what = std::move(what)] {
+    const bool ok = Setup(rank, what).run();
     ncclResult_t error;
     {
       std::lock_guard<std::mutex> lock(rank->world->mutex);

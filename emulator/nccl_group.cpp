@@ -8,9 +8,9 @@
 // whole group, which then issues nothing). Outside a group it is issued at once; inside, at the
 // outer ncclGroupEnd. Issuing numbers each call in issue order (which is what matches the n-th send
 // to the n-th receive) and queues one task per rank and stream on that stream: the host never
-// waits for peers here, the stream does — except for a link's first use (nccl_connect.cpp, from
-// NCCL's source): issuing starts the setup of every link the calls use that is not connected yet,
-// one job per rank, and waits for it on blocking communicators (non-blocking ones answer
+// waits for peers here, the stream does — except for a link's or a collective algorithm's first use
+// (nccl_connect.cpp, from NCCL's source): issuing starts the setup of every link and algorithm the
+// calls use that is not connected yet, one job per rank, and waits for it on blocking communicators (non-blocking ones answer
 // ncclInProgress). Inits deferred by a group start at the outer ncclGroupEnd; it waits for the
 // blocking ones and returns ncclInProgress for non-blocking ones.
 //
@@ -84,39 +84,48 @@ void enqueue_task(const std::vector<const Pending*>& calls, const std::shared_pt
   if (previous != rank->device) cudaSetDevice(previous);
 }
 
-// Starts the setup of the links the calls use that are not connected yet, one job per rank (every
-// job before any task is queued: a stream that runs work on the issuing thread waits for its gate
-// there). Returns the group's gate (null when nothing is set up), and the ranks that set up in
-// `connecting`. Every task of the group waits for every setup, as NCCL launches no kernel of a
-// group before all its communicators' setup jobs are joined.
+// Starts the setup of the links the calls use that are not connected yet, and of the collective
+// algorithms they use that are not (nccl_connect.cpp), one job per rank (every job before any task
+// is queued: a stream that runs work on the issuing thread waits for its gate there). Returns the
+// group's gate (null when nothing is set up), and the ranks that set up in `connecting`. Every task
+// of the group waits for every setup, as NCCL launches no kernel of a group before all its
+// communicators' setup jobs are joined. An algorithm counts as connected from here on, as NCCL
+// marks it while preparing the group (a later group does not set it up again).
 std::shared_ptr<Gate> connect_links(const std::vector<Pending>& calls,
                                     std::vector<std::shared_ptr<Rank>>* connecting) {
   std::vector<std::shared_ptr<Rank>> ranks;
-  std::vector<std::pair<std::vector<char>, std::vector<char>>> links;
+  std::vector<Connect> setups;
   for (const Pending& call : calls)
     if (std::find(ranks.begin(), ranks.end(), call.rank) == ranks.end()) ranks.push_back(call.rank);
   for (const std::shared_ptr<Rank>& rank : ranks) {
-    std::vector<char> send(size_t(rank->nranks), 0), recv(size_t(rank->nranks), 0);
+    Connect setup{std::vector<char>(size_t(rank->nranks), 0), std::vector<char>(size_t(rank->nranks), 0),
+                  std::vector<char>(size_t(kAlgorithms), 0)};
     bool any = false;
     {
       std::lock_guard<std::mutex> lock(rank->world->mutex);
       for (const Pending& call : calls) {
-        if (call.rank != rank || !is_p2p(call.args.kind) || call.args.peer == rank->rank) continue;
+        if (call.rank != rank) continue;
+        if (!is_p2p(call.args.kind)) {
+          const size_t a = size_t(algorithm_of(call.args));
+          if (rank->nranks > 1 && !rank->algorithm_connected[a])
+            setup.algorithms[a] = 1, rank->algorithm_connected[a] = 1, any = true;
+          continue;
+        }
+        if (call.args.peer == rank->rank) continue;
         const size_t peer = size_t(call.args.peer);
-        if (call.args.kind == Kind::send && !rank->send_connected[peer]) send[peer] = 1, any = true;
-        if (call.args.kind == Kind::recv && !rank->recv_connected[peer]) recv[peer] = 1, any = true;
+        if (call.args.kind == Kind::send && !rank->send_connected[peer]) setup.send[peer] = 1, any = true;
+        if (call.args.kind == Kind::recv && !rank->recv_connected[peer]) setup.recv[peer] = 1, any = true;
       }
       if (any) ++rank->jobs;
     }
     if (!any) continue;
     connecting->push_back(rank);
-    links.emplace_back(std::move(send), std::move(recv));
+    setups.push_back(std::move(setup));
   }
   if (connecting->empty()) return nullptr;
   auto gate = std::make_shared<Gate>();
   gate->pending = int(connecting->size());  // all counted before the first starts
-  for (size_t i = 0; i < connecting->size(); ++i)
-    start_connect((*connecting)[i], std::move(links[i].first), std::move(links[i].second), gate);
+  for (size_t i = 0; i < connecting->size(); ++i) start_connect((*connecting)[i], std::move(setups[i]), gate);
   return gate;
 }
 

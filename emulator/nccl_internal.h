@@ -40,8 +40,9 @@ size_t dtype_size(ncclDataType_t dtype);       // 0 for types the emulator does 
 std::string dtype_name(ncclDataType_t dtype);  // "f32", "bf16"
 std::string op_name(ncclRedOp_t op);           // "sum", "avg"
 // out[i] = parts[0][i] op parts[1][i] op ... in rank order, element by element, in the type's own
-// arithmetic (f16 and bf16 round after every step, as a GPU's ring does); ncclAvg divides the sum
-// by the number of parts. The same parts give the same bits on every rank.
+// arithmetic (f16 and bf16 round after every step, as a GPU's ring does). ncclAvg is NCCL's: for
+// floating types each part times 1/n, then summed; for integers the sum divided by n. The same parts
+// give the same bits on every rank (NCCL's order of addition differs: nccl_types.cpp).
 void reduce(void* out, const std::vector<const char*>& parts, size_t count, ncclDataType_t dtype, ncclRedOp_t op);
 
 // ---- messages ----
@@ -87,6 +88,8 @@ struct Rank {
   uint64_t collectives_issued = 0, splits_issued = 0;
   // Point-to-point links set up so far (nccl_connect.cpp), per peer: sending to it, receiving from it.
   std::vector<char> send_connected, recv_connected;
+  // Collective algorithms connected so far, per Algorithm (nccl_connect.cpp).
+  std::vector<char> algorithm_connected;
   // Setup messages sent to and taken from each (peer, tag), numbered so that repeated setups meet
   // in order, as they would on NCCL's bootstrap sockets.
   std::map<std::pair<int, int>, uint64_t> boot_sent, boot_taken;
@@ -175,6 +178,8 @@ void launch_job(const std::shared_ptr<Rank>& rank, std::function<void()> job);
 // Blocks until rank.jobs is 0 (or the rank is aborted); returns its asynchronous error.
 ncclResult_t wait_for_jobs(Rank& rank);
 
+struct CallArgs;
+
 // ---- first-use link setup (nccl_connect.cpp) ----
 // Whether a group's tasks may start: every link setup of the group is over. One gate per group,
 // shared by all its communicators (so it has a lock of its own, not a World's): NCCL joins every
@@ -187,11 +192,23 @@ struct Gate {
   ncclResult_t error = ncclSuccess;  // the first failed setup's error (ncclSuccess: it was aborted)
   std::string failed_rank;           // its rank's name
 };
-// Starts the setup of the links `send` and `recv` (per peer: 1 when the group uses it and it is not
-// connected yet) as a job of `rank`, which the caller has counted in rank->jobs and in
+// The collective algorithms the emulator tells apart for their first-use connection: NCCL connects
+// each algorithm's channels once per communicator (nccl_connect.cpp says how it picks one).
+enum class Algorithm : int { ring, tree };
+inline constexpr int kAlgorithms = 2;
+std::string algorithm_name(Algorithm algorithm);  // "ring"
+// The algorithm NCCL would run the collective `args` with, coarsely: by kind and size.
+Algorithm algorithm_of(const CallArgs& args);
+// Whether collectives connect at their first use (NCCL_RUNTIME_CONNECT, default 1) or at init (0).
+bool runtime_connect();
+// What a setup job connects: per peer, the links `send` and `recv` (1 when the group uses it and it
+// is not connected yet), then per Algorithm the collectives' channels (1: connect it now).
+struct Connect {
+  std::vector<char> send, recv, algorithms;
+};
+// Starts the setup `what` as a job of `rank`, which the caller has counted in rank->jobs and in
 // gate->pending (all of a group's setups before any starts, so the gate cannot open early).
-void start_connect(const std::shared_ptr<Rank>& rank, std::vector<char> send, std::vector<char> recv,
-                   const std::shared_ptr<Gate>& gate);
+void start_connect(const std::shared_ptr<Rank>& rank, Connect what, const std::shared_ptr<Gate>& gate);
 // Until `gate` opens or the rank is aborted (no lock held). True when the tasks may run; when
 // another communicator's setup of the group failed, records that on `rank` too (nothing of the
 // group runs, as in NCCL).

@@ -127,7 +127,10 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   if (config != nullptr && config->magic != 0xcafebeef)
     return fail(ncclInvalidArgument, "ncclCommSplit: the config was not set from NCCL_CONFIG_INITIALIZER");
   std::shared_ptr<Rank> parent = rank_of(comm);
-  const bool blocking = blocking_of(config, parent->blocking);
+  // Whether the call waits is the parent's (the file comment); the child's own calls later follow
+  // its config.
+  const bool blocking = parent->blocking;
+  const bool child_blocking = blocking_of(config, parent->blocking);
   uint64_t split;
   {
     std::lock_guard<std::mutex> lock(parent->world->mutex);
@@ -138,10 +141,10 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   }
   *newcomm = nullptr;
   if (!blocking) {
-    launch_job(parent, [=] { split_job(parent, split, color, key, newcomm, blocking); });
+    launch_job(parent, [=] { split_job(parent, split, color, key, newcomm, child_blocking); });
     return ncclSuccess;
   }
-  const ncclResult_t result = split_job(parent, split, color, key, newcomm, blocking);
+  const ncclResult_t result = split_job(parent, split, color, key, newcomm, child_blocking);
   std::lock_guard<std::mutex> lock(parent->world->mutex);
   --parent->jobs;
   parent->world->bump();

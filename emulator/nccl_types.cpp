@@ -1,9 +1,13 @@
 // The emulated NCCL's data types and reductions, and the names its messages use.
 //
 // Written from the NCCL User Guide's "Types" (ncclDataType_t, ncclRedOp_t) and "Collective
-// Operations" (ncclAvg: the sum divided by the number of ranks). Every rank reduces the same
-// contributions in the same order (rank 0, 1, ...), so every rank gets the same bits, as NCCL
-// promises for its all-reduce. Integers wrap around as a GPU's integer arithmetic does.
+// Operations" (ncclAvg: the average over the ranks), and ncclAvg's arithmetic from NCCL's source
+// (reduce_as). Every rank reduces the same contributions in the same order (rank 0, 1, ...), so
+// every rank gets the same bits, as NCCL promises for its all-reduce; but that order is the
+// emulator's: NCCL's ring, tree or NVLS reductions add in another order (which depends on the
+// algorithm, the channel and the chunk), so with 3 or more ranks its floating-point bits differ
+// from these (docs/comm.md says which equalities hold). Integers wrap around as a GPU's integer
+// arithmetic does.
 //
 // Not modelled: the fp8 types (ncclFloat8e4m3, ncclFloat8e5m2) and ncclRedOpCreatePreMulSum.
 #include <cstring>
@@ -71,22 +75,41 @@ struct BFloat16 {
   }
 };
 
+// ncclAvg as NCCL computes it (enqueue.cc, hostToDevRedOp): for floating types a pre-multiplied
+// sum — every contribution is first multiplied by the scalar 1/n, converted once to the type
+// (float(1.0 / n) for f32, rounded to f16 or bf16 for those), and the products are summed; for
+// integers a sum divided by n at the end (SumPostDiv). The scalar, for a floating type.
+template <class Codec>
+auto average_scale(size_t n) {
+  using Value = decltype(Codec::load(typename Codec::Stored{}));
+  if constexpr (std::is_same_v<Value, double>) return 1.0 / double(n);
+  else return Codec::load(Codec::store(static_cast<Value>(float(1.0 / double(n)))));
+}
+
 template <class Codec>
 void reduce_as(void* out, const std::vector<const char*>& parts, size_t count, ncclRedOp_t op) {
   using Stored = typename Codec::Stored;
+  using Value = decltype(Codec::load(Stored{}));
   auto get = [](const char* base, size_t i) {
     Stored v;
     std::memcpy(&v, base + i * sizeof(Stored), sizeof(Stored));
     return v;
   };
+  const bool premultiplied = op == ncclAvg && std::is_floating_point_v<Value>;
+  Value scale{};
+  if constexpr (std::is_floating_point_v<Value>) scale = premultiplied ? average_scale<Codec>(parts.size()) : Value{};
+  // A contribution as it enters the reduction: times the scalar (rounded to the type, as a GPU's
+  // multiply in that type is) when pre-multiplied.
+  auto input = [&](const char* base, size_t i) {
+    return premultiplied ? Codec::store(Codec::load(get(base, i)) * scale) : get(base, i);
+  };
+  const ncclRedOp_t combined = op == ncclAvg ? ncclSum : op;
   for (size_t i = 0; i < count; ++i) {
-    Stored acc = get(parts[0], i);
+    Stored acc = input(parts[0], i);
     for (size_t r = 1; r < parts.size(); ++r)
-      acc = Codec::store(combine(op, Codec::load(acc), Codec::load(get(parts[r], i))));
-    if (op == ncclAvg) {
-      using Value = decltype(Codec::load(acc));
-      acc = Codec::store(Value(Codec::load(acc) / Value(parts.size())));
-    }
+      acc = Codec::store(combine(combined, Codec::load(acc), Codec::load(input(parts[r], i))));
+    if constexpr (std::is_integral_v<Value>)
+      if (op == ncclAvg) acc = Codec::store(Value(Codec::load(acc) / Value(parts.size())));
     std::memcpy(static_cast<char*>(out) + i * sizeof(Stored), &acc, sizeof(Stored));
   }
 }

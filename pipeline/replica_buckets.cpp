@@ -34,6 +34,20 @@ size_t ReplicaBuckets::buckets() const {
   return n;
 }
 
+std::vector<comm::CollectiveUse> ReplicaBuckets::uses() const {
+  std::vector<comm::CollectiveUse> out;
+  auto add = [&](const std::vector<Bucket>& buckets) {
+    for (const Bucket& b : buckets) {
+      int64_t numel = 0;
+      for (const Tensor& p : b) numel += p.numel();  // flattened, or the one gradient itself
+      out.push_back(comm::CollectiveUse::all_reduce(numel, b.front().dtype(), comm::ReduceOp::average));
+    }
+  };
+  for (const auto& c : chunks_) add(c);
+  add(late_);
+  return out;
+}
+
 void ReplicaBuckets::start_chunk(comm::Communicator& replicas, int chunk) {
   BRIGADE_CHECK(chunk >= 0 && size_t(chunk) < chunks_.size(), "replica buckets: no chunk ", chunk);
   for (const Bucket& b : chunks_[size_t(chunk)]) start(replicas, b);

@@ -33,6 +33,8 @@ class ReplicaBuckets {
   void finish();
   void drop() { started_.clear(); }  // after a failure (the communicator is aborted anyway)
   size_t buckets() const;            // how many all-reduces one step makes
+  // Those all-reduces (their sizes, dtypes, and the average), for Communicator::connect_collectives.
+  std::vector<comm::CollectiveUse> uses() const;
   size_t started() const { return started_.size(); }  // since the last finish()
 
  private:

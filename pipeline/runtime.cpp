@@ -111,6 +111,26 @@ Pipeline::Pipeline(const PipelineGroups& groups, Schedule schedule, std::vector<
   exec.skips = options_.skips;
   executor_ = std::make_unique<Executor>(comm, std::move(schedule), std::move(chunks), std::move(loss), exec);
   if (replicas() > 1) build_replica_buckets();
+  connect_collectives();
+}
+
+// The collectives a step runs, each connected before the first step (Communicator::connect_collectives):
+// on NCCL the first of each would otherwise make the host wait inside it for every peer — for the
+// replica buckets, in the middle of the backward. Every group's members call this alike: the
+// pipeline's ranks, each tie's holders (in the ties' order), each stage's replicas.
+void Pipeline::connect_collectives() {
+  const int M = executor_->schedule().microbatches;
+  groups_.pipeline->connect_collectives({comm::CollectiveUse::broadcast(M, DType::f64)});  // the losses
+  for (const auto& group : ties_)
+    if (group->holders) {
+      const Tensor& copy = group->copies.front();
+      group->holders->connect_collectives({comm::CollectiveUse::all_reduce(copy.numel(), copy.dtype(), comm::ReduceOp::sum)});
+    }
+  if (buckets_) {
+    std::vector<comm::CollectiveUse> uses = buckets_->uses();
+    uses.push_back(comm::CollectiveUse::all_reduce(1, DType::f64, comm::ReduceOp::average));  // the mean loss
+    groups_.replicas->connect_collectives(uses);
+  }
 }
 
 // The schedule's ranks and chunks are this pipeline's.

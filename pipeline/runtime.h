@@ -134,6 +134,7 @@ class Pipeline {
   void check_fits(const Schedule& schedule, const std::vector<Chunk>& chunks) const;
   void build_tie_groups(const Layout& layout, const std::vector<Chunk>& chunks);
   void build_replica_buckets();
+  void connect_collectives();
   void sum_tied_gradients();
   void gather_trace(const Trace& mine);
   Executor& forward_executor(int microbatches);  // built on first use, one per M

@@ -354,6 +354,11 @@ TEST_CASE("local: argument errors throw without aborting", "[comm][local]") {
   REQUIRE_THROWS_WITH(c.all_reduce(zeros({2}, DType::i32), comm::ReduceOp::average),
                       Contains("average needs a floating-point tensor, got i32"));
   REQUIRE_THROWS_WITH(c.set_timeout(ms(0)), Contains("must be positive"));
+  REQUIRE_THROWS_WITH(c.connect_collectives({comm::CollectiveUse::all_reduce(2, DType::i32, comm::ReduceOp::average)}),
+                      Contains("connect of 1 collectives (rank 0 of 2, local): average needs a floating-point dtype, got i32"));
+  REQUIRE_THROWS_WITH(c.connect_collectives({comm::CollectiveUse::broadcast(0, DType::f32)}),
+                      Contains("a collective of 0 elements"));
+  c.connect_collectives({comm::CollectiveUse::broadcast(3, DType::f32)});  // local: nothing to connect
   // A refused op in a batch leaves the channel state untouched: the next first message still
   // carries its handshake, and the receiver sees the right shape.
   std::vector<P2P> ops = {P2P::send(zeros({4}), 1), P2P::send(zeros({1}), 5)};

@@ -21,6 +21,7 @@
 #include "pipeline/exchange.h"
 #include "pipeline/executor.h"
 #include "pipeline/gpt_stages.h"
+#include "pipeline/replica_buckets.h"
 #include "pipeline/runtime.h"
 #include "pipeline/schedule_csv.h"
 #include "pipeline/analysis/simulator.h"
@@ -353,6 +354,29 @@ TEST_CASE("runtime: data parallelism averages replicas to the one-device gradien
       test::require_close(got.at(name), g, 1e-7, 1e-5);
       test::require_equal(got.at(name), by_bucket.at(size_t(25) << 20).at(name));  // the first run
     }
+  }
+}
+
+TEST_CASE("runtime: replica buckets list the all-reduces a step makes, to connect them first", "[pipeline][runtime]") {
+  // Consecutive gradients of one dtype share a bucket up to bucket_bytes (pipeline/replica_buckets.h):
+  // with 40 bytes, f32 [3] and [5] share one (32 bytes), [200] is alone (it does not fit with them),
+  // [7] starts the next, f64 [2] another dtype: 8, 200 and 7 f32 elements, then 2 f64 — each
+  // averaged. The tied [4] goes last. Every bucket's use is listed, and buckets() counts them.
+  auto param = [](int64_t n, DType dtype) { return zeros({n}, dtype).requires_grad_(); };
+  const std::vector<Tensor> chunk0 = {param(3, DType::f32), param(5, DType::f32), param(200, DType::f32)};
+  const std::vector<Tensor> chunk1 = {param(7, DType::f32), param(2, DType::f64)};
+  const ReplicaBuckets buckets({chunk0, chunk1}, {param(4, DType::f32)}, 40);
+  const std::vector<comm::CollectiveUse> uses = buckets.uses();
+  const std::vector<std::pair<int64_t, DType>> want = {
+      {8, DType::f32}, {200, DType::f32}, {7, DType::f32}, {2, DType::f64}, {4, DType::f32}};
+  REQUIRE(uses.size() == want.size());
+  CHECK(buckets.buckets() == want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    INFO("bucket " << i);
+    CHECK(uses[i].kind == comm::CollectiveUse::Kind::all_reduce);
+    CHECK(uses[i].numel == want[i].first);
+    CHECK(uses[i].dtype == want[i].second);
+    CHECK(uses[i].op == comm::ReduceOp::average);
   }
 }
 

@@ -355,34 +355,42 @@ TEST_CASE("emulated nccl: all-reduce sum and avg, f32 and bf16, the same bits ev
   const int n = 3;
   auto members = make_members(n);
   // f32 values whose sum depends on the order: in rank order (1e8 + -1e8) + 1 = 1, while the
-  // reverse order gives (1 + -1e8) + 1e8 = 0 (1 - 1e8 rounds to -1e8 in f32).
-  const std::vector<std::vector<float>> inputs = {{1e8f, 1.0f, 0.5f}, {-1e8f, 2.0f, 0.25f}, {1.0f, 3.0f, 0.25f}};
+  // reverse order gives (1 + -1e8) + 1e8 = 0 (1 - 1e8 rounds to -1e8 in f32). The last column's
+  // average depends on how it is taken: NCCL's ncclAvg multiplies each value by float(1/3) and
+  // then sums (enqueue.cc), which differs here from summing and then dividing.
+  const std::vector<std::vector<float>> inputs = {
+      {1e8f, 1.0f, 0.5f, 1.1f}, {-1e8f, 2.0f, 0.25f, 6.1f}, {1.0f, 3.0f, 0.25f, 3.0f}};
   std::vector<std::vector<float>> sums(n), avgs(n);
   std::vector<std::vector<uint16_t>> bf_sums(n), bf_avgs(n);
   REQUIRE(all_ok(on_threads(n, [&](int r) {
     Member& m = members[size_t(r)];
     cudaSetDevice(m.device);
     float* x = to_device(inputs[size_t(r)]);
-    float* y = to_device(std::vector<float>(3, 0.0f));
-    TRY(ncclAllReduce(x, y, 3, ncclFloat32, ncclSum, m.comm, m.stream));
-    TRY(ncclAllReduce(x, x, 3, ncclFloat32, ncclAvg, m.comm, m.stream));  // in place
+    float* y = to_device(std::vector<float>(4, 0.0f));
+    TRY(ncclAllReduce(x, y, 4, ncclFloat32, ncclSum, m.comm, m.stream));
+    TRY(ncclAllReduce(x, x, 4, ncclFloat32, ncclAvg, m.comm, m.stream));  // in place
     uint16_t* b = to_device(std::vector<uint16_t>{bf16(float(r + 1)), bf16(0.5f * float(r)), bf16(-2.0f)});
     uint16_t* c = to_device(std::vector<uint16_t>(3, 0));
     TRY(ncclAllReduce(b, c, 3, ncclBfloat16, ncclSum, m.comm, m.stream));
     TRY(ncclAllReduce(b, b, 3, ncclBfloat16, ncclAvg, m.comm, m.stream));
     sync(m);
-    sums[size_t(r)] = to_host(y, 3);
-    avgs[size_t(r)] = to_host(x, 3);
+    sums[size_t(r)] = to_host(y, 4);
+    avgs[size_t(r)] = to_host(x, 4);
     bf_sums[size_t(r)] = to_host(c, 3);
     bf_avgs[size_t(r)] = to_host(b, 3);
     for (void* p : {(void*)x, (void*)y, (void*)b, (void*)c}) cudaFree(p);
   })));
-  const std::vector<float> sum = {1.0f, 6.0f, 1.0f};
-  const std::vector<float> avg = {1.0f / 3.0f, 2.0f, 1.0f / 3.0f};
+  // The last column in f32, in rank order: the sum, NCCL's average, and the sum divided by 3.
+  volatile float third = float(1.0 / 3.0), a = 1.1f, b = 6.1f, c = 3.0f;  // volatile: no contraction
+  const float sum3 = (a + b) + c, premultiplied = (a * third + b * third) + c * third, divided = sum3 / 3.0f;
+  REQUIRE(premultiplied != divided);  // the column tells the two apart
+  const std::vector<float> sum = {1.0f, 6.0f, 1.0f, sum3};
+  const std::vector<float> avg = {1.0f / 3.0f, 2.0f, 1.0f / 3.0f, premultiplied};
   for (int r = 0; r < n; ++r) {
-    CHECK(std::memcmp(sums[size_t(r)].data(), sum.data(), sizeof(float) * 3) == 0);
-    CHECK(std::memcmp(avgs[size_t(r)].data(), avg.data(), sizeof(float) * 3) == 0);
-    // bf16: 1 + 2 + 3 = 6; 0 + 0.5 + 1 = 1.5; -6; averages 2, 0.5, -2.
+    CHECK(std::memcmp(sums[size_t(r)].data(), sum.data(), sizeof(float) * 4) == 0);
+    CHECK(std::memcmp(avgs[size_t(r)].data(), avg.data(), sizeof(float) * 4) == 0);
+    // bf16: 1 + 2 + 3 = 6; 0 + 0.5 + 1 = 1.5; -6; averages (each value times bf16(1/3), summed)
+    // round to 2, 0.5, -2.
     CHECK(bf_sums[size_t(r)] == std::vector<uint16_t>{bf16(6.0f), bf16(1.5f), bf16(-6.0f)});
     CHECK(bf_avgs[size_t(r)] == std::vector<uint16_t>{bf16(2.0f), bf16(0.5f), bf16(-2.0f)});
   }
@@ -967,6 +975,147 @@ TEST_CASE("emulated nccl: link setup: a non-blocking communicator is in progress
   cudaSetDevice(0);
   cudaFree(x);
   destroy(members);
+}
+
+TEST_CASE("emulated nccl: collectives connect each algorithm at its first use, waiting for every rank",
+          "[emulated_nccl][connect]") {
+  // NCCL_RUNTIME_CONNECT=1 (the default): a communicator's first collective of an algorithm connects
+  // that algorithm inside ncclGroupEnd, waiting for the other ranks to reach theirs (NCCL's source,
+  // src/group.cc and src/enqueue.cc; nccl_connect.cpp). Modelled: a small all-reduce is a tree, a
+  // large one (over 64 KiB) and a broadcast a ring. With NCCL_RUNTIME_CONNECT=0 init connects them.
+  TimeLimit limit(60);
+  if (one_thread_cannot_drive_setups()) return;
+  auto issued = [](ncclResult_t e) { return e == ncclSuccess || e == ncclInProgress; };
+  // Rank `r` issues `call` alone; true when it settles before the other rank has called anything.
+  const char* saved = std::getenv("NCCL_RUNTIME_CONNECT");
+  const std::string restore = saved ? saved : "";
+  for (const bool runtime : {true, false}) {
+    if (runtime) unsetenv("NCCL_RUNTIME_CONNECT");
+    else setenv("NCCL_RUNTIME_CONNECT", "0", 1);
+    auto members = make_nonblocking_members(2);
+    const size_t small = 4, large = 20000;  // 16 bytes (a tree); 80000 bytes (a ring)
+    std::vector<float*> buffers(2);
+    for (int r = 0; r < 2; ++r) {
+      cudaSetDevice(r);
+      buffers[size_t(r)] = to_device(std::vector<float>(large, float(r + 1)));
+    }
+    auto all_reduce = [&](int r, size_t count) {
+      cudaSetDevice(r);
+      const Member& m = members[size_t(r)];
+      return ncclAllReduce(buffers[size_t(r)], buffers[size_t(r)], count, ncclFloat32, ncclSum, m.comm, m.stream);
+    };
+    // Rank 0 alone first, then rank 1; `waits`: rank 0 must still be in progress before rank 1 calls.
+    auto both = [&](const std::function<ncclResult_t(int)>& call, bool waits) {
+      REQUIRE(issued(call(0)));
+      if (waits) {
+        std::this_thread::sleep_for(100ms);
+        ncclResult_t state = ncclSuccess;
+        REQUIRE(ncclCommGetAsyncError(members[0].comm, &state) == ncclSuccess);
+        CHECK(state == ncclInProgress);
+      } else {
+        CHECK(wait_ready(members[0].comm, 5s) == ncclSuccess);  // rank 1 has called nothing yet
+      }
+      REQUIRE(issued(call(1)));
+      for (const Member& m : members) REQUIRE(wait_ready(m.comm, 20s) == ncclSuccess);
+    };
+    INFO((runtime ? "NCCL_RUNTIME_CONNECT unset (1)" : "NCCL_RUNTIME_CONNECT=0"));
+    both([&](int r) { return all_reduce(r, small); }, runtime);   // the tree's first use
+    both([&](int r) { return all_reduce(r, small); }, false);     // connected
+    both([&](int r) { return all_reduce(r, large); }, runtime);   // the ring's first use
+    both([&](int r) {                                              // a ring too: connected
+      cudaSetDevice(r);
+      const Member& m = members[size_t(r)];
+      return ncclBroadcast(buffers[size_t(r)], buffers[size_t(r)], small, ncclFloat32, 1, m.comm, m.stream);
+    }, false);
+    // What ran: 1 + 2 = 3, twice summed (6 then 12) on the first 4 elements, then broadcast from
+    // rank 1 (the same); the rest summed once (3).
+    for (int r = 0; r < 2; ++r) {
+      sync(members[size_t(r)]);
+      cudaSetDevice(r);
+      const std::vector<float> got = to_host(buffers[size_t(r)], large);
+      CHECK(std::vector<float>(got.begin(), got.begin() + small) == std::vector<float>(small, 12.0f));
+      CHECK(std::vector<float>(got.begin() + small, got.end()) == std::vector<float>(large - small, 3.0f));
+      cudaFree(buffers[size_t(r)]);
+    }
+    destroy(members);
+  }
+  if (saved) setenv("NCCL_RUNTIME_CONNECT", restore.c_str(), 1);
+  else unsetenv("NCCL_RUNTIME_CONNECT");
+}
+
+TEST_CASE("emulated nccl: a split blocks as its parent does; the child takes its config's mode",
+          "[emulated_nccl][connect]") {
+  // NCCL runs the split as a job of the parent's group, whose blocking mode is the parent's
+  // (src/group.cc); the child's later calls follow the config given to the split. A child's mode
+  // shows at its first collective, which connects (nccl_connect.cpp): a non-blocking child answers
+  // ncclInProgress, a blocking one waits and answers ncclSuccess.
+  TimeLimit limit(60);
+  if (one_thread_cannot_drive_setups()) return;
+  SECTION("a blocking parent, a non-blocking child") {
+    auto members = make_members(2);
+    std::atomic<bool> returned0{false}, called1{false};
+    bool rank1_called_before_rank0_returned = false;
+    std::vector<ncclComm_t> children(2, nullptr);
+    std::vector<ncclResult_t> first(2, ncclInternalError);
+    std::vector<std::vector<float>> sums(2);
+    REQUIRE(all_ok(on_threads(2, [&](int r) {
+      Member& m = members[size_t(r)];
+      cudaSetDevice(m.device);
+      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+      config.blocking = 0;
+      if (r == 1) {  // after rank 0's split returns, or 500 ms: a blocking split returns only now
+        for (int i = 0; i < 500 && !returned0; ++i) std::this_thread::sleep_for(1ms);
+        called1 = true;
+      }
+      TRY(ncclCommSplit(m.comm, 0, r, &children[size_t(r)], &config));
+      if (r == 0) {
+        rank1_called_before_rank0_returned = called1;
+        returned0 = true;
+      }
+      if (children[size_t(r)] == nullptr) throw std::runtime_error("no child when the blocking split returned");
+      float* x = to_device(std::vector<float>{float(r + 1)});
+      first[size_t(r)] = ncclAllReduce(x, x, 1, ncclFloat32, ncclSum, children[size_t(r)], m.stream);
+      if (wait_ready(children[size_t(r)], 20s) != ncclSuccess) throw std::runtime_error("the child's all-reduce failed");
+      sync(m);
+      sums[size_t(r)] = to_host(x, 1);
+      cudaFree(x);
+    })));
+    CHECK(rank1_called_before_rank0_returned);
+    CHECK(first == std::vector<ncclResult_t>{ncclInProgress, ncclInProgress});
+    CHECK(sums == std::vector<std::vector<float>>{{3}, {3}});
+    for (ncclComm_t child : children) CHECK(ncclCommDestroy(child) == ncclSuccess);
+    destroy(members);
+  }
+  SECTION("a non-blocking parent, a blocking child") {
+    auto members = make_nonblocking_members(2);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 1;
+    std::vector<ncclComm_t> children(2, nullptr);
+    // Both from this thread: rank 0's split returns before rank 1 has called, so it cannot be done.
+    for (int r = 0; r < 2; ++r) {
+      cudaSetDevice(r);
+      REQUIRE(ncclCommSplit(members[size_t(r)].comm, 0, r, &children[size_t(r)], &config) == ncclSuccess);
+      if (r == 0) CHECK(children[0] == nullptr);
+    }
+    for (const Member& m : members) REQUIRE(wait_ready(m.comm, 20s) == ncclSuccess);
+    REQUIRE(children[0] != nullptr);
+    REQUIRE(children[1] != nullptr);
+    std::vector<ncclResult_t> first(2, ncclInternalError);
+    std::vector<std::vector<float>> sums(2);
+    REQUIRE(all_ok(on_threads(2, [&](int r) {
+      Member& m = members[size_t(r)];
+      cudaSetDevice(m.device);
+      float* x = to_device(std::vector<float>{float(r + 1)});
+      first[size_t(r)] = ncclAllReduce(x, x, 1, ncclFloat32, ncclSum, children[size_t(r)], m.stream);
+      sync(m);
+      sums[size_t(r)] = to_host(x, 1);
+      cudaFree(x);
+    })));
+    CHECK(first == std::vector<ncclResult_t>{ncclSuccess, ncclSuccess});
+    CHECK(sums == std::vector<std::vector<float>>{{3}, {3}});
+    for (ncclComm_t child : children) CHECK(ncclCommDestroy(child) == ncclSuccess);
+    destroy(members);
+  }
 }
 
 TEST_CASE("emulated nccl: link setup: abort ends a setup that waits for a peer that never comes",

@@ -419,6 +419,76 @@ TEST_CASE("gpu comm: without its links connected first, a V with one micro-batch
   check_nccl_like_local({pipeline::ScheduleKind::zb_v, P, M, 2}, false);
 }
 
+TEST_CASE("gpu comm: collectives connected first stay asynchronous; at first use they wait on the host",
+          "[gpu][comm][nccl][connect]") {
+  // Two ranks, two communicators X and Y; each rank starts an all-reduce on both, rank 0 on X first,
+  // rank 1 on Y first, then waits for both. Asynchronous calls on separate communicators (and
+  // streams) may go in any order — once connected. At a collective's first use NCCL connects its
+  // algorithm inside ncclGroupEnd and the host waits there until the peer's group reaches it (NCCL's
+  // source, src/group.cc; the emulated NCCL models it): rank 0 waits in X for rank 1, which waits in
+  // Y for rank 0 — across two communicators, so no one communicator sees a deadlock, and it ends at
+  // the deadline with an error. Connected first (Communicator::connect_collectives, the same list
+  // on both ranks, X then Y), the same calls run and sum.
+  const int gpus = cuda_device_count();
+  if (most_nccl_ranks() < 2) {
+    WARN("fewer than 2 NCCL ranks on this machine: skipping");
+    return;
+  }
+  const std::vector<Device> devices = {Device::cuda(0), Device::cuda(1 % gpus)};
+  const int64_t n = 6;
+  auto run = [&](bool connect_first, std::vector<std::vector<double>>* sums) {
+    auto x = comm::nccl_group(devices, std::chrono::seconds(2));
+    auto y = comm::nccl_group(devices, std::chrono::seconds(2));
+    sums->assign(2, {});
+    return test::run_ranks(x, [&](comm::Communicator& cx) {
+      const int r = cx.rank();
+      comm::Communicator& cy = *y[size_t(r)];
+      const comm::CollectiveUse use = comm::CollectiveUse::all_reduce(n, DType::f32, comm::ReduceOp::sum);
+      if (connect_first) {
+        cx.connect_collectives({use});
+        cy.connect_collectives({use});
+      }
+      Tensor a = full({n}, 1 + r, DType::f32, cx.device()), b = full({n}, 10 * (1 + r), DType::f32, cx.device());
+      comm::Communicator::PendingReduce first, second;
+      if (r == 0) {
+        first = cx.all_reduce_async(a);
+        second = cy.all_reduce_async(b);
+      } else {
+        first = cy.all_reduce_async(b);
+        second = cx.all_reduce_async(a);
+      }
+      first.wait();
+      second.wait();
+      (*sums)[size_t(r)] = ops::concat({a, b}, 0).to(Device::cpu()).to_vector();
+    });
+  };
+  std::vector<std::vector<double>> sums;
+  SECTION("connected first: the two orders run") {
+    auto errors = run(true, &sums);
+    REQUIRE(all_ok(errors));
+    std::vector<double> want(size_t(n), 1.0 + 2.0);
+    want.insert(want.end(), size_t(n), 10.0 + 20.0);
+    for (const auto& got : sums) CHECK(got == want);
+  }
+  SECTION("not connected: the first uses wait on each other until the deadline") {
+    const auto start = std::chrono::steady_clock::now();
+    auto errors = run(false, &sums);
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(60));
+    size_t timed_out = 0;
+    for (const std::string& e : errors) timed_out += e.find("timed out") != std::string::npos ? 1 : 0;
+#ifdef BRIGADE_CUDA_EMULATOR
+    for (size_t r = 0; r < errors.size(); ++r) UNSCOPED_INFO("rank " << r << ": " << errors[r]);
+    CHECK(timed_out == errors.size());
+#else
+    // Real NCCL: the model's prediction, checked rather than required.
+    WARN("collectives started in opposite orders without connect_collectives on NCCL: " << timed_out << " of 2 ranks timed out"
+         << (timed_out == 0 ? " — they ran: the first-use model of collectives is wrong here" : ""));
+    for (size_t r = 0; r < errors.size(); ++r)
+      if (!errors[r].empty()) WARN("rank " << r << ": " << errors[r]);
+#endif
+  }
+}
+
 TEST_CASE("gpu comm: skip connections on NCCL ranks equal local threads bit for bit", "[gpu][comm][nccl][pipeline]") {
   // The skip's tensor travels in the same bundle as the activation, through the stages between,
   // with a header of its own when shapes vary (tests/skip_model.h: layer 1 stashes, layer 3 pops).
