@@ -91,6 +91,8 @@ inline std::vector<OpCase> embedding_cases() {
       {1, 1, {5}, DType::i64},         {7, 3, {3, 17}, DType::i64},     {7, 64, {2, 33}, DType::i32},
       {1000, 257, {4, 9}, DType::i64}, {5, 768, {1029}, DType::i64},  // ~200 repeats of every row
       {50257, 65, {2, 7}, DType::i32},
+      // Runs of ~100 repeats: 20 columns (vectors in f32, one column per lane in bf16), 24 (vectors in both).
+      {3, 20, {300}, DType::i64},      {4, 24, {2, 129}, DType::i64},
   };
   std::vector<OpCase> cases;
   for (DType t : {DType::f32, DType::bf16}) {
