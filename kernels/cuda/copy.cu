@@ -9,12 +9,21 @@
 // conversion (a bf16 step's f32 -> bf16 weights and bf16 -> f32 gradients, 300 of them a GPT-2 step)
 // moves eight elements per thread per step as whole vectors, where the one-element loop reached
 // about 55% of the copy bandwidth on an H200 (bench/results/h200-gpt2-2026-11-26.md).
+//
+// A third: the contiguous copy of a transposed view (x.transpose(-1, -2).contiguous(), batched or not)
+// goes through 32x32 shared-memory tiles, so both its reads and its writes are coalesced; one element
+// per thread reached 14% (bf16) and 26% (f32) of the copy bandwidth, the writes or the reads each
+// fetching a 32-byte sector per element. Expected: 80-90% for f32; less for bf16 (a warp moves 64
+// bytes per access, half a cache line, and the tile's two barriers are not amortised over much data)
+// — unmeasured yet, `brigade bench kernels` has both rows. Other strided copies keep the
+// one-element loop.
 #include "kernels/cuda/kernels.h"
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <type_traits>
 
 #include "core/cuda/check.h"
@@ -81,6 +90,76 @@ __global__ void convert_contiguous_kernel(D* dst, const S* src, int64_t vectors)
     for (int j = 0; j < kConvertWidth; ++j) out.v[j] = element::convert<D>(in.v[j]);
     reinterpret_cast<Vector<D>*>(dst)[i] = out;
   }
+}
+
+// ---- the transposing copy ----
+// dst[b, o, i] = src[b, o, i] where dst is contiguous along i and src along o (the contiguous copy of a
+// transposed view, batched or not). One element per thread would make either the reads or the writes
+// stride through memory, a 32-byte sector fetched per element; instead a 32x32 tile goes through
+// shared memory: the warp reads 32 consecutive o (coalesced in src), the block syncs, the warp writes
+// 32 consecutive i (coalesced in dst). The tile has a 33rd column so that reading it down a column
+// hits 32 different banks (4-byte elements: 33 words apart; 2-byte: 16.5 words, still distinct).
+constexpr int kTile = 32;
+constexpr int kTileRows = 8;  // blockDim = (32, 8): each thread moves 4 elements of a tile
+
+struct TransposeGeometry {
+  int64_t batch = 1, outer = 0, inner = 0;
+  int64_t dst_batch = 0, dst_outer = 0;  // dst's stride along i is 1
+  int64_t src_batch = 0, src_inner = 0;  // src's stride along o is 1
+};
+
+template <class D, class S>
+__global__ void transpose_tiles_kernel(D* dst, const S* src, TransposeGeometry g) {
+  __shared__ S tile[kTile][kTile + 1];  // tile[i - i0][o - o0]
+  const int tx = int(threadIdx.x), ty = int(threadIdx.y);
+  for (int64_t b = blockIdx.z; b < g.batch; b += gridDim.z) {
+    const S* from = src + b * g.src_batch;
+    D* to = dst + b * g.dst_batch;
+    for (int64_t o0 = int64_t(blockIdx.y) * kTile; o0 < g.outer; o0 += int64_t(gridDim.y) * kTile) {
+      for (int64_t i0 = int64_t(blockIdx.x) * kTile; i0 < g.inner; i0 += int64_t(gridDim.x) * kTile) {
+        for (int k = ty; k < kTile; k += kTileRows) {
+          const int64_t o = o0 + tx, i = i0 + k;
+          if (o < g.outer && i < g.inner) tile[k][tx] = from[o + i * g.src_inner];
+        }
+        __syncthreads();
+        for (int k = ty; k < kTile; k += kTileRows) {
+          const int64_t o = o0 + k, i = i0 + tx;
+          if (o < g.outer && i < g.inner) to[o * g.dst_outer + i] = element::convert<D>(tile[tx][k]);
+        }
+        __syncthreads();  // the next tile overwrites this one
+      }
+    }
+  }
+}
+
+// The geometry when the merged loop nest is a (batched) transpose: two or three dims, dst contiguous
+// along the last, src along the one before it (and not along the last). Anything else: none.
+std::optional<TransposeGeometry> transpose_geometry(const cpu::LoopNest& loops) {
+  const size_t n = loops.shape.size();
+  if (n != 2 && n != 3) return std::nullopt;
+  const Strides& dst = loops.strides[0];
+  const Strides& src = loops.strides[1];
+  if (dst[n - 1] != 1 || src[n - 2] != 1 || src[n - 1] == 1) return std::nullopt;
+  TransposeGeometry g;
+  g.outer = loops.shape[n - 2];
+  g.inner = loops.shape[n - 1];
+  g.dst_outer = dst[n - 2];
+  g.src_inner = src[n - 1];
+  if (n == 3) {
+    g.batch = loops.shape[0];
+    g.dst_batch = dst[0];
+    g.src_batch = src[0];
+  }
+  return g;
+}
+
+template <class D, class S>
+void transpose_tiles(D* dst, const S* src, const TransposeGeometry& g, cudaStream_t stream) {
+  const dim3 grid(unsigned(std::min<int64_t>((g.inner + kTile - 1) / kTile, int64_t(1) << 30)),
+                  unsigned(std::min<int64_t>((g.outer + kTile - 1) / kTile, 65535)),
+                  unsigned(std::min<int64_t>(g.batch, 65535)));
+  transpose_tiles_kernel<D, S><<<grid, dim3(kTile, kTileRows), 0, stream>>>(dst, src, g);
+  BRIGADE_CUDA_CHECK_LAUNCH();
 }
 
 template <class T, class Index>
@@ -168,6 +247,7 @@ void copy(const Tensor& dst, const Tensor& src) {
         BRIGADE_CUDA_CHECK_LAUNCH();
         return;
       }
+      if (const std::optional<TransposeGeometry> g = transpose_geometry(loops)) return transpose_tiles(to, from, *g, stream);
       with_index_type(loops, n, [&](auto itag) {
         using Index = decltype(itag);
         copy_kernel<D, S, Index><<<grid_for(n), kThreads, 0, stream>>>(

@@ -42,6 +42,30 @@ __device__ __forceinline__ MaxSum<C> push(MaxSum<C> s, C v) {
   return s;
 }
 
+// Adds W elements at once (a 16-byte vector's worth): the max of the chunk first, then one rescale
+// of the running sum for the whole chunk instead of one per new maximum — an exp per element plus
+// one per chunk. Same NaN and -inf behaviour as push.
+template <class C, int W>
+__device__ __forceinline__ MaxSum<C> push_chunk(MaxSum<C> s, const C (&v)[W]) {
+  if constexpr (W == 1) {
+    return push(s, v[0]);
+  } else {
+    C m = s.max;
+#pragma unroll
+    for (int j = 0; j < W; ++j) m = v[j] > m ? v[j] : m;
+    if (m == -C(INFINITY)) {  // nothing but -inf (or NaN) so far: keep a NaN, add nothing else
+#pragma unroll
+      for (int j = 0; j < W; ++j)
+        if (v[j] != v[j]) s.sum = v[j];
+      return s;
+    }
+    C sum = m == s.max ? s.sum : s.sum * dev_exp(s.max - m);
+#pragma unroll
+    for (int j = 0; j < W; ++j) sum += dev_exp(v[j] - m);
+    return {m, sum};
+  }
+}
+
 // Merging is commutative bit for bit (a + b == b + a in IEEE arithmetic), so a butterfly reduction
 // leaves the same pair in every lane.
 struct MergeMaxSum {

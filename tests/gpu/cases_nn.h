@@ -19,6 +19,9 @@ inline std::vector<OpCase> norm_cases() {
       {1, 1, contiguous, 0},   {7, 3, contiguous, 0},   {33, 17, transposed, 0}, {5, 64, contiguous, 0},
       {9, 257, strided, 0},    {4, 768, contiguous, 0}, {3, 1025, offset, 0},    {2, 4099, contiguous, 0},
       {16, 300, contiguous, 1000},
+      // The 16-byte vector path (row_vectors.cuh): widths a multiple of 8 (every row vectorised),
+      // 21 (rows whose phase differs from the weight's take the scalar path), a block's row of 2053.
+      {6, 24, contiguous, 0},  {5, 21, contiguous, 0},  {3, 2053, contiguous, 0},
   };
   std::vector<OpCase> cases;
   for (DType t : {DType::f32, DType::bf16, DType::f64}) {
@@ -88,6 +91,8 @@ inline std::vector<OpCase> embedding_cases() {
       {1, 1, {5}, DType::i64},         {7, 3, {3, 17}, DType::i64},     {7, 64, {2, 33}, DType::i32},
       {1000, 257, {4, 9}, DType::i64}, {5, 768, {1029}, DType::i64},  // ~200 repeats of every row
       {50257, 65, {2, 7}, DType::i32},
+      // Runs of ~100 repeats: 20 columns (vectors in f32, one column per lane in bf16), 24 (vectors in both).
+      {3, 20, {300}, DType::i64},      {4, 24, {2, 129}, DType::i64},
   };
   std::vector<OpCase> cases;
   for (DType t : {DType::f32, DType::bf16}) {
@@ -103,16 +108,24 @@ inline std::vector<OpCase> embedding_cases() {
 
 // cross_entropy: fused log-softmax + NLL, ignore_index, mean and sum, classes from 1 to 50257.
 inline std::vector<OpCase> cross_entropy_cases() {
-  const std::vector<std::pair<int64_t, int64_t>> sizes = {{1, 1}, {7, 3}, {65, 17}, {16, 1000}, {9, 5003}, {4, 50257}};
+  struct Logits {
+    int64_t rows, classes;
+    Layout layout;
+  };
+  // {6, 37}: rows at every phase (a scalar head and tail around the 16-byte vectors); {5, 2051}
+  // offset: a block's row with a misaligned base.
+  const std::vector<Logits> sizes = {{1, 1, contiguous},     {7, 3, contiguous},      {65, 17, transposed},
+                                     {16, 1000, contiguous}, {9, 5003, contiguous},   {4, 50257, contiguous},
+                                     {6, 37, contiguous},    {5, 2051, offset}};
   std::vector<OpCase> cases;
   for (DType t : {DType::f32, DType::bf16, DType::f64}) {
     for (Reduction red : {Reduction::mean, Reduction::sum}) {
       for (size_t i = 0; i < sizes.size(); ++i) {
         if (t == DType::f64 && i % 2 != 0) continue;
-        const auto [rows, classes] = sizes[i];
+        const auto [rows, classes, layout] = sizes[i];
         cases.push_back(make_case(
             "cross_entropy",
-            {floats({rows, classes}, t, i == 2 ? transposed : contiguous).scaled(3.0), targets({rows}, classes)},
+            {floats({rows, classes}, t, layout).scaled(3.0), targets({rows}, classes)},
             [red](const std::vector<Tensor>& in) {
               return std::vector<Tensor>{cross_entropy(in[0], in[1], kIgnoreIndex, red)};
             },

@@ -126,6 +126,10 @@ inline std::vector<OpCase> softmax_cases() {
       {{7, 1}, contiguous, -1, 1},    {{33, 17}, contiguous, -1, 1},  {{33, 17}, contiguous, 0, 1},
       {{4, 33, 17}, contiguous, 1, 1}, {{3, 1025}, contiguous, -1, 1}, {{2, 4099}, offset, -1, 1},
       {{5, 3}, transposed, -1, 1},    {{9, 257}, strided, -1, 1},     {{8, 300}, contiguous, -1, 30},  // exp overflows unless max-subtracted
+      // The 16-byte vector path (row_vectors.cuh): rows of 37 start at every phase, so each has a
+      // scalar head, whole vectors and a scalar tail; a block's row of 2051 the same; a
+      // misaligned base.
+      {{6, 37}, contiguous, -1, 1},   {{3, 2051}, contiguous, -1, 1}, {{5, 37}, offset, -1, 1},
   };
   std::vector<OpCase> cases;
   for (bool log : {false, true}) {

@@ -134,6 +134,27 @@ inline std::vector<OpCase> copy_cases() {
       cases.push_back(c);
     }
   }
+  // The transposing copy (shared-memory tiles, kernels/cuda/copy.cu): tiles cut at both edges (70 =
+  // 2 * 32 + 6, 45), a batch of them, a source one element into its storage; one dtype and a
+  // conversion. Bit for bit the CPU's.
+  for (DType from : {DType::f32, DType::bf16}) {
+    for (DType to : {DType::f32, DType::bf16}) {
+      for (const Shape& shape : {Shape{70, 45}, Shape{3, 33, 70}}) {
+        OpCase c = make_case(
+            "copy", {floats(shape, from, offset)},
+            [to](const std::vector<Tensor>& in) {
+              const Tensor x = in[0].transpose(-1, -2);
+              Tensor out = zeros(x.shape(), to, x.device());
+              ops::copy_(out, x);
+              return std::vector<Tensor>{out};
+            },
+            Accuracy::elementwise, std::string("of a transpose to ") + dtype_name(to));
+        c.tol = kExact;
+        c.backward = false;
+        cases.push_back(c);
+      }
+    }
+  }
   for (DType t : {DType::f32, DType::bf16, DType::i64}) {
     OpCase c = make_case(
         "fill", {floats({1}, DType::f32).no_grad()},

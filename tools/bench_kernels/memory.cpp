@@ -65,6 +65,13 @@ void reductions(Session& s, DType t, int64_t n) {
   s.bandwidth({"softmax", "softmax", att, dt}, 2 * n * e, [&] { ops::softmax(scores, -1); });
   s.bandwidth({"softmax", "softmax backward", att, dt}, 3 * n * e, [&] { ops::softmax_backward(gs, probs, -1); });
   s.bandwidth({"softmax", "log_softmax", att, dt}, 2 * n * e, [&] { ops::log_softmax(scores, -1); });
+  const Tensor log_probs = ops::log_softmax(scores, -1);
+  s.bandwidth({"softmax", "log_softmax backward", att, dt}, 3 * n * e,
+              [&] { ops::log_softmax_backward(gs, log_probs, -1); });
+  // GPT-2's attention rows (T = 1024): a warp per row instead of a block.
+  const Tensor short_scores = x.view({n / 1024, 1024});
+  s.bandwidth({"softmax", "softmax (rows of 1024: a warp each)", dims_text({n / 1024, 1024}), dt}, 2 * n * e,
+              [&] { ops::softmax(short_scores, -1); });
 
   const Tensor w = randn({cols}, t, dev), bias = randn({cols}, t, dev);
   const ops::NormOutput ln = ops::layer_norm(x, w, bias, 1e-5);
@@ -77,6 +84,23 @@ void reductions(Session& s, DType t, int64_t n) {
   s.bandwidth({"norm", "rms_norm", matrix, dt}, 2 * n * e, [&] { ops::rms_norm(x, w, 1e-6); });
   s.bandwidth({"norm", "rms_norm backward input", matrix, dt}, 3 * n * e,
               [&] { ops::rms_norm_backward_input(g, x, w, rms); });
+  s.bandwidth({"norm", "rms_norm backward weight", matrix, dt}, 2 * n * e,
+              [&] { ops::rms_norm_backward_weight(g, x, rms); });
+
+  // GPT-2's width (768: a warp per row), and the residual add fused into the norm (reads x and the
+  // residual, writes the sum and y).
+  const int64_t width = 768, narrow_rows = n / width;
+  const std::string gpt2 = dims_text({narrow_rows, width});
+  const Tensor xn = x.view({-1}).narrow(0, 0, narrow_rows * width).view({narrow_rows, width});
+  const Tensor gn = g.view({-1}).narrow(0, 0, narrow_rows * width).view({narrow_rows, width});
+  const Tensor wn = randn({width}, t, dev), bn = randn({width}, t, dev);
+  const ops::NormOutput lnn = ops::layer_norm(xn, wn, bn, 1e-5);
+  s.bandwidth({"norm", "layer_norm", gpt2, dt}, 2 * double(narrow_rows * width) * e,
+              [&] { ops::layer_norm(xn, wn, bn, 1e-5); });
+  s.bandwidth({"norm", "layer_norm backward input", gpt2, dt}, 3 * double(narrow_rows * width) * e,
+              [&] { ops::layer_norm_backward_input(gn, xn, wn, lnn); });
+  s.bandwidth({"norm", "add_layer_norm (residual fused)", gpt2, dt}, 4 * double(narrow_rows * width) * e,
+              [&] { ops::add_layer_norm(xn, gn, wn, bn, 1e-5); });
 }
 
 // The ends of a language model: the embedding lookup and the loss over a GPT-2-sized vocabulary.
@@ -104,6 +128,17 @@ void model_ends(Session& s, const Sizes& sizes, DType t) {
               [&] { ops::cross_entropy(logits, targets, -100, Reduction::mean); });
   s.bandwidth({"loss", "cross_entropy backward", dims_text({rows, vocab}), dt}, 2 * logit_bytes,
               [&] { ops::cross_entropy_backward(one, logits, targets, ce, -100, Reduction::mean); });
+  // An odd vocabulary (GPT-2's unpadded 50257, or the CPU's smaller one less 47): each row starts at
+  // its own phase, so the vector path needs its scalar head and tail.
+  const int64_t odd = vocab - 47;
+  const Tensor odd_logits = logits.view({-1}).narrow(0, 0, rows * odd).view({rows, odd});
+  const Tensor odd_targets = ops::to_dtype(uniform({rows}, 0, double(odd), DType::f64, dev), DType::i64);
+  const ops::CrossEntropyOutput odd_ce = ops::cross_entropy(odd_logits, odd_targets, -100, Reduction::mean);
+  const double odd_bytes = double(rows * odd) * e;
+  s.bandwidth({"loss", "cross_entropy", dims_text({rows, odd}), dt}, odd_bytes,
+              [&] { ops::cross_entropy(odd_logits, odd_targets, -100, Reduction::mean); });
+  s.bandwidth({"loss", "cross_entropy backward", dims_text({rows, odd}), dt}, 2 * odd_bytes,
+              [&] { ops::cross_entropy_backward(one, odd_logits, odd_targets, odd_ce, -100, Reduction::mean); });
 }
 
 // AdamW over GPT-2 small's parameter list (on a GPU: 124M parameters in 148 tensors; one launch for
