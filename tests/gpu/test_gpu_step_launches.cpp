@@ -11,6 +11,9 @@
 #include <string>
 
 #include "autograd/tape.h"
+#include "bench_step/command.h"
+#include "core/json.h"
+#include "core/read_file.h"
 #include "core/factory.h"
 #include "core/rng.h"
 #include "core/stream.h"
@@ -20,6 +23,7 @@
 #include "optim/adamw.h"
 #include "optim/captured_step.h"
 #include "optim/clip_grad.h"
+#include "temp_dir.h"
 #include "tiny_gpt2.h"
 
 using namespace brigade;
@@ -177,4 +181,31 @@ TEST_CASE("gpu step launches: a step captured as one CUDA graph costs the host a
   // few more: under capture the index checks run on the device (docs/cuda.md, CUDA graphs).
   CHECK(captured.graph().operations() >= eager.launches() - 1);
   CHECK(eager.launches() > 100);
+}
+
+TEST_CASE("gpu step launches: brigade bench step reports the count, eager and as a graph", "[gpu][launches][bench]") {
+  const test::TempDir dir;
+  const auto run = [&](const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {"--device", "cuda", "--precision", "bf16", "--layers", "2", "--embd", "64",
+                                      "--heads", "1", "--seq", "16", "--batch", "2", "--vocab", "32",
+                                      "--steps", "2", "--warmup", "1", "--clip", "1", "--json", dir.file("step.json")};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::ostringstream out, err;
+    REQUIRE(bench_step::bench_step_command(args, out, err) == 0);
+    INFO(out.str() + err.str());
+    CHECK(out.str().find("launches per step: ") != std::string::npos);
+    return parse_json(read_file(dir.file("step.json"), "test"));
+  };
+  const Json eager = run({});
+  const Json graph = run({"--cuda-graph"});
+  // Eager: what the test above counts phase by phase for 2 blocks, and no wait but the bench's own
+  // synchronize per step. As a graph: the replay and AdamW's staged coefficients.
+  const Json& e = eager["launches_per_step"];
+  CHECK(e["total"].as_number() == e["kernels"].as_number() + e["library_calls"].as_number() + e["copies"].as_number());
+  CHECK(e["total"].as_number() > 100);
+  CHECK(e["host_syncs"].as_number() == 1);
+  CHECK(e["by_name"]["adamw_multi_tensor_kernel<P, S>"].as_number() == 1);
+  CHECK(graph["launches_per_step"]["total"].as_number() == 2);
+  CHECK(graph["launches_per_step"]["graph_launches"].as_number() == 1);
+  CHECK(graph["graph_operations"].as_number() >= e["total"].as_number() - 1);
 }

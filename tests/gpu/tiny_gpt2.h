@@ -10,12 +10,12 @@
 #include "kernels/ops.h"
 #include "nn/gpt.h"
 
-namespace brigade::test {
+namespace test {
 
 constexpr int64_t kTinyVocab = 32, kTinySeq = 16;
 
-inline nn::GPTConfig tiny_gpt2(int64_t layers, Device device) {
-  nn::GPTConfig c;
+inline brigade::nn::GPTConfig tiny_gpt2(int64_t layers, brigade::Device device) {
+  brigade::nn::GPTConfig c;
   c.vocab_size = kTinyVocab;
   c.block_size = kTinySeq;
   c.n_layer = layers;
@@ -23,16 +23,17 @@ inline nn::GPTConfig tiny_gpt2(int64_t layers, Device device) {
   c.n_embd = 64;
   c.seed = 3;
   c.device = device;
-  c.compute_dtype = DType::bf16;
+  c.compute_dtype = brigade::DType::bf16;
   return c;
 }
 
 // [2, kTinySeq] token ids in [0, kTinyVocab) on `device`.
-inline Tensor tiny_tokens(uint64_t seed, Device device) {
-  Generator gen(seed);
-  return ops::to_dtype(uniform({2, kTinySeq}, 0.0, double(kTinyVocab) - 1e-9, DType::f64, Device::cpu(), &gen),
-                       DType::i64)
-      .to(device);
+inline brigade::Tensor tiny_tokens(uint64_t seed, brigade::Device device) {
+  using brigade::DType;
+  brigade::Generator gen(seed);
+  const brigade::Tensor ids =
+      brigade::uniform({2, kTinySeq}, 0.0, double(kTinyVocab) - 1e-9, DType::f64, brigade::Device::cpu(), &gen);
+  return brigade::ops::to_dtype(ids, DType::i64).to(device);
 }
 
-}  // namespace brigade::test
+}  // namespace test
