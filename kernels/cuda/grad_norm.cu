@@ -59,7 +59,7 @@ __global__ void squares_kernel(SquaresTable<T> table, int64_t chunks, double* pa
   double acc = 0;
   for (int64_t r = begin + threadIdx.x; r < end; r += kWarp) {
     const double v = double(to_compute(x[r]));
-    acc = acc + v * v;
+    acc = acc + __dmul_rn(v, v);  // rounded product, as the composition's mul kernel: never fused into an FMA
   }
   acc = warp_reduce(acc, Sum{});
   if (threadIdx.x == 0) partial[table.first_partial[t] + (c - table.first_chunk[t])] = acc;
