@@ -15,13 +15,16 @@
 //   - Host values. Nothing on the host runs during a replay: no Python-like control flow, no
 //     reading a loss with item(), no learning rate from a schedule. Operations that would be frozen
 //     wrongly refuse to be captured with an Error: random numbers (dropout would draw the same mask
-//     every replay), the optimizers (their step count and learning rate are kernel arguments),
-//     anything that waits for the GPU (item(), copies to the CPU).
+//     every replay), the optimizers (their step count and learning rate are kernel arguments —
+//     unless AdamW::set_capturable stages them in device memory), anything that waits for the GPU
+//     (item(), copies to the CPU).
 //   - Warm-up. Lazily created things (cuBLAS handles, optimizer state, cached kernels) must exist
 //     before the capture: run the work once eagerly first.
 //
 // The usual unit is forward + loss + backward (autograd/graphed.h wraps exactly that); the optimizer
-// step and anything data-dependent on the host stay eager around it.
+// step and anything data-dependent on the host stay eager around it — or, with a capturable AdamW
+// (its step's values staged in device memory before each replay), the whole training step is the
+// unit (optim/captured_step.h).
 //
 //   CudaGraph graph;
 //   graph.capture(Device::cuda(0), [&] { loss = forward_and_backward(); });  // records, runs nothing

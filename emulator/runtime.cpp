@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "emulator/launch_counts.h"
 #include "emulator/runtime.h"
 #include "emulator/runtime_internal.h"
 #include "emulator/simt.h"
@@ -185,6 +186,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
 
 cudaError_t cudaDeviceSynchronize() {
   if (const cudaError_t e = check_device_wait(the_device, "cudaDeviceSynchronize"); e != cudaSuccess) return e;
+  count_host_sync("cudaDeviceSynchronize");
   synchronize_device(the_device);
   return synchronised();
 }
@@ -247,6 +249,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   if (const cudaError_t e = check_stream_wait(stream, "cudaStreamSynchronize"); e != cudaSuccess) return e;
+  count_host_sync("cudaStreamSynchronize");
   synchronize_stream(stream);
   return synchronised();
 }
@@ -286,6 +289,7 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (const cudaError_t e = check_event_wait(event, "cudaEventSynchronize"); e != cudaSuccess) return e;
+  count_host_sync("cudaEventSynchronize");
   synchronize_event(event);
   return synchronised();
 }

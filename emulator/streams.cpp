@@ -20,6 +20,8 @@
 #include <thread>
 #include <utility>
 
+#include "emulator/launch_counts.h"
+
 namespace brigade::emu {
 
 Engine& engine() {
@@ -224,10 +226,11 @@ cudaError_t enqueue(cudaStream_t stream, std::string what, std::vector<Access> a
                     std::function<std::string()> work) {
   std::string races;
   Item item;
-  item.what = std::move(what);
+  item.what = what;
   item.work = std::move(work);
   const Issued issued = submit(stream, std::move(item), accesses, &races);
   if (!races.empty()) report_race(races);
+  if (issued.status == cudaSuccess && !issued.captured) count_issued(what);
   return issued.status;
 }
 
@@ -244,11 +247,13 @@ cudaError_t run_and_wait(cudaStream_t stream, std::string what, std::vector<Acce
   }
   std::string races;
   Item item;
-  item.what = std::move(what);
+  item.what = what;
   item.work = std::move(work);
   const Issued issued = submit(stream, std::move(item), accesses, &races);
   if (!races.empty()) report_race(races);
   if (issued.status != cudaSuccess) return issued.status;
+  count_issued(what);
+  count_host_sync(what);
   Engine& e = engine();
   std::unique_lock<std::mutex> lock(e.mutex);
   wait_for_stream_point(e, lock, issued.stream, issued.seq);

@@ -2,8 +2,16 @@
 //
 // Everything is checked before anything is written, so a bad entry anywhere in the lists leaves every
 // parameter and every state tensor untouched.
+#include <functional>
+
+#include "core/factory.h"
 #include "kernels/dispatch.h"
 #include "kernels/ops.h"
+#include "kernels/optimizer_ops.h"
+
+#if BRIGADE_HAVE_CUDA
+#include "kernels/cuda/optimizer_kernels.h"
+#endif
 
 namespace brigade::ops {
 namespace {
@@ -50,12 +58,16 @@ void check_entry(size_t i, const Tensor& param, const Tensor& grad, const Tensor
 
 }  // namespace
 
-void adamw_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const std::vector<Tensor>& m,
-                 const std::vector<Tensor>& v, const AdamWParams& p) {
+namespace {
+
+// Checks the lists, converts what the kernels cannot take, runs `update` on the converted lists and
+// writes the results back.
+void update_lists(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const std::vector<Tensor>& m,
+                  const std::vector<Tensor>& v,
+                  const std::function<void(const std::vector<Tensor>&, const std::vector<Tensor>&)>& update) {
   BRIGADE_CHECK(grads.size() == params.size() && m.size() == params.size() && v.size() == params.size(), kOp,
                 ": list lengths differ: ", params.size(), " params, ", grads.size(), " grads, ", m.size(),
                 " exp_avg and ", v.size(), " exp_avg_sq");
-  check_hyperparameters(p);
   if (params.empty()) return;
   for (size_t i = 0; i < params.size(); ++i) check_entry(i, params[i], grads[i], m[i], v[i], params[0]);
 
@@ -72,13 +84,71 @@ void adamw_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& g
     if (may_overlap(g, params[i]) || may_overlap(g, m[i]) || may_overlap(g, v[i])) g = clone(g);
     work_grads[i] = to_dtype(g, t);
   }
-  BRIGADE_DISPATCH(kOp, params[0], adamw_step(work_params, work_grads, m, v, p));
+  update(work_params, work_grads);
   for (size_t i = 0; i < params.size(); ++i) {
     if (!work_params[i].same_as(params[i])) copy_(params[i], work_params[i]);
     params[i].storage().bump_version();
     m[i].storage().bump_version();
     v[i].storage().bump_version();
   }
+}
+
+[[noreturn]] void no_cuda(const char* op) {
+  throw Error(std::string(op) + ": staged AdamW coefficients are for CUDA graphs, and this build has no CUDA");
+}
+
+void check_staging(const char* op, const Tensor& staged) {
+  check_defined(op, staged, "staged coefficients");
+  BRIGADE_CHECK(staged.device().is_cuda(), op, ": the staged coefficients must be on a GPU, got ", staged.device().str());
+#if BRIGADE_HAVE_CUDA
+  BRIGADE_CHECK(staged.is_contiguous() && size_t(staged.nbytes()) >= cuda::adamw_staged_bytes(), op,
+                ": the staged coefficients must be a buffer from adamw_staging_buffer, got ", dtype_name(staged.dtype()),
+                " of shape ", shape_str(staged.shape()));
+#endif
+}
+
+}  // namespace
+
+void adamw_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const std::vector<Tensor>& m,
+                 const std::vector<Tensor>& v, const AdamWParams& p) {
+  check_hyperparameters(p);
+  update_lists(params, grads, m, v, [&](const std::vector<Tensor>& work_params, const std::vector<Tensor>& work_grads) {
+    BRIGADE_DISPATCH(kOp, params[0], adamw_step(work_params, work_grads, m, v, p));
+  });
+}
+
+Tensor adamw_staging_buffer(Device device) {
+  BRIGADE_CHECK(device.is_cuda(), "adamw_staging_buffer: staged coefficients live on a GPU, got ", device.str());
+#if BRIGADE_HAVE_CUDA
+  return empty({int64_t((cuda::adamw_staged_bytes() + 7) / 8)}, DType::f64, device);
+#else
+  no_cuda("adamw_staging_buffer");
+#endif
+}
+
+void adamw_stage_(const Tensor& staged, const AdamWParams& p) {
+  check_staging("adamw_stage_", staged);
+  check_hyperparameters(p);
+#if BRIGADE_HAVE_CUDA
+  cuda::adamw_stage(staged, p);
+  staged.storage().bump_version();
+#else
+  no_cuda("adamw_stage_");
+#endif
+}
+
+void adamw_step_staged_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                        const std::vector<Tensor>& m, const std::vector<Tensor>& v, const Tensor& staged) {
+  check_staging("adamw_step_staged_", staged);
+  if (!params.empty()) check_same_device("adamw_step_staged_", params[0], staged);
+  update_lists(params, grads, m, v, [&](const std::vector<Tensor>& work_params, const std::vector<Tensor>& work_grads) {
+#if BRIGADE_HAVE_CUDA
+    cuda::adamw_step_staged(work_params, work_grads, m, v, staged);
+#else
+    (void)work_params, (void)work_grads;
+    no_cuda("adamw_step_staged_");
+#endif
+  });
 }
 
 }  // namespace brigade::ops

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "optim/adamw.h"
+#include "optim/captured_step.h"
 #include "optim/clip_grad.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"

@@ -70,19 +70,25 @@ void Optimizer::step() {
     BRIGADE_CHECK(grad.device() == slot.param.device(), name_, ".step: parameter '", slot.name, "' is on ",
                   slot.param.device().str(), " but its gradient is on ", grad.device().str());
     // Inside a CUDA graph the step count and learning rate would be frozen at their capture-time
-    // values (kernel arguments); the update belongs outside the captured work (core/cuda_graph.h).
+    // values (kernel arguments); the update belongs outside the captured work (core/cuda_graph.h),
+    // unless the optimizer reads them from device memory (AdamW::set_capturable).
     const Device device = slot.param.device();
     if (device != checked) {
-      BRIGADE_CHECK(!is_capturing(device), name_, ".step: parameter '", slot.name, "' is on ", device.str(),
+      BRIGADE_CHECK(capturable() || !is_capturing(device), name_, ".step: parameter '", slot.name, "' is on ",
+                    device.str(),
                     ", whose current stream is capturing a CUDA graph: an optimizer step cannot be recorded in a "
                     "graph (its step count and learning rate would be frozen); run it after the replay");
       checked = device;
     }
     active.push_back(&slot);
   }
+  count_step(active);
+  if (!active.empty()) update(active);
+}
+
+void Optimizer::count_step(const std::vector<Slot*>& active) {
   ++steps_;
   for (Slot* slot : active) ++slot->step;
-  if (!active.empty()) update(active);
 }
 
 void Optimizer::zero_grad() {

@@ -86,6 +86,11 @@ class Optimizer {
   virtual void update(const std::vector<Slot*>& active) = 0;
   // The buffers a parameter's state must hold once it has been updated (checked by load_state_dict).
   virtual std::vector<std::string> buffer_names() const = 0;
+  // Whether step() may run while a CUDA graph captures (the update reads its step-dependent values
+  // from device memory, staged before each replay).
+  virtual bool capturable() const { return false; }
+  // One more step taken, by the optimizer and by each of `active` (what step() counts before update).
+  void count_step(const std::vector<Slot*>& active);
 
   // Buffers are f32, or f64 for f64 parameters (bf16/f16 weights keep full-precision state).
   static DType state_dtype(const Tensor& param);

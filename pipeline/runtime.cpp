@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/factory.h"
 #include "kernels/ops.h"
+#include "kernels/optimizer_ops.h"
 #include "nn/activation.h"
 #include "pipeline/exchange.h"
 #include "pipeline/host_values.h"
@@ -333,24 +334,21 @@ double Pipeline::clip_grad_norm(double max_norm) {
     for (size_t i = 0; i < group->copies.size(); ++i)
       if (!group->counts_in_norm || i > 0) skip.push_back(group->copies[i]);
   }
-  // Summed in f64 on the device, parameter after parameter: no host round trip per parameter.
-  Tensor total = doubles_on(*groups_.pipeline, {0.0});
-  std::vector<Tensor> grads;
+  std::vector<Tensor> grads, counted;
   for (const Tensor& p : parameters()) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
     grads.push_back(g);
-    if (std::any_of(skip.begin(), skip.end(), [&](const Tensor& t) { return t.same_as(p); })) continue;
-    Tensor g64 = ops::to_dtype(g, DType::f64);
-    ops::add_(total, ops::sum(ops::binary(ops::BinaryOp::mul, g64, g64), {}, false));
+    if (std::none_of(skip.begin(), skip.end(), [&](const Tensor& t) { return t.same_as(p); })) counted.push_back(g);
   }
+  // Summed in f64 on the device, parameter after parameter, in a few launches for all of them
+  // (ops::sum_of_squares); then the ranks' sums added up, and the clipping decided on the device with
+  // optim::clip_grad_norm's rule. The one read is the norm this returns.
+  Tensor total =
+      counted.empty() ? doubles_on(*groups_.pipeline, {0.0}) : ops::sum_of_squares(counted).reshape({1});
   groups_.pipeline->all_reduce(total, comm::ReduceOp::sum);
-  const double norm = std::sqrt(doubles_of(total)[0]);
-  if (!std::isfinite(norm)) return norm;
-  const double scale = max_norm / (norm + 1e-6);  // as optim::clip_grad_norm
-  if (scale < 1)
-    for (const Tensor& g : grads) ops::scale_(g, scale);
-  return norm;
+  ops::clip_by_norm_(grads, total, max_norm);
+  return std::sqrt(doubles_of(total)[0]);
 }
 
 void Pipeline::gather_trace(const Trace& mine) {

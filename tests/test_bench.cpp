@@ -438,6 +438,8 @@ TEST_CASE("bench step: times a GPT step, reports tokens/s and memory, and checks
   CHECK(err2.str().find("--cuda-graph needs --device cuda") != std::string::npos);
   CHECK(brigade::bench_step::bench_step_command({"--device", "cuda", "--cuda-graph", "--warmup", "0"}, out2, err2) == 2);
   CHECK(err2.str().find("--cuda-graph needs --warmup 1 or more") != std::string::npos);
+  CHECK(brigade::bench_step::bench_step_command({"--clip", "-1"}, out2, err2) == 2);
+  CHECK(err2.str().find("--clip: expected a number >= 0, got '-1'") != std::string::npos);
   // --device and --precision are read into a Device and a DType (tools/cli): a bad value names the flag and
   // what it takes.
   CHECK(brigade::bench_step::bench_step_command({"--device", "gpu"}, out2, err2) == 2);

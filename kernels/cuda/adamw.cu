@@ -18,7 +18,9 @@
 // parameters are normally contiguous) get one elementwise launch each.
 #include <cmath>
 
+#include "core/cuda/capture.h"
 #include "kernels/cuda/kernels.h"
+#include "kernels/cuda/optimizer_kernels.h"
 #include "kernels/cuda/common.cuh"
 
 namespace brigade::cuda {
@@ -51,6 +53,26 @@ Coefficients<C> coefficients(const ops::AdamWParams& p) {
           C(p.eps)};
 }
 
+// The coefficients of one step for both compute types, as staged in device memory for a step that a
+// CUDA graph can replay (adamw_step_staged): the kernels read them there instead of from their
+// arguments, so each replay uses the step count and learning rate staged just before it.
+struct StagedCoefficients {
+  Coefficients<float> f32;
+  Coefficients<double> f64;
+};
+template <class C> __device__ __forceinline__ const Coefficients<C>& staged_for(const StagedCoefficients& s);
+template <> __device__ __forceinline__ const Coefficients<float>& staged_for<float>(const StagedCoefficients& s) {
+  return s.f32;
+}
+template <> __device__ __forceinline__ const Coefficients<double>& staged_for<double>(const StagedCoefficients& s) {
+  return s.f64;
+}
+// The coefficients a launch uses: its argument, or the staged ones when there are any.
+template <class C>
+__device__ __forceinline__ Coefficients<C> coefficients_of(const Coefficients<C>& c, const StagedCoefficients* staged) {
+  return staged ? staged_for<C>(*staged) : c;
+}
+
 // One element's update. P is the parameter's storage type, S the state's.
 template <class P, class S>
 __device__ __forceinline__ void update(P& param, P grad, S& m, S& v, const Coefficients<compute_t<P>>& c) {
@@ -79,7 +101,9 @@ struct TensorTable {
 static_assert(sizeof(TensorTable<double, double>) + sizeof(Coefficients<double>) < 4096);
 
 template <class P, class S>
-__global__ void adamw_multi_tensor_kernel(TensorTable<P, S> table, Coefficients<compute_t<P>> c) {
+__global__ void adamw_multi_tensor_kernel(TensorTable<P, S> table, Coefficients<compute_t<P>> given,
+                                          const StagedCoefficients* staged) {
+  const Coefficients<compute_t<P>> c = coefficients_of(given, staged);
   const int64_t chunk = blockIdx.x;
   int t = 0;
   while (chunk >= table.first_chunk[t + 1]) ++t;  // at most kMaxTensors steps, same for the whole block
@@ -93,11 +117,12 @@ __global__ void adamw_multi_tensor_kernel(TensorTable<P, S> table, Coefficients<
 }
 
 template <class P, class S>
-void launch_table(TensorTable<P, S>& table, const Coefficients<compute_t<P>>& c, cudaStream_t stream) {
+void launch_table(TensorTable<P, S>& table, const Coefficients<compute_t<P>>& c, const StagedCoefficients* staged,
+                  cudaStream_t stream) {
   if (table.count == 0) return;
   const int64_t chunks = table.first_chunk[table.count];
   if (chunks > 0) {
-    adamw_multi_tensor_kernel<P, S><<<unsigned(chunks), kAdamThreads, 0, stream>>>(table, c);
+    adamw_multi_tensor_kernel<P, S><<<unsigned(chunks), kAdamThreads, 0, stream>>>(table, c, staged);
     BRIGADE_CUDA_CHECK_LAUNCH();
   }
   table.count = 0;
@@ -107,7 +132,8 @@ void launch_table(TensorTable<P, S>& table, const Coefficients<compute_t<P>>& c,
 
 template <class Index, class P, class S>
 __global__ void adamw_strided_kernel(Index n, StridedLayout<4> layout, P* param, const P* grad, S* m, S* v,
-                                     Coefficients<compute_t<P>> c) {
+                                     Coefficients<compute_t<P>> given, const StagedCoefficients* staged) {
+  const Coefficients<compute_t<P>> c = coefficients_of(given, staged);
   BRIGADE_GRID_STRIDE_LOOP(i, n, Index) {
     int64_t off[4];
     layout.offsets(i, off);
@@ -117,7 +143,7 @@ __global__ void adamw_strided_kernel(Index n, StridedLayout<4> layout, P* param,
 
 template <class P, class S>
 void launch_strided(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                    const Coefficients<compute_t<P>>& c, cudaStream_t stream) {
+                    const Coefficients<compute_t<P>>& c, const StagedCoefficients* staged, cudaStream_t stream) {
   const int64_t n = param.numel();
   if (n == 0) return;
   const StridedLayout<4> layout = make_layout<4>("adamw_step_", param.shape(), {&param, &grad, &m, &v});
@@ -127,9 +153,9 @@ void launch_strided(const Tensor& param, const Tensor& grad, const Tensor& m, co
   auto* vp = static_cast<S*>(v.raw_data());
   const unsigned blocks = grid_for(n, param.device());
   if (n <= int64_t(INT32_MAX))
-    adamw_strided_kernel<uint32_t><<<blocks, kThreads, 0, stream>>>(uint32_t(n), layout, pp, gp, mp, vp, c);
+    adamw_strided_kernel<uint32_t><<<blocks, kThreads, 0, stream>>>(uint32_t(n), layout, pp, gp, mp, vp, c, staged);
   else
-    adamw_strided_kernel<uint64_t><<<blocks, kThreads, 0, stream>>>(uint64_t(n), layout, pp, gp, mp, vp, c);
+    adamw_strided_kernel<uint64_t><<<blocks, kThreads, 0, stream>>>(uint64_t(n), layout, pp, gp, mp, vp, c, staged);
   BRIGADE_CUDA_CHECK_LAUNCH();
 }
 
@@ -137,7 +163,8 @@ void launch_strided(const Tensor& param, const Tensor& grad, const Tensor& m, co
 // up to kMaxTensors (one launch per full table), strided ones one by one.
 template <class P, class S>
 void step_group(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const std::vector<Tensor>& m,
-                const std::vector<Tensor>& v, const ops::AdamWParams& p, cudaStream_t stream) {
+                const std::vector<Tensor>& v, const ops::AdamWParams& p, const StagedCoefficients* staged,
+                cudaStream_t stream) {
   const Coefficients<compute_t<P>> c = coefficients<compute_t<P>>(p);
   TensorTable<P, S> table{};  // zeroed: no stale addresses in unused slots (the emulator reads them)
   table.count = 0;
@@ -147,7 +174,7 @@ void step_group(const std::vector<Tensor>& params, const std::vector<Tensor>& gr
     const bool flat = params[i].is_contiguous() && grads[i].is_contiguous() && m[i].is_contiguous() &&
                       v[i].is_contiguous();
     if (!flat) {
-      launch_strided<P, S>(params[i], grads[i], m[i], v[i], c, stream);
+      launch_strided<P, S>(params[i], grads[i], m[i], v[i], c, staged, stream);
       continue;
     }
     const int k = table.count++;
@@ -157,29 +184,51 @@ void step_group(const std::vector<Tensor>& params, const std::vector<Tensor>& gr
     table.v[k] = static_cast<S*>(v[i].raw_data());
     table.numel[k] = params[i].numel();
     table.first_chunk[k + 1] = table.first_chunk[k] + ceil_div(table.numel[k], kChunk);
-    if (table.count == kMaxTensors) launch_table(table, c, stream);  // resets count; chunks restart at 0
+    if (table.count == kMaxTensors) launch_table(table, c, staged, stream);  // resets count; chunks restart at 0
   }
-  launch_table(table, c, stream);
+  launch_table(table, c, staged, stream);
 }
 
 template <class P>
 void step_param_dtype(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                       const std::vector<Tensor>& m, const std::vector<Tensor>& v, const ops::AdamWParams& p,
-                      cudaStream_t stream) {
-  step_group<P, float>(params, grads, m, v, p, stream);
-  step_group<P, double>(params, grads, m, v, p, stream);
+                      const StagedCoefficients* staged, cudaStream_t stream) {
+  step_group<P, float>(params, grads, m, v, p, staged, stream);
+  step_group<P, double>(params, grads, m, v, p, staged, stream);
+}
+
+void step_every_dtype(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const std::vector<Tensor>& m,
+                      const std::vector<Tensor>& v, const ops::AdamWParams& p, const StagedCoefficients* staged) {
+  if (params.empty()) return;
+  cudaStream_t stream = stream_for(params[0]);
+  step_param_dtype<float>(params, grads, m, v, p, staged, stream);
+  step_param_dtype<double>(params, grads, m, v, p, staged, stream);
+  step_param_dtype<bf16>(params, grads, m, v, p, staged, stream);
+  step_param_dtype<f16>(params, grads, m, v, p, staged, stream);
 }
 
 }  // namespace
 
 void adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const std::vector<Tensor>& m,
                 const std::vector<Tensor>& v, const ops::AdamWParams& p) {
-  if (params.empty()) return;
-  cudaStream_t stream = stream_for(params[0]);
-  step_param_dtype<float>(params, grads, m, v, p, stream);
-  step_param_dtype<double>(params, grads, m, v, p, stream);
-  step_param_dtype<bf16>(params, grads, m, v, p, stream);
-  step_param_dtype<f16>(params, grads, m, v, p, stream);
+  step_every_dtype(params, grads, m, v, p, nullptr);
+}
+
+size_t adamw_staged_bytes() { return sizeof(StagedCoefficients); }
+
+void adamw_stage(const Tensor& staged, const ops::AdamWParams& p) {
+  cudaStream_t stream = stream_for(staged);
+  refuse_in_capture("AdamW's staging of a step's coefficients", stream,
+                    "the coefficients come from the host at each step: stage them before the replay, outside the graph");
+  const StagedCoefficients host{coefficients<float>(p), coefficients<double>(p)};
+  // From pageable memory: the runtime has taken the bytes when the call returns, so `host` may go.
+  BRIGADE_CUDA_CHECK(cudaMemcpyAsync(staged.raw_data(), &host, sizeof(host), cudaMemcpyHostToDevice, stream));
+}
+
+void adamw_step_staged(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                       const std::vector<Tensor>& m, const std::vector<Tensor>& v, const Tensor& staged) {
+  // The hyperparameters only fill the unused by-value coefficients: every launch reads the staged ones.
+  step_every_dtype(params, grads, m, v, ops::AdamWParams{}, static_cast<const StagedCoefficients*>(staged.raw_data()));
 }
 
 }  // namespace brigade::cuda

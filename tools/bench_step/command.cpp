@@ -8,6 +8,7 @@
 
 #include "bench/environment.h"
 #include "bench/stats.h"
+#include "bench_step/launches.h"
 #include "brigade.h"
 #include "core/atomic_file.h"
 #include "core/format.h"
@@ -25,11 +26,13 @@ namespace {
 struct Options {
   int64_t layers = 2, embd = 64, heads = 4, seq = 24, batch = 32, vocab = 16;
   int64_t steps = 20, warmup = 3, threads = 0;
+  double clip = 0;
   Device device = Device::cpu();
   DType precision = DType::f32;
   std::string attention = "fused";
   ops::MatmulBackend matmul = ops::MatmulBackend::automatic;
   bool cuda_graph = false;
+  bool launch_names = false;
   std::string json_path;
 };
 
@@ -75,10 +78,16 @@ std::vector<cli::Flag<Options>> flags() {
       {"--matmul", "GEMM", cli::matmul_choices() + ": the GEMM behind GPU matmuls (as brigade train's --matmul)",
        [](Options& o, const std::string& v) { o.matmul = cli::matmul_backend_of(v); },
        [](const Options& o) { return cli::matmul_choice_name(o.matmul); }},
-      {"--cuda-graph", "", "replay forward + loss + backward as one CUDA graph (captured after the warm-up; "
-       "AdamW stays eager)",
+      {"--clip", "NORM", "clip the gradients' global norm to NORM, as brigade train --clip does (0: off)",
+       [](Options& o, const std::string& v) { o.clip = cli::parse_number("--clip", v, 0); },
+       [](const Options& o) { return cli::show_number(o.clip); }},
+      {"--cuda-graph", "", "replay the whole step (forward, loss, backward, clipping, AdamW) as one CUDA graph, "
+       "captured after the warm-up",
        [](Options& o, const std::string&) { o.cuda_graph = true; },
        [](const Options& o) { return std::string(o.cuda_graph ? "on" : "off"); }},
+      {"--launch-names", "", "also list the launches per step by kernel or call name (GPU emulator builds count them)",
+       [](Options& o, const std::string&) { o.launch_names = true; },
+       [](const Options& o) { return std::string(o.launch_names ? "on" : "off"); }},
       cli::text_flag("--json", "FILE", "also write the numbers as JSON (atomically)", &Options::json_path),
   };
 }
@@ -142,22 +151,24 @@ int run(const Options& o, std::ostream& out) {
         .to(device);
   };
   const Tensor idx = tokens(), targets = tokens();
-  std::optional<GraphedBackward> graphed;  // set after the warm-up with --cuda-graph
-  const auto step = [&] {
-    if (graphed) {
-      (void)graphed->run();
-    } else {
-      optimizer.zero_grad();
-      Tape tape;
-      const Tensor loss = tape.record([&] { return model.loss(idx, targets); });
-      tape.backward(loss);
-    }
+  optimizer.set_capturable(o.cuda_graph);
+  const auto eager_step = [&] {
+    optimizer.zero_grad();
+    Tape tape;
+    const Tensor loss = tape.record([&] { return model.loss(idx, targets); });
+    tape.backward(loss);
+    if (o.clip > 0) (void)optim::clip_grad_norm_on_device(optimizer.parameters(), o.clip);  // no wait for the norm
     optimizer.step();
+    return loss.detach();
+  };
+  std::optional<optim::CapturedStep> captured;  // set after the warm-up with --cuda-graph
+  const auto step = [&] {
+    (void)(captured ? captured->run() : eager_step());
     if (device.is_cuda()) device_synchronize(device);
   };
   for (int64_t i = 0; i < o.warmup; ++i) step();
   if (o.cuda_graph) {
-    graphed.emplace(model.parameters(), [&] { return model.loss(idx, targets); });
+    captured.emplace(optimizer, eager_step);
     step();  // captures, then replays: one more warm-up step
   }
   const size_t resident = memory_in_use(device, false);  // weights, gradients' absence, optimizer state
@@ -167,6 +178,7 @@ int run(const Options& o, std::ostream& out) {
   // cost the machine, and on a shared machine it barely moves when other processes take turns on
   // the cores — with one thread, the steadier number to compare.
   std::vector<double> ms, cpu_ms;
+  start_counting_launches();
   for (int64_t i = 0; i < o.steps; ++i) {
     const auto start = std::chrono::steady_clock::now();
     const double cpu_start = process_cpu_ms();
@@ -177,13 +189,16 @@ int run(const Options& o, std::ostream& out) {
   const bench::Summary s = bench::summarize(ms), cpu = bench::summarize(cpu_ms);
   const double tokens_per_s = double(o.batch * o.seq) / (s.median / 1e3);
   const size_t peak = memory_in_use(device, true);
+  const std::optional<StepLaunches> launches =
+      launches_counted() ? std::optional(launches_per_step(o.steps)) : std::nullopt;
 
   out << "model: GPT, " << o.layers << " layers, " << o.embd << " wide, " << o.heads << " heads, vocab " << o.vocab
       << ", " << model.parameter_count() << " parameters; " << o.attention << " attention"
       << (o.matmul != ops::MatmulBackend::automatic ? ", matmul " + cli::matmul_choice_name(o.matmul) : std::string())
-      << (graphed ? "; forward + backward as one CUDA graph of " + std::to_string(graphed->graph().operations()) +
-                        " operations"
-                  : std::string()) << "\n";
+      << (o.clip > 0 ? "; gradients clipped to norm " + cli::show_number(o.clip) : std::string())
+      << (captured ? "; the whole step as one CUDA graph of " + std::to_string(captured->graph().operations()) +
+                         " operations"
+                   : std::string()) << "\n";
   out << "step: " << o.batch << " x " << o.seq << " tokens on " << device.str() << ", " << dtype_name(o.precision)
       << (device.is_cpu() ? ", " + std::to_string(num_threads()) + " threads" : "") << "\n";
   out << "step time: median " << format_fixed(s.median, 3) << " ms (min " << format_fixed(s.min, 3) << ", max "
@@ -192,6 +207,11 @@ int run(const Options& o, std::ostream& out) {
   out << "tokens/s: " << format_fixed(tokens_per_s, 0) << "\n";
   out << "peak memory: " << format_fixed(double(peak) / (1 << 20), 2) << " MiB held by tensors ("
       << format_fixed(double(resident) / (1 << 20), 2) << " MiB between steps)\n";
+  if (launches) {
+    out << launches_line(*launches) << "\n";
+    if (o.launch_names)
+      for (const auto& [name, count] : launches->by_name) out << "  " << format_fixed(count, 1) << "  " << name << "\n";
+  }
   if (!o.json_path.empty()) {
     std::string j = "{\n";
     j += "  \"benchmark\": \"brigade bench step\",\n";
@@ -201,12 +221,14 @@ int run(const Options& o, std::ostream& out) {
          ", \"batch\": " + std::to_string(o.batch) + ", \"vocab\": " + std::to_string(o.vocab) +
          ", \"device\": " + json_string(device.str()) + ", \"precision\": " + json_string(dtype_name(o.precision)) +
          ", \"attention\": " + json_string(o.attention) + ", \"matmul\": " + json_string(cli::matmul_choice_name(o.matmul)) +
-         ", \"cuda_graph\": " + std::string(o.cuda_graph ? "true" : "false") + ", \"threads\": " + std::to_string(num_threads()) + "},\n";
+         ", \"cuda_graph\": " + std::string(o.cuda_graph ? "true" : "false") + ", \"clip\": " + json_number(o.clip) + ", \"threads\": " + std::to_string(num_threads()) + "},\n";
     j += "  \"parameters\": " + std::to_string(model.parameter_count()) + ",\n";
+    if (captured) j += "  \"graph_operations\": " + std::to_string(captured->graph().operations()) + ",\n";
     j += "  \"step_ms\": {\"median\": " + json_number(s.median) + ", \"min\": " + json_number(s.min) +
          ", \"max\": " + json_number(s.max) + ", \"steps\": " + std::to_string(s.count) + "},\n";
     j += "  \"cpu_ms\": {\"median\": " + json_number(cpu.median) + ", \"min\": " + json_number(cpu.min) + "},\n";
     j += "  \"tokens_per_s\": " + json_number(tokens_per_s) + ",\n";
+    if (launches) j += "  \"launches_per_step\": " + launches_json(*launches) + ",\n";
     j += "  \"peak_bytes\": " + std::to_string(peak) + ",\n";
     j += "  \"resident_bytes\": " + std::to_string(resident) + "\n}\n";
     write_file_atomically(o.json_path, j, "--json");
