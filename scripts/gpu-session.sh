@@ -433,7 +433,7 @@ stage_step() {
     --seq 1024 --batch 8 --vocab 50304 --steps 10 --warmup 3 --matmul tuned --json "$OUT/step-tuned-12x768.json" \
     >"$OUT/step-tuned-12x768.log" 2>&1
   note "step-tuned-12x768: exit $? ($(grep -E '^step time' "$OUT/step-tuned-12x768.log"))"
-  # The same step with forward + backward replayed as one CUDA graph, beside eager, on GPT-2 and on a
+  # The same step (forward, backward, clipping and AdamW) replayed as one CUDA graph, beside eager, on GPT-2 and on a
   # small model (where launch overhead is a larger share); JSON per run.
   local model graph name
   for model in "--layers 12 --embd 768 --heads 12 --seq 1024 --batch 8 --vocab 50304" \
