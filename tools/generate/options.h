@@ -12,7 +12,7 @@ namespace brigade::generate_cli {
 
 struct GenerateOptions {
   std::string checkpoint;       // a `brigade train --data` checkpoint or Hugging Face GPT-2 (a file, or shards + index)
-  std::string tokenizer;        // a tokenizer directory (needed for Hugging Face files; wins over the checkpoint's)
+  std::string tokenizer;        // a tokenizer directory (needed for Hugging Face files; wins over the checkpoint's and the model directory's)
   std::string prompt;           // the text to continue ("": start a new document with <|endoftext|>)
   int64_t tokens = 100;         // new tokens
   double temperature = 0.8;     // 0: greedy

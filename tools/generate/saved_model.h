@@ -7,7 +7,8 @@
 //     and merges.txt, "tokenizer.vocab_json" and "tokenizer.merges_txt"), so it is all generation
 //     needs;
 //   - GPT-2 weights in the Hugging Face layout (nn/gpt2_hf.h), one file or sharded, whose tokenizer
-//     is a separate download (vocab.json + merges.txt) that --tokenizer names.
+//     is read from the model's directory (tokenizer.json, or vocab.json + merges.txt:
+//     text/tokenizer_files.h) when it has one there, else from the directory --tokenizer names.
 //
 // Reading is in two parts, so that a pipeline rank holds and reads only its own layers: the
 // description (sizes, vocabulary, tokenizer) from headers, indexes and metadata alone, then the
