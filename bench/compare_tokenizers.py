@@ -9,7 +9,7 @@ trains a small byte-level BPE with the library on the text files (default: docs/
 README.md), adds special tokens, saves it as tokenizer.json, and encodes every text with both the
 library and `brigade tokenizer encode --file` — the files whole, their paragraphs one by one, and a set
 of awkward Unicode strings — with special tokens read as tokens (--special) and as text. The
-LLaMA 3 one also sets ignore_merges, as Meta's file does. Then the other way: `brigade data prepare`
+LLaMA 3 one also sets ignore_merges, as Meta's file does, and the Qwen2 one the NFC normalizer. Then the other way: `brigade data prepare`
 writes its copy of each tokenizer (a tokenizer.json of brigade's), which the library loads and
 encodes the same texts with. Prints the texts compared and the mismatches, with the first of them.
 """
@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
 PATTERNS = {
     "gpt2": None,  # ByteLevel with use_regex
@@ -40,6 +40,11 @@ UNICODE = [
     "\r\n\r\nwindows\r\nlines  \n\n  \n\tindented\n",
     "emoji \U0001f600\U0001f44d\U0001f3fd family \U0001f468\u200d\U0001f469\u200d\U0001f467 flags \U0001f1ef\U0001f1f5",
     "numbers 1234567890 \u00bd\u00b2\u2163 1,234.56 3rd 0x1F",
+    # For NFC: letters followed by marks out of canonical order, singletons, exclusions, Hangul jamo.
+    "".join(chr(c) + "\u0301\u0323" for c in range(0x41, 0x7B)),
+    "".join(chr(c) + "\u0307\u0323 " for c in range(0xC0, 0x250)),
+    "".join(chr(c) + "\u0342\u0345" for c in range(0x1F00, 0x2000)),
+    "\u212b\u2126\u0958\u095f\u1100\u1161\u11a8 \u1100\u1161 \uac00\u11a8 \u0b47\u0b3e e\u0305\u0301 \u1e9b\u0323",
     "<|begin_of_text|>Hi<|eot_id|><|endoftext|> <|im_start|>user\n<|im_end|>",
     "   leading spaces and trailing   ",
     "code: for (int i = 0; i < n; ++i) { x[i] += y[i]; }\n\treturn 0;\n}\n",
@@ -55,6 +60,8 @@ def make_tokenizer(kind, corpus_files, vocab):
     else:
         tok.pre_tokenizer = pre_tokenizers.Sequence(
             [pre_tokenizers.Split(Regex(PATTERNS[kind]), behavior="isolated", invert=False), byte_level])
+    if kind == "qwen2":
+        tok.normalizer = normalizers.NFC()  # as Qwen2's own file has it
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                   special_tokens=SPECIALS, show_progress=False)

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "text/byte_alphabet.h"
+#include "text/nfc.h"
 #include "text/pretokenize.h"
 #include "text/tokenizer.h"
 #include "text/tokenizer_files.h"
@@ -101,6 +102,25 @@ TEST_CASE("pre-tokenisers: the regexes named by their exact text; any bytes cove
       REQUIRE(joined == text);
     }
   }
+}
+
+// ---- NFC -----------------------------------------------------------------------------------------
+
+TEST_CASE("NFC: decomposition, canonical order, composition and blocking, worked by hand", "[text]") {
+  REQUIRE(nfc("plain ASCII") == "plain ASCII");
+  REQUIRE(nfc("cafe\u0301") == "caf\u00E9");                       // e + acute -> é
+  REQUIRE(nfc("\u212B \u2126") == "\u00C5 \u03A9");               // singletons: Angstrom -> Å, Ohm -> Ω
+  REQUIRE(nfc("a\u0302\u0323") == "\u1EAD");                       // dot below (220) before circumflex (230)
+  REQUIRE(nfc("\u1E9B\u0323") == "\u1E9B\u0323");                 // long s: 017F 0323 0307 -> 1E9B 0323
+  REQUIRE(nfc("\u1100\u1161\u11A8\u0301") == "\uAC01\u0301");   // Hangul L V T by arithmetic
+  REQUIRE(nfc("\u0958") == "\u0915\u093C");                        // excluded from composition
+  REQUIRE(nfc("\u0B47\u0B3E") == "\u0B4B");                        // two starters compose
+  REQUIRE(nfc("\u00C5\u0301") == "\u01FA");                        // recomposed through A + ring
+  REQUIRE(nfc("a\u0301\u0301") == "\u00E1\u0301");                // no composite for the second
+  REQUIRE(nfc("e\u0305\u0301") == "e\u0305\u0301");               // blocked by a mark of the same class
+  REQUIRE(nfc(std::string("e\xFF\u0301", 4)) == std::string("e\xFF\u0301", 4));  // a bad byte blocks
+  REQUIRE(combining_class(0x301) == 230);
+  REQUIRE(combining_class('a') == 0);
 }
 
 // ---- a tiny tokenizer.json -----------------------------------------------------------------------
@@ -200,9 +220,19 @@ TEST_CASE("tokenizer.json: a tiny one, its encodings worked out by hand", "[text
   REQUIRE(parse_tokenizer_json(tiny.text()).encode("hello wor") == std::vector<TokenId>{259, 261});
   REQUIRE(parse_tokenizer_json(tiny.text()).encode("hello world") == t.encode("hello world"));
 
-  // Qwen2's pattern: the same merges, digits one by one.
+  // Qwen2's pattern and NFC normaliser: "he\u0301llo" is "h" "é" "llo" whichever way é is spelled;
+  // the added tokens are found before normalising.
   tiny.pattern = std::string(split_pattern_regex(SplitPattern::qwen2));
-  REQUIRE(parse_tokenizer_json(tiny.text()).split_pattern() == SplitPattern::qwen2);
+  tiny.normalizer = R"({"type": "NFC"})";
+  const Tokenizer qwen = parse_tokenizer_json(tiny.text());
+  REQUIRE(qwen.split_pattern() == SplitPattern::qwen2);
+  REQUIRE(qwen.nfc());
+  const std::vector<TokenId> composed = cat({{'h'}, bytes_of("\u00E9"), {257, 'o'}});  // ll (1)
+  REQUIRE(qwen.encode("h\u00E9llo") == composed);
+  REQUIRE(qwen.encode("he\u0301llo") == composed);
+  REQUIRE(t.encode("he\u0301llo") == cat({{256}, bytes_of("\u0301"), {257, 'o'}}));  // he (0), ll (1)
+  REQUIRE(qwen.encode("<|eot|>e\u0301", SpecialText::as_token) == cat({{263}, bytes_of("\u00E9")}));
+  REQUIRE(qwen.decode(qwen.encode("e\u0301 2024")) == "\u00E9 2024");
 
   // Any bytes, invalid UTF-8 included, decode to themselves.
   std::mt19937 rng(5);
@@ -235,6 +265,9 @@ TEST_CASE("tokenizer.json: written and read back; saved beside or instead of GPT
   REQUIRE(load_tokenizer(dir.file("tok")).split_pattern() == SplitPattern::gpt2);
   REQUIRE(save_tokenizer(t, dir.file("tok")) == "tokenizer.json");
   REQUIRE(!std::filesystem::exists(dir.file("tok/vocab.json")));
+
+  tiny.normalizer = R"({"type": "NFC"})";
+  REQUIRE(parse_tokenizer_json(tokenizer_json(parse_tokenizer_json(tiny.text()))).nfc());
 
   std::map<std::string, std::string> meta;
   add_tokenizer_metadata(t, meta);
@@ -286,8 +319,8 @@ TEST_CASE("tokenizer.json: what brigade does not implement is refused, naming th
   tiny.more_merges.push_back({"q", "zz"});
   REQUIRE_THAT(refusal(tiny.text()), Contains("merge 5: the merge \"q\" \"zz\" joins \"zz\", which is not in"));
   tiny = {};
-  tiny.normalizer = R"({"type": "NFC"})";
-  REQUIRE_THAT(refusal(tiny.text()), Contains(file + "normalizer is NFC: brigade implements no normalizer"));
+  tiny.normalizer = R"({"type": "NFKC"})";
+  REQUIRE_THAT(refusal(tiny.text()), Contains(file + "normalizer is NFKC: brigade implements only NFC"));
   tiny = {};
   tiny.added = R"({"id": 270, "content": "<|far|>", "special": true})";
   REQUIRE_THAT(refusal(tiny.text()), Contains(file + "model.vocab and added_tokens have no token with id 262"));

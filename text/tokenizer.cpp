@@ -7,6 +7,7 @@
 #include "core/json.h"
 #include "core/utf8.h"
 #include "text/byte_alphabet.h"
+#include "text/nfc.h"
 #include "text/pretokenize.h"
 
 namespace brigade::text {
@@ -34,6 +35,7 @@ Tokenizer::Tokenizer(std::vector<std::string> tokens, const std::vector<std::pai
     : tokens_(std::move(tokens)),
       split_(rules.split),
       ignore_merges_(rules.ignore_merges),
+      nfc_(rules.nfc),
       cache_(std::make_shared<PieceCache>()) {
   BRIGADE_CHECK(tokens_.size() <= size_t(std::numeric_limits<TokenId>::max()), origin.who, ": ", origin.vocab,
                 " has ", tokens_.size(), " tokens, more than token ids can number");
@@ -142,7 +144,10 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, SpecialText specia
   // The text between added tokens is encoded on its own: an added token also ends a piece.
   for (size_t start = 0;;) {
     const AddedTokenMatcher::Match m = added_.find(text, start, with_special);
-    encode_ordinary(text.substr(start, m.at == std::string_view::npos ? std::string_view::npos : m.at - start), out);
+    const std::string_view between =
+        text.substr(start, m.at == std::string_view::npos ? std::string_view::npos : m.at - start);
+    if (nfc_) encode_ordinary(text::nfc(between), out);
+    else encode_ordinary(between, out);
     if (m.at == std::string_view::npos) break;
     out.push_back(m.id);
     start = m.at + m.length;
@@ -151,7 +156,7 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, SpecialText specia
 }
 
 bool Tokenizer::is_gpt2_style() const {
-  if (split_ != SplitPattern::gpt2 || ignore_merges_) return false;
+  if (split_ != SplitPattern::gpt2 || ignore_merges_ || nfc_) return false;
   for (const AddedToken& t : added_.tokens())
     if (t.content != kEndOfText || !t.special) return false;
   return true;

@@ -5,7 +5,8 @@
 // piece starts from its bytes and repeatedly applies the merge of lowest rank among the adjacent
 // pairs, at every place it occurs, left to right, until no adjacent pair has a merge
 // (text/merge_table.h); the tokens left are its ids. Because the alphabet is the bytes, any input encodes —
-// invalid UTF-8 included — and decode() gives back exactly the bytes that were encoded.
+// invalid UTF-8 included — and decode() gives back exactly the bytes that were encoded (the text as
+// normalised, for a tokenizer that normalises: TokenizerRules::nfc).
 //
 // Tokens are named by their text in GPT-2's byte alphabet (text/byte_alphabet.h): the token " the"
 // is "Ġthe". That is how vocab.json and merges.txt spell them (text/tokenizer_files.h), and what
@@ -14,7 +15,7 @@
 // TokenizerRules carry what Hugging Face's tokenizer.json adds to a vocabulary and merges
 // (text/tokenizer_json.h): which pre-tokeniser cuts the text (GPT-2's, LLaMA 3's or Qwen2's,
 // text/pretokenize.h), the added tokens found in the text before it is cut (text/added_tokens.h),
-// and LLaMA 3's ignore_merges.
+// LLaMA 3's ignore_merges and Qwen2's NFC normalisation.
 #pragma once
 
 #include <array>
@@ -58,6 +59,9 @@ struct TokenizerRules {
   // A piece that is itself a token of the vocabulary becomes that token, merges or not (LLaMA 3's
   // tokenizer.json sets this; it can differ from what the merges would make).
   bool ignore_merges = false;
+  // The text between added tokens is put in Unicode NFC before it is cut (text/nfc.h; Qwen2's
+  // tokenizer.json asks for it). decode() then gives back the normalised text.
+  bool nfc = false;
 };
 
 // Where a vocabulary and merges came from, so that errors can name the file and line.
@@ -107,8 +111,9 @@ class Tokenizer {
   // The added tokens, "<|endoftext|>" included when the vocabulary has it.
   const std::vector<AddedToken>& added_tokens() const { return added_.tokens(); }
   bool ignore_merges() const { return ignore_merges_; }
+  bool nfc() const { return nfc_; }
   // True when vocab.json and merges.txt say all there is to say about this tokenizer: GPT-2's
-  // pre-tokeniser, no added token but "<|endoftext|>", no ignore_merges.
+  // pre-tokeniser, no added token but "<|endoftext|>", no ignore_merges, no NFC.
   bool is_gpt2_style() const;
 
  private:
@@ -126,6 +131,7 @@ class Tokenizer {
   SplitPattern split_ = SplitPattern::gpt2;
   AddedTokenMatcher added_;
   bool ignore_merges_ = false;
+  bool nfc_ = false;
   // Pieces repeat (" the", " of", ...): their ids are kept, so each is merged once. Shared by copies
   // of this Tokenizer, which have the same merges; guarded by a mutex, so encode() stays const and
   // thread-safe.

@@ -105,7 +105,8 @@ Tokenizer load_tokenizer(const std::string& dir) {
   if (std::filesystem::exists(d / "tokenizer.json")) return load_tokenizer_json(d / "tokenizer.json");
   if (std::filesystem::exists(d / "vocab.json")) return load_tokenizer(d / "vocab.json", d / "merges.txt");
   if (std::filesystem::exists(d / "encoder.json")) return load_tokenizer(d / "encoder.json", d / "vocab.bpe");
-  fail(kWho, ": ", quoted_path(dir), " holds no tokenizer.json, nor vocab.json and merges.txt, nor GPT-2's encoder.json and vocab.bpe");
+  fail(kWho, ": ", quoted_path(dir),
+       " holds no tokenizer.json, nor vocab.json and merges.txt, nor GPT-2's encoder.json and vocab.bpe");
 }
 
 std::string vocab_json(const Tokenizer& tokenizer) {

@@ -49,7 +49,9 @@ struct Reader {
       refuse(part, "must be a token id (a whole number from 0)");
     return int64_t(v->magnitude);
   }
-  std::string type(const Json& v, const std::string& part) const { return string(member(object(&v, part), "type"), part + ".type"); }
+  std::string type(const Json& v, const std::string& part) const {
+    return string(member(object(&v, part), "type"), part + ".type");
+  }
 };
 
 void read_model(const Reader& r, const Json& root, std::map<int64_t, std::string>& tokens,
@@ -57,7 +59,8 @@ void read_model(const Reader& r, const Json& root, std::map<int64_t, std::string
   const Json& model = r.object(Reader::member(root, "model"), "model");
   const std::string type = r.string(Reader::member(model, "type"), "model.type");
   if (type != "BPE")
-    r.refuse("model.type", "is \"", type, "\": only byte-level BPE models (\"BPE\") are read, not Unigram, WordPiece or WordLevel");
+    r.refuse("model.type", "is \"", type,
+             "\": only byte-level BPE models (\"BPE\") are read, not Unigram, WordPiece or WordLevel");
   if (!Reader::is_null(Reader::member(model, "dropout")))
     r.refuse("model.dropout", "is set: BPE with dropout encodes at random; brigade reads it only without");
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
@@ -72,7 +75,8 @@ void read_model(const Reader& r, const Json& root, std::map<int64_t, std::string
   for (const auto& [text, id] : r.object(Reader::member(model, "vocab"), "model.vocab").members) {
     const int64_t i = r.id(&id, "model.vocab: the token " + json_string(text) + "'s id");
     const auto [it, inserted] = tokens.emplace(i, text);
-    if (!inserted) r.refuse("model.vocab:", "the tokens ", json_string(it->second), " and ", json_string(text), " both have id ", i);
+    if (!inserted)
+      r.refuse("model.vocab:", "the tokens ", json_string(it->second), " and ", json_string(text), " both have id ", i);
   }
 
   const Json* list = Reader::member(model, "merges");
@@ -167,15 +171,20 @@ Tokenizer parse_tokenizer_json(std::string_view text, const std::string& name) {
   limits.object_root = true;
   const Json root = parse_json(text, limits);
 
-  if (const Json* normalizer = Reader::member(root, "normalizer"); !Reader::is_null(normalizer))
-    r.refuse("normalizer", "is ", r.type(*normalizer, "normalizer"),
-             ": brigade implements no normalizer, and encoding without it would give other ids");
-  if (const Json* decoder = Reader::member(root, "decoder"); Reader::is_null(decoder) || r.type(*decoder, "decoder") != "ByteLevel")
+  TokenizerRules rules;
+  if (const Json* normalizer = Reader::member(root, "normalizer"); !Reader::is_null(normalizer)) {
+    const std::string type = r.type(*normalizer, "normalizer");
+    if (type != "NFC")
+      r.refuse("normalizer", "is ", type, ": brigade implements only NFC, and encoding without the normalizer would ",
+               "give other ids");
+    rules.nfc = true;
+  }
+  const Json* decoder = Reader::member(root, "decoder");
+  if (Reader::is_null(decoder) || r.type(*decoder, "decoder") != "ByteLevel")
     r.refuse("decoder", "must be ByteLevel (a byte-level BPE's)");
 
   std::map<int64_t, std::string> by_id;
   std::vector<std::pair<std::string, std::string>> merges;
-  TokenizerRules rules;
   read_model(r, root, by_id, merges, rules);
   read_added_tokens(r, root, by_id, rules);
   rules.split = read_pre_tokenizer(r, root);
@@ -209,7 +218,7 @@ std::string tokenizer_json(const Tokenizer& t) {
            json_string(a.content) + R"(, "single_word": false, "lstrip": false, "rstrip": false, "normalized": )" +
            (a.special ? "false" : "true") + ", \"special\": " + (a.special ? "true}" : "false}");
   }
-  out += "\n  ],\n  \"normalizer\": null,\n  \"pre_tokenizer\": ";
+  out += std::string("\n  ],\n  \"normalizer\": ") + (t.nfc() ? R"({"type": "NFC"})" : "null") + ",\n  \"pre_tokenizer\": ";
   if (t.split_pattern() == SplitPattern::gpt2) {
     out += byte_level(true);
   } else {
@@ -226,7 +235,8 @@ std::string tokenizer_json(const Tokenizer& t) {
   out += "\n    },\n    \"merges\": [";
   for (size_t i = 0; i < t.merges().size(); ++i) {
     const Tokenizer::Merge& m = t.merges()[i];
-    out += std::string(i ? ",\n" : "\n") + "      [" + json_string(t.token(m.left)) + ", " + json_string(t.token(m.right)) + "]";
+    out += std::string(i ? ",\n" : "\n") + "      [" + json_string(t.token(m.left)) + ", " +
+           json_string(t.token(m.right)) + "]";
   }
   return out + "\n    ]\n  }\n}\n";
 }

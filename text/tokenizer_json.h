@@ -15,8 +15,8 @@
 //                  of the patterns text/pretokenize.h implements (recognised by the regex's exact
 //                  text, behavior "Isolated", not inverted) and a ByteLevel with use_regex false —
 //                  as LLaMA 3 and Qwen2 write it. add_prefix_space must be false.
-//   normalizer     must be null: brigade implements none (Qwen2's NFC included), and encoding
-//                  without one would give other ids than the model was trained on.
+//   normalizer     null, or NFC (Qwen2's: text/nfc.h); any other is refused, since encoding without
+//                  it would give other ids than the model was trained on.
 //   decoder        must be ByteLevel.
 //   post_processor not applied: encode() never adds a template's tokens (LLaMA 3's leading
 //                  <|begin_of_text|>); callers that want one add it.

@@ -75,7 +75,8 @@ SavedModelInfo read_saved_model_info(const std::string& path, const std::string&
   } else if (info.kind == SavedModelInfo::Kind::hugging_face) {
     // A Hugging Face model directory holds its tokenizer beside config.json (tokenizer.json, or
     // GPT-2's vocab.json and merges.txt).
-    std::filesystem::path model_dir = std::filesystem::is_directory(path, ec) ? std::filesystem::path(path) : std::filesystem::path(path).parent_path();
+    const std::filesystem::path p(path);
+    std::filesystem::path model_dir = std::filesystem::is_directory(p, ec) ? p : p.parent_path();
     if (model_dir.empty()) model_dir = ".";
     if (text::has_tokenizer(model_dir.string())) info.tokenizer = text::load_tokenizer(model_dir.string());
   }
