@@ -20,6 +20,8 @@ no Python. Hangul syllables are not in the tables: they decompose and compose by
 import sys
 import unicodedata
 
+from gen_unicode_classes import table
+
 HANGUL_FIRST, HANGUL_LAST = 0xAC00, 0xD7A3
 
 
@@ -28,22 +30,6 @@ def canonical_mapping(cp):
     if not d or d.startswith("<"):
         return None
     return [int(x, 16) for x in d.split()]
-
-
-def rows_table(row_type, name, rows, width=110):
-    lines = [f"const {row_type} {name}[] = {{"]
-    line = " "
-    for row in rows:
-        item = " {" + ", ".join(f"0x{v:X}" if i < len(row) - 1 or row_type != "CombiningClassRange" else str(v)
-                                for i, v in enumerate(row)) + "},"
-        if len(line) + len(item) > width:
-            lines.append(line)
-            line = " "
-        line += item
-    lines.append(line)
-    lines.append("};")
-    lines.append(f"const size_t {name}Count = {len(rows)};")
-    return "\n".join(lines)
 
 
 def main():
@@ -56,6 +42,7 @@ def main():
             classes[-1][1] = cp
         else:
             classes.append([cp, cp, c])
+    classes = [[first, last, str(c)] for first, last, c in classes]
     decompositions, compositions = [], []
     for cp in range(0x110000):
         if HANGUL_FIRST <= cp <= HANGUL_LAST:
@@ -76,11 +63,11 @@ def main():
 
 namespace brigade::text {{
 
-{rows_table("CombiningClassRange", "kCombiningClassRanges", classes)}
+{table("kCombiningClassRanges", classes, "CombiningClassRange")}
 
-{rows_table("Decomposition", "kDecompositions", decompositions)}
+{table("kDecompositions", decompositions, "Decomposition")}
 
-{rows_table("Composition", "kCompositions", compositions)}
+{table("kCompositions", compositions, "Composition")}
 
 }}  // namespace brigade::text
 """)
