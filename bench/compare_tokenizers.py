@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """brigade's tokenizer.json encodings checked against Hugging Face's `tokenizers` library.
 
-    bench/compare_tokenizers.py [--brigade build/tools/brigade] [--vocab 3000] [TEXT FILES...]
+    bench/compare_tokenizers.py [--brigade build/tools/brigade] [--vocab 3000] [--whole] [TEXT FILES...]
 
 Run once by hand, never in CI (it needs `pip install tokenizers`, which CI does not have). For each
 pre-tokenizer brigade implements (GPT-2's ByteLevel, LLaMA 3's and Qwen2's Split + ByteLevel) it
@@ -9,9 +9,11 @@ trains a small byte-level BPE with the library on the text files (default: docs/
 README.md), adds special tokens, saves it as tokenizer.json, and encodes every text with both the
 library and `brigade tokenizer encode --file` — the files whole, their paragraphs one by one, and a set
 of awkward Unicode strings — with special tokens read as tokens (--special) and as text. The
-LLaMA 3 one also sets ignore_merges, as Meta's file does, and the Qwen2 one the NFC normalizer. Then the other way: `brigade data prepare`
-writes its copy of each tokenizer (a tokenizer.json of brigade's), which the library loads and
-encodes the same texts with. Prints the texts compared and the mismatches, with the first of them.
+LLaMA 3 one also sets ignore_merges, as Meta's file does, and the Qwen2 one the NFC normalizer.
+Then the other way: `brigade data prepare` writes its copy of each tokenizer (a tokenizer.json of
+brigade's), which the library loads and encodes the same texts with. Prints the texts compared and
+the mismatches, with the first of them. --whole compares the files whole only (no paragraphs, no
+extra strings): for many files, e.g. all of the sources.
 """
 import argparse
 import glob
@@ -92,6 +94,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--brigade", default="build-cpu/tools/brigade")
     parser.add_argument("--vocab", type=int, default=3000)
+    parser.add_argument("--whole", action="store_true", help="the files whole only")
     parser.add_argument("files", nargs="*")
     a = parser.parse_args()
     files = a.files or sorted(glob.glob("docs/*.md")) + ["README.md"]
@@ -101,8 +104,10 @@ def main():
         with open(f, encoding="utf-8", newline="") as fh:
             whole = fh.read()
         texts.append(whole)
-        texts += [para for para in whole.split("\n\n") if para.strip()]
-    texts += UNICODE
+        if not a.whole:
+            texts += [para for para in whole.split("\n\n") if para.strip()]
+    if not a.whole:
+        texts += UNICODE
 
     total = mismatches = 0
     with tempfile.TemporaryDirectory() as work:
