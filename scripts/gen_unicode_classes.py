@@ -41,11 +41,12 @@ def category(cp):
     return unicodedata.category(chr(cp))
 
 
-def table(name, rows):
-    lines = [f"const CodePointRange {name}[] = {{"]
+def table(name, rows, row_type="CodePointRange"):
+    """A C++ array of `row_type` named `name`: numbers in hex, strings as they are."""
+    lines = [f"const {row_type} {name}[] = {{"]
     line = " "
-    for first, last in rows:
-        item = f" {{0x{first:X}, 0x{last:X}}},"
+    for row in rows:
+        item = " {" + ", ".join(v if isinstance(v, str) else f"0x{v:X}" for v in row) + "},"
         if len(line) + len(item) > 110:
             lines.append(line)
             line = " "

@@ -238,7 +238,7 @@ TEST_CASE("tokenizer files: bad ones are refused, naming the file and line", "[t
 
   std::filesystem::remove(vocab);
   REQUIRE_THROWS_WITH(load_tokenizer(dir.path.string()),
-                      Contains("holds neither vocab.json and merges.txt nor GPT-2's encoder.json and vocab.bpe"));
+                      Contains("holds no tokenizer.json, nor vocab.json and merges.txt, nor GPT-2's encoder.json and vocab.bpe"));
   REQUIRE_THROWS_WITH(load_tokenizer(vocab, merges), Contains("cannot open '" + vocab + "': No such file"));
 }
 
@@ -296,7 +296,7 @@ TEST_CASE("tokenizer command: train, encode and decode through the CLI's own cod
   REQUIRE_THAT(bad_id.err, Catch::Contains("brigade tokenizer decode: error: Tokenizer: no token has id 400"));
   const Run missing = run_tokenizer({"encode", "--tokenizer", dir.file("nowhere"), "x"});
   REQUIRE(missing.status == 1);
-  REQUIRE_THAT(missing.err, Catch::Contains("holds neither vocab.json"));
+  REQUIRE_THAT(missing.err, Catch::Contains("holds no tokenizer.json, nor vocab.json"));
   const Run no_corpus = run_tokenizer({"train", "--vocab", "300", "--out", out_dir, dir.file("nothing.txt")});
   REQUIRE(no_corpus.status == 1);
   REQUIRE_THAT(no_corpus.err, Catch::Contains("cannot open '" + dir.file("nothing.txt") + "': No such file"));

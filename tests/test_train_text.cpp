@@ -24,7 +24,9 @@
 #include "generate/command.h"
 #include "generate/options.h"
 #include "nn/gpt_presets.h"
+#include "text/byte_alphabet.h"
 #include "text/tokenizer_files.h"
+#include "text/tokenizer_json.h"
 #include "text/train.h"
 #include "tokenizer/command.h"
 #include "train/command.h"
@@ -422,6 +424,54 @@ TEST_CASE("language modelling end to end: data prepare, train --data, then gener
   std::ostringstream o2, e2;
   REQUIRE(generate_cli::generate_command(hf, o2, e2) == 1);
   REQUIRE_THAT(e2.str(), Catch::Contains("carries no tokenizer"));
+  // With the tokenizer beside the weights, as a Hugging Face model directory has it (here as a
+  // tokenizer.json), no --tokenizer is needed.
+  std::ofstream(work.file("hf/tokenizer.json")) << text::tokenizer_json(tokenizer);
+  std::ostringstream o3, e3;
+  REQUIRE(generate_cli::generate_command(hf, o3, e3) == 0);
+  REQUIRE(o3.str().substr(0, o3.str().find("\n--- ")) == cached);
+}
+
+TEST_CASE("data prepare: a tokenizer.json directory (LLaMA 3's pattern, special tokens) encodes the files with it "
+          "and is copied as tokenizer.json", "[train_text]") {
+  TempDir work("brigade_test_prepare_json");
+  std::vector<std::string> tokens;
+  for (int b = 0; b < 256; ++b) tokens.push_back(text::bytes_to_symbols(std::string(1, char(b))));
+  tokens.push_back("\u0120the");  // Ġthe
+  tokens.push_back("<|begin_of_text|>");
+  text::TokenizerRules rules;
+  rules.split = text::SplitPattern::llama3;
+  rules.ignore_merges = true;  // " the" is a token no merge makes
+  rules.added = {{257, "<|begin_of_text|>", true}};
+  const text::Tokenizer tokenizer(tokens, {}, {}, rules);
+  std::filesystem::create_directories(work.file("hf"));
+  std::ofstream(work.file("hf/tokenizer.json")) << text::tokenizer_json(tokenizer);
+  const std::vector<std::string> docs = {"In the year 12345 THEY'LL see the\n\n<|begin_of_text|>sea.",
+                                         "the \xFF bytes"};
+  std::vector<std::string> files;
+  std::vector<uint32_t> expected;
+  for (size_t d = 0; d < docs.size(); ++d) {
+    files.push_back(work.file("doc" + std::to_string(d) + ".txt"));
+    std::ofstream(files.back(), std::ios::binary) << docs[d];
+    // No <|endoftext|> in this vocabulary: documents follow each other; special text stays text.
+    for (const text::TokenId id : tokenizer.encode(docs[d])) expected.push_back(uint32_t(id));
+  }
+  // " the", a whole piece twice (not "the" at the start of the second file), is one token (256).
+  REQUIRE(std::count(expected.begin(), expected.end(), 256u) == 2);
+  std::vector<std::string> args = {"prepare", "--tokenizer", work.file("hf"), "--out", work.file("data"),
+                                   "--val-fraction", "0"};
+  args.insert(args.end(), files.begin(), files.end());
+  std::ostringstream out, err;
+  REQUIRE(data_cli::data_command(args, out, err) == 0);
+  INFO(out.str() << err.str());
+  REQUIRE_THAT(out.str(), Catch::Contains("wrote " + work.file("data/tokenizer") + "/ (tokenizer.json)"));
+  const data::TokenShard shard(work.file("data/train_000000.bin"));
+  std::vector<uint32_t> got;
+  for (int64_t i = 0; i < shard.size(); ++i) got.push_back(shard[i]);
+  REQUIRE(got == expected);
+  const text::Tokenizer copied = text::load_tokenizer(work.file("data/tokenizer"));
+  REQUIRE(copied.split_pattern() == text::SplitPattern::llama3);
+  REQUIRE(copied.encode("<|begin_of_text|>", text::SpecialText::as_token) == std::vector<text::TokenId>{257});
 }
 
 TEST_CASE("the shipped corpus: the README's commands, CI-sized, on docs/*.md give a falling validation loss (GPT-2 "

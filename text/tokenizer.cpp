@@ -7,6 +7,7 @@
 #include "core/json.h"
 #include "core/utf8.h"
 #include "text/byte_alphabet.h"
+#include "text/nfc.h"
 #include "text/pretokenize.h"
 
 namespace brigade::text {
@@ -30,8 +31,12 @@ struct Tokenizer::PieceCache {
 };
 
 Tokenizer::Tokenizer(std::vector<std::string> tokens, const std::vector<std::pair<std::string, std::string>>& merges,
-                     const TokenizerOrigin& origin)
-    : tokens_(std::move(tokens)), cache_(std::make_shared<PieceCache>()) {
+                     const TokenizerOrigin& origin, TokenizerRules rules)
+    : tokens_(std::move(tokens)),
+      split_(rules.split),
+      ignore_merges_(rules.ignore_merges),
+      nfc_(rules.nfc),
+      cache_(std::make_shared<PieceCache>()) {
   BRIGADE_CHECK(tokens_.size() <= size_t(std::numeric_limits<TokenId>::max()), origin.who, ": ", origin.vocab,
                 " has ", tokens_.size(), " tokens, more than token ids can number");
   bytes_.reserve(tokens_.size());
@@ -55,6 +60,17 @@ Tokenizer::Tokenizer(std::vector<std::string> tokens, const std::vector<std::pai
   }
   if (const auto it = ids_.find(std::string(kEndOfText)); it != ids_.end()) eot_ = it->second;
 
+  bool eot_listed = false;
+  for (const AddedToken& t : rules.added) {
+    BRIGADE_CHECK(t.id >= 0 && size_t(t.id) < tokens_.size(), origin.who, ": ", origin.vocab, ": the added token ",
+                  quoted(t.content), " has id ", t.id, ", outside the vocabulary's ", tokens_.size(), " tokens");
+    BRIGADE_CHECK(tokens_[size_t(t.id)] == t.content, origin.who, ": ", origin.vocab, ": the added token ",
+                  quoted(t.content), " has id ", t.id, ", which is the token ", quoted(tokens_[size_t(t.id)]));
+    eot_listed = eot_listed || t.content == kEndOfText;
+  }
+  if (eot_ && !eot_listed) rules.added.push_back({*eot_, std::string(kEndOfText), /*special=*/true});
+  added_ = AddedTokenMatcher(std::move(rules.added));
+
   merges_.reserve(merges.size());
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     const auto& [left, right] = merges[rank];
@@ -77,6 +93,12 @@ Tokenizer::Tokenizer(std::vector<std::string> tokens, const std::vector<std::pai
 }
 
 void Tokenizer::encode_piece(std::string_view piece, std::vector<TokenId>& out) const {
+  if (ignore_merges_) {
+    if (const auto it = ids_.find(bytes_to_symbols(piece)); it != ids_.end()) {
+      out.push_back(it->second);
+      return;
+    }
+  }
   std::vector<TokenId> ids(piece.size());
   for (size_t i = 0; i < piece.size(); ++i) ids[i] = byte_ids_[static_cast<unsigned char>(piece[i])];
   table_.apply(ids);
@@ -86,7 +108,7 @@ void Tokenizer::encode_piece(std::string_view piece, std::vector<TokenId>& out) 
 void Tokenizer::encode_ordinary(std::string_view text, std::vector<TokenId>& out) const {
   PieceCache& cache = *cache_;
   for (size_t start = 0; start < text.size();) {
-    const size_t end = next_piece_end(text, start);
+    const size_t end = next_piece_end(text, start, split_);
     const std::string_view piece = text.substr(start, end - start);
     start = end;
     if (piece.size() == 1) {  // a single byte needs no merging, nor the cache
@@ -114,22 +136,30 @@ void Tokenizer::encode_ordinary(std::string_view text, std::vector<TokenId>& out
 }
 
 std::vector<TokenId> Tokenizer::encode(std::string_view text, SpecialText special) const {
+  const bool with_special = special == SpecialText::as_token;
+  BRIGADE_CHECK(!with_special || added_.has_special(), "Tokenizer: the vocabulary has no ", kEndOfText,
+                " token (nor any other special token)");
   std::vector<TokenId> out;
   out.reserve(text.size() / 3);
-  if (special == SpecialText::as_text) {
-    encode_ordinary(text, out);
-    return out;
-  }
-  const TokenId eot = eot_id();
-  // The text between occurrences is encoded on its own: a document boundary also ends a piece.
+  // The text between added tokens is encoded on its own: an added token also ends a piece.
   for (size_t start = 0;;) {
-    const size_t at = text.find(kEndOfText, start);
-    encode_ordinary(text.substr(start, at == std::string_view::npos ? std::string_view::npos : at - start), out);
-    if (at == std::string_view::npos) break;
-    out.push_back(eot);
-    start = at + kEndOfText.size();
+    const AddedTokenMatcher::Match m = added_.find(text, start, with_special);
+    const std::string_view between =
+        text.substr(start, m.at == std::string_view::npos ? std::string_view::npos : m.at - start);
+    if (nfc_) encode_ordinary(text::nfc(between), out);
+    else encode_ordinary(between, out);
+    if (m.at == std::string_view::npos) break;
+    out.push_back(m.id);
+    start = m.at + m.length;
   }
   return out;
+}
+
+bool Tokenizer::is_gpt2_style() const {
+  if (split_ != SplitPattern::gpt2 || ignore_merges_ || nfc_) return false;
+  for (const AddedToken& t : added_.tokens())
+    if (t.content != kEndOfText || !t.special) return false;
+  return true;
 }
 
 std::string Tokenizer::decode(const std::vector<TokenId>& ids) const {

@@ -1,15 +1,21 @@
-// Tokenizer: GPT-2's byte-level BPE — text to token ids and back.
+// Tokenizer: byte-level BPE as GPT-2 made it (and LLaMA 3 and Qwen2 use it) — text to token ids and back.
 //
 // Byte-pair encoding starts from the 256 byte values and a ranked list of merges, each joining two
 // tokens into a longer one. encode() cuts the text into pieces (text/pretokenize.h), then within each
 // piece starts from its bytes and repeatedly applies the merge of lowest rank among the adjacent
 // pairs, at every place it occurs, left to right, until no adjacent pair has a merge
 // (text/merge_table.h); the tokens left are its ids. Because the alphabet is the bytes, any input encodes —
-// invalid UTF-8 included — and decode() gives back exactly the bytes that were encoded.
+// invalid UTF-8 included — and decode() gives back exactly the bytes that were encoded (the text as
+// normalised, for a tokenizer that normalises: TokenizerRules::nfc).
 //
 // Tokens are named by their text in GPT-2's byte alphabet (text/byte_alphabet.h): the token " the"
 // is "Ġthe". That is how vocab.json and merges.txt spell them (text/tokenizer_files.h), and what
 // this class is built from. Given GPT-2's own files it reproduces GPT-2's encoder exactly.
+//
+// TokenizerRules carry what Hugging Face's tokenizer.json adds to a vocabulary and merges
+// (text/tokenizer_json.h): which pre-tokeniser cuts the text (GPT-2's, LLaMA 3's or Qwen2's,
+// text/pretokenize.h), the added tokens found in the text before it is cut (text/added_tokens.h),
+// LLaMA 3's ignore_merges and Qwen2's NFC normalisation.
 #pragma once
 
 #include <array>
@@ -23,7 +29,9 @@
 #include <utility>
 #include <vector>
 
+#include "text/added_tokens.h"
 #include "text/merge_table.h"
+#include "text/pretokenize.h"
 
 namespace brigade::text {
 
@@ -33,12 +41,27 @@ using TokenId = int32_t;
 // a vocabulary train_bpe makes.
 inline constexpr std::string_view kEndOfText = "<|endoftext|>";
 
-// What encode() does with the text "<|endoftext|>" in its input. GPT-2's encoder treats it as
-// ordinary text (a few tokens: "<", "|", "end", ...), and so does encode() unless told otherwise:
-// text from users should not be able to forge a document boundary.
+// What encode() does with the text of a special token ("<|endoftext|>") in its input. GPT-2's
+// encoder treats it as ordinary text (a few tokens: "<", "|", "end", ...), and so does encode()
+// unless told otherwise: text from users should not be able to forge a document boundary.
 enum class SpecialText {
   as_text,   // encode it like any other text (the default)
-  as_token,  // each occurrence becomes eot_id()
+  as_token,  // each occurrence becomes its token (eot_id() for "<|endoftext|>")
+};
+
+// How text becomes pieces before BPE, beyond the vocabulary and merges. The defaults are GPT-2's.
+struct TokenizerRules {
+  SplitPattern split = SplitPattern::gpt2;
+  // Tokens found in the text before it is cut (text/added_tokens.h); each one's content is its text
+  // in the vocabulary. "<|endoftext|>", when the vocabulary has it, is one (special) whether listed
+  // or not.
+  std::vector<AddedToken> added;
+  // A piece that is itself a token of the vocabulary becomes that token, merges or not (LLaMA 3's
+  // tokenizer.json sets this; it can differ from what the merges would make).
+  bool ignore_merges = false;
+  // The text between added tokens is put in Unicode NFC before it is cut (text/nfc.h; Qwen2's
+  // tokenizer.json asks for it). decode() then gives back the normalised text.
+  bool nfc = false;
 };
 
 // Where a vocabulary and merges came from, so that errors can name the file and line.
@@ -55,10 +78,12 @@ class Tokenizer {
   // first), each two tokens' texts. Throws brigade::Error, naming `origin`'s file and line, when a
   // token is empty or repeated, one of the 256 single-byte tokens is missing, a merge names a token
   // the vocabulary lacks or makes one it lacks, or a merge is repeated.
+  // Also when an added token (`rules`) has an id outside the vocabulary or names a token of another text.
   Tokenizer(std::vector<std::string> tokens, const std::vector<std::pair<std::string, std::string>>& merges,
-            const TokenizerOrigin& origin = {});
+            const TokenizerOrigin& origin = {}, TokenizerRules rules = {});
 
-  // The token ids of `text` (any bytes).
+  // The token ids of `text` (any bytes). SpecialText::as_token throws Error when the tokenizer has
+  // no special token at all.
   std::vector<TokenId> encode(std::string_view text, SpecialText special = SpecialText::as_text) const;
   // The bytes the tokens stand for, concatenated. Throws Error naming an id outside the vocabulary.
   std::string decode(const std::vector<TokenId>& ids) const;
@@ -82,6 +107,15 @@ class Tokenizer {
   };
   const std::vector<Merge>& merges() const { return merges_; }
 
+  SplitPattern split_pattern() const { return split_; }
+  // The added tokens, "<|endoftext|>" included when the vocabulary has it.
+  const std::vector<AddedToken>& added_tokens() const { return added_.tokens(); }
+  bool ignore_merges() const { return ignore_merges_; }
+  bool nfc() const { return nfc_; }
+  // True when vocab.json and merges.txt say all there is to say about this tokenizer: GPT-2's
+  // pre-tokeniser, no added token but "<|endoftext|>", no ignore_merges, no NFC.
+  bool is_gpt2_style() const;
+
  private:
   // BPE within one piece: appends its token ids to `out`.
   void encode_piece(std::string_view piece, std::vector<TokenId>& out) const;
@@ -94,6 +128,10 @@ class Tokenizer {
   MergeTable table_;  // the merges as applied (text/merge_table.h)
   std::array<TokenId, 256> byte_ids_{};
   std::optional<TokenId> eot_;
+  SplitPattern split_ = SplitPattern::gpt2;
+  AddedTokenMatcher added_;
+  bool ignore_merges_ = false;
+  bool nfc_ = false;
   // Pieces repeat (" the", " of", ...): their ids are kept, so each is merged once. Shared by copies
   // of this Tokenizer, which have the same merges; guarded by a mutex, so encode() stays const and
   // thread-safe.

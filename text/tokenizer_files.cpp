@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "core/read_file.h"
+#include "text/tokenizer_json.h"
 
 namespace brigade::text {
 
@@ -92,11 +93,20 @@ Tokenizer load_tokenizer(const std::string& vocab_path, const std::string& merge
   return parse_tokenizer(read_file(vocab_path, kWho), read_file(merges_path, kWho), vocab_path, merges_path);
 }
 
+bool has_tokenizer(const std::string& dir) {
+  const std::filesystem::path d(dir);
+  std::error_code error;
+  return std::filesystem::exists(d / "tokenizer.json", error) || std::filesystem::exists(d / "vocab.json", error) ||
+         std::filesystem::exists(d / "encoder.json", error);
+}
+
 Tokenizer load_tokenizer(const std::string& dir) {
   const std::filesystem::path d(dir);
+  if (std::filesystem::exists(d / "tokenizer.json")) return load_tokenizer_json(d / "tokenizer.json");
   if (std::filesystem::exists(d / "vocab.json")) return load_tokenizer(d / "vocab.json", d / "merges.txt");
   if (std::filesystem::exists(d / "encoder.json")) return load_tokenizer(d / "encoder.json", d / "vocab.bpe");
-  fail(kWho, ": ", quoted_path(dir), " holds neither vocab.json and merges.txt nor GPT-2's encoder.json and vocab.bpe");
+  fail(kWho, ": ", quoted_path(dir),
+       " holds no tokenizer.json, nor vocab.json and merges.txt, nor GPT-2's encoder.json and vocab.bpe");
 }
 
 std::string vocab_json(const Tokenizer& tokenizer) {
@@ -115,13 +125,44 @@ std::string merges_txt(const Tokenizer& tokenizer) {
   return out;
 }
 
-void save_tokenizer(const Tokenizer& tokenizer, const std::string& dir) {
+std::string save_tokenizer(const Tokenizer& tokenizer, const std::string& dir) {
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   BRIGADE_CHECK(!error, "save_tokenizer: cannot create the directory '", dir, "': ", error.message());
   const std::filesystem::path d(dir);
-  write_file_atomically(d / "vocab.json", vocab_json(tokenizer), "save_tokenizer");
-  write_file_atomically(d / "merges.txt", merges_txt(tokenizer), "save_tokenizer");
+  const bool gpt2_files = tokenizer.is_gpt2_style();
+  if (gpt2_files) {
+    write_file_atomically(d / "vocab.json", vocab_json(tokenizer), "save_tokenizer");
+    write_file_atomically(d / "merges.txt", merges_txt(tokenizer), "save_tokenizer");
+  } else {
+    write_file_atomically(d / "tokenizer.json", tokenizer_json(tokenizer), "save_tokenizer");
+  }
+  // load_tokenizer reads tokenizer.json first: one left by an earlier save would win over these.
+  for (const char* stale : gpt2_files ? std::vector<const char*>{"tokenizer.json"}
+                                      : std::vector<const char*>{"vocab.json", "merges.txt"}) {
+    std::filesystem::remove(d / stale, error);
+    BRIGADE_CHECK(!error, "save_tokenizer: cannot remove the stale '", (d / stale).string(), "': ", error.message());
+  }
+  return gpt2_files ? "vocab.json, merges.txt" : "tokenizer.json";
+}
+
+void add_tokenizer_metadata(const Tokenizer& tokenizer, std::map<std::string, std::string>& metadata) {
+  if (tokenizer.is_gpt2_style()) {
+    metadata["tokenizer.vocab_json"] = vocab_json(tokenizer);
+    metadata["tokenizer.merges_txt"] = merges_txt(tokenizer);
+  } else {
+    metadata["tokenizer.json"] = tokenizer_json(tokenizer);
+  }
+}
+
+std::optional<Tokenizer> tokenizer_from_metadata(const std::map<std::string, std::string>& metadata,
+                                                 const std::string& path) {
+  if (const auto it = metadata.find("tokenizer.json"); it != metadata.end())
+    return parse_tokenizer_json(it->second, path + " (tokenizer.json)");
+  if (metadata.count("tokenizer.vocab_json") && metadata.count("tokenizer.merges_txt"))
+    return parse_tokenizer(metadata.at("tokenizer.vocab_json"), metadata.at("tokenizer.merges_txt"),
+                           path + " (tokenizer.vocab_json)", path + " (tokenizer.merges_txt)");
+  return std::nullopt;
 }
 
 }  // namespace brigade::text

@@ -11,7 +11,7 @@ using Flag = cli::Flag<PrepareOptions>;
 
 const std::vector<Flag>& flags() {
   static const std::vector<Flag> table = {
-      cli::text_flag("--tokenizer", "DIR", "the tokenizer (vocab.json, merges.txt: brigade tokenizer train, or GPT-2's)",
+      cli::text_flag("--tokenizer", "DIR", "the tokenizer (tokenizer.json, or vocab.json + merges.txt: brigade tokenizer train, GPT-2's, a Hugging Face model's)",
                      &PrepareOptions::tokenizer, "required"),
       cli::text_flag("--out", "DIR", "where the shards go (created if missing)", &PrepareOptions::out, "required"),
       {"--val-fraction", "F", "the share of tokens held out for validation, in [0, 0.5]",
@@ -35,7 +35,7 @@ ParsedPrepareArgs parse_data_args(const std::vector<std::string>& args) {
   cli::parse_flags(std::vector<std::string>(args.begin() + 1, args.end()), flags(), out.options, out.help,
                    &out.options.files);
   if (out.help) return out;
-  if (out.options.tokenizer.empty()) throw UsageError("--tokenizer: required (a directory with vocab.json and merges.txt)");
+  if (out.options.tokenizer.empty()) throw UsageError("--tokenizer: required (a directory with tokenizer.json, or vocab.json and merges.txt)");
   if (out.options.out.empty()) throw UsageError("--out: required (the directory for the shards)");
   if (out.options.files.empty()) throw UsageError("no corpus files given (brigade data prepare [flags] FILES...)");
   return out;

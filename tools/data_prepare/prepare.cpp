@@ -86,7 +86,7 @@ PrepareSummary prepare(const PrepareOptions& o, std::ostream& out) {
   BRIGADE_CHECK(!ec && fs::is_directory(dir), "brigade data prepare: cannot create --out ", o.out, ": ", ec.message());
   // The tokenizer first, then the shards, then what an earlier run left: every file is written
   // atomically, but a run that fails part-way leaves a mix of old and new — run it again.
-  text::save_tokenizer(tokenizer, (dir / "tokenizer").string());
+  const std::string tokenizer_files = text::save_tokenizer(tokenizer, (dir / "tokenizer").string());
   const data::TokenWidth width = data::token_width_for(int64_t(tokenizer.vocab_size()));
   write_shards(train, dir, "train", o.shard_tokens, width, summary);
   write_shards(val, dir, "val", o.shard_tokens, width, summary);
@@ -106,7 +106,7 @@ PrepareSummary prepare(const PrepareOptions& o, std::ostream& out) {
       << "%)\n";
   for (const std::string& s : summary.shards) out << "wrote " << s << "\n";
   for (const std::string& s : summary.removed) out << "removed " << s << " (left by an earlier run)\n";
-  out << "wrote " << (dir / "tokenizer").string() << "/ (vocab.json, merges.txt)\n";
+  out << "wrote " << (dir / "tokenizer").string() << "/ (" << tokenizer_files << ")\n";
   out << "time: " << format_fixed(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 2)
       << " s\n";
   return summary;

@@ -67,12 +67,12 @@ void export_model(const ExportOptions& o, std::ostream& out) {
   const std::vector<std::string> files =
       llama ? nn::save_hf_llama_dir(*saved.model, o.out, o.max_shard_bytes, saved.vocab)
             : nn::save_hf_gpt2_dir(*saved.model, o.out, o.max_shard_bytes, saved.vocab);
-  if (saved.tokenizer) text::save_tokenizer(*saved.tokenizer, o.out);
+  const std::string tokenizer_files = saved.tokenizer ? text::save_tokenizer(*saved.tokenizer, o.out) : "";
   out << "exported a " << (llama ? "LLaMA" : "GPT-2") << " of " << c.n_layer << " layers, " << c.n_head
       << " heads, width " << c.n_embd << ", context " << c.block_size << ", vocabulary " << saved.vocab << " to "
       << o.out << ":";
   for (const std::string& f : files) out << " " << f;
-  if (saved.tokenizer) out << " vocab.json merges.txt";
+  if (saved.tokenizer) out << " " << tokenizer_files;
   out << "\n";
 }
 

@@ -26,7 +26,7 @@ const std::vector<Flag>& flags() {
   static const std::vector<Flag> table = {
       text_flag("--checkpoint", "PATH", "a `brigade train --data` checkpoint, or a Hugging Face GPT-2 or LLaMA model: its directory (config.json and model.safetensors, or shards and model.safetensors.index.json), a model.safetensors",
                 &GenerateOptions::checkpoint, "required"),
-      text_flag("--tokenizer", "DIR", "vocab.json + merges.txt (for a Hugging Face file; else the checkpoint's own)",
+      text_flag("--tokenizer", "DIR", "tokenizer.json, or vocab.json + merges.txt (else the checkpoint's own, or the one beside a Hugging Face model)",
                 &GenerateOptions::tokenizer, "the checkpoint's"),
       text_flag("--prompt", "TEXT", "the text to continue (empty: a new document, <|endoftext|>)",
                 &GenerateOptions::prompt, "empty"),

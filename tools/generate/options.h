@@ -12,7 +12,7 @@ namespace brigade::generate_cli {
 
 struct GenerateOptions {
   std::string checkpoint;       // a `brigade train --data` checkpoint, or a Hugging Face model (nn/hf_model.h)
-  std::string tokenizer;        // a tokenizer directory (needed for Hugging Face files; wins over the checkpoint's)
+  std::string tokenizer;        // a tokenizer directory (needed for Hugging Face files; wins over the checkpoint's and the model directory's)
   std::string prompt;           // the text to continue ("": start a new document with <|endoftext|>)
   std::vector<int64_t> prompt_ids;  // the prompt as token ids instead of text (no tokenizer needed)
   bool print_ids = false;       // print the generated ids, not their text (no tokenizer needed)

@@ -81,12 +81,18 @@ SavedModelInfo read_saved_model_info(const std::string& path, const std::string&
     config.vocab_size = metadata_int(meta, "vocab", path);
     read_decoder_metadata(meta, path, config);
     info.vocab = meta.count("tokenizer_vocab") ? metadata_int(meta, "tokenizer_vocab", path) : config.vocab_size;
-    if (meta.count("tokenizer.vocab_json") && meta.count("tokenizer.merges_txt")) {
-      info.tokenizer = text::parse_tokenizer(meta.at("tokenizer.vocab_json"), meta.at("tokenizer.merges_txt"),
-                                             path + " (tokenizer.vocab_json)", path + " (tokenizer.merges_txt)");
-    }
+    info.tokenizer = text::tokenizer_from_metadata(meta, path);
   }
-  if (!tokenizer_dir.empty()) info.tokenizer = text::load_tokenizer(tokenizer_dir);
+  if (!tokenizer_dir.empty()) {
+    info.tokenizer = text::load_tokenizer(tokenizer_dir);
+  } else if (info.kind == SavedModelInfo::Kind::hugging_face) {
+    // A Hugging Face model directory holds its tokenizer beside config.json (tokenizer.json, or
+    // GPT-2's vocab.json and merges.txt).
+    const std::filesystem::path p(path);
+    std::filesystem::path model_dir = std::filesystem::is_directory(p, ec) ? p : p.parent_path();
+    if (model_dir.empty()) model_dir = ".";
+    if (text::has_tokenizer(model_dir.string())) info.tokenizer = text::load_tokenizer(model_dir.string());
+  }
   if (info.tokenizer) {
     BRIGADE_CHECK(int64_t(info.tokenizer->vocab_size()) <= info.config.vocab_size, "'", path, "': the tokenizer has ",
                   info.tokenizer->vocab_size(), " tokens, the model only ", info.config.vocab_size,

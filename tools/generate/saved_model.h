@@ -7,7 +7,9 @@
 //     and merges.txt, "tokenizer.vocab_json" and "tokenizer.merges_txt"), so it is all generation
 //     needs;
 //   - a Hugging Face model, GPT-2 or LLaMA (nn/hf_model.h), one file or sharded, whose tokenizer is
-//     a separate download that --tokenizer names (or none: `brigade generate --prompt-ids --ids`).
+//     read from the model's directory (tokenizer.json, or vocab.json + merges.txt:
+//     text/tokenizer_files.h) when it has one there, else from the directory --tokenizer names (or
+//     none: `brigade generate --prompt-ids --ids`).
 //
 // Reading is in two parts, so that a pipeline rank holds and reads only its own layers: the
 // description (sizes, vocabulary, tokenizer) from headers, indexes and metadata alone, then the

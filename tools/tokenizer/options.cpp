@@ -18,7 +18,8 @@ Flag required(Flag flag) {
 }
 
 const Flag kTokenizerFlag = required(
-    text_flag("--tokenizer", "DIR", "the tokenizer: DIR/vocab.json and DIR/merges.txt", &TokenizerOptions::tokenizer));
+    text_flag("--tokenizer", "DIR", "the tokenizer: DIR/tokenizer.json, or DIR/vocab.json and DIR/merges.txt",
+              &TokenizerOptions::tokenizer));
 
 const std::vector<Flag>& train_flags() {
   static const std::vector<Flag> table = {
@@ -38,7 +39,7 @@ const std::vector<Flag>& encode_flags() {
   static const std::vector<Flag> table = {
       kTokenizerFlag,
       text_flag("--file", "F", "encode the bytes of file F instead of TEXT", &TokenizerOptions::file),
-      {"--special", "", "read <|endoftext|> in the text as that token (else it is text, as in GPT-2)",
+      {"--special", "", "read special tokens in the text (<|endoftext|>, ...) as those tokens (else they are text, as in GPT-2)",
        [](TokenizerOptions& o, const std::string&) { o.special = true; },
        [](const TokenizerOptions& o) { return o.special ? std::string("on") : std::string("off"); }},
   };
@@ -65,7 +66,7 @@ void check(const TokenizerOptions& o) {
     if (o.operands.empty()) throw UsageError("no corpus: name one or more text files to train on");
     return;
   }
-  if (o.tokenizer.empty()) throw UsageError("--tokenizer: required (a directory with vocab.json and merges.txt)");
+  if (o.tokenizer.empty()) throw UsageError("--tokenizer: required (a directory with tokenizer.json, or vocab.json and merges.txt)");
   if (o.action == "encode") {
     if (!o.file.empty() && !o.operands.empty()) throw UsageError("give TEXT or --file, not both");
     if (o.file.empty() && o.operands.empty()) throw UsageError("nothing to encode: give TEXT or --file F");
@@ -113,7 +114,8 @@ std::string tokenizer_usage(const std::string& action) {
   } else if (action == "encode") {
     os << "usage: brigade tokenizer encode --tokenizer DIR [--special] (TEXT | --file F)\n\n"
           "Prints the token ids of TEXT, or of the bytes of file F, on one line separated by spaces.\n"
-          "DIR holds vocab.json and merges.txt, or GPT-2's own encoder.json and vocab.bpe.\n\nflags:\n";
+          "DIR holds a Hugging Face tokenizer.json, or vocab.json and merges.txt, or GPT-2's own\n"
+          "encoder.json and vocab.bpe.\n\nflags:\n";
   } else {
     os << "usage: brigade tokenizer decode --tokenizer DIR IDS...\n\n"
           "Writes the bytes the token ids stand for to standard output, exactly: nothing is added, not\n"

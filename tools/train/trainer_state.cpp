@@ -100,10 +100,7 @@ void Trainer::save(const std::string& path) {
     // A language model carries its tokenizer, so that the checkpoint is all `brigade generate` needs.
     if (const auto* lm = dynamic_cast<const TextTask*>(task_.get())) {
       metadata["tokenizer_vocab"] = std::to_string(lm->tokenizer_vocab());
-      if (lm->tokenizer()) {
-        metadata["tokenizer.vocab_json"] = text::vocab_json(*lm->tokenizer());
-        metadata["tokenizer.merges_txt"] = text::merges_txt(*lm->tokenizer());
-      }
+      if (lm->tokenizer()) text::add_tokenizer_metadata(*lm->tokenizer(), metadata);
     }
   }
   save_sharded(path, step_, groups_, mine);
