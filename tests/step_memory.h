@@ -21,7 +21,8 @@
 #include "kernels/ops.h"
 #include "nn/gpt.h"
 #include "optim/adamw.h"
-#include "cli/gpt_flags.h"  // tools/cli/
+#include "cli/gpt_flags.h"      // tools/cli/
+#include "cli/matmul_choice.h"  // tools/cli/
 
 namespace brigade::test {
 
@@ -58,6 +59,9 @@ inline size_t step_floor_bytes(const TinyGPT& g, DType compute) {
 // The allocator's peak over one step on `device`, after a first step made AdamW's state.
 // `parameters` receives the model's count.
 inline size_t step_peak(const TinyGPT& g, Device device, DType compute, int64_t* parameters) {
+  // brigade's own GEMM, not cuBLAS: the 32 MiB workspace cuBLAS is handed for every call would be
+  // most of this tiny model's peak (`brigade bench step` counts it as a term of its own).
+  const cli::ScopedMatmulBackend gemm(ops::MatmulBackend::tiled);
   nn::GPTConfig c = cli::gpt_config(
       {.layers = g.layers, .heads = g.heads, .embd = g.embd, .vocab = g.vocab, .context = g.seq}, device, compute, 5);
   c.fused_attention = true;

@@ -145,12 +145,18 @@ struct StepMemory {
   size_t runtime_bytes = 0;    // GPU only: the runtime's count after the step, less its count before
 };
 
+// cuBLAS's workspace when the step's GEMMs may run there (kernels/cuda/gemm_cublas.cpp's size).
+size_t cublas_workspace(const Options& o, Device device) {
+  const bool cublas = o.matmul == ops::MatmulBackend::automatic || o.matmul == ops::MatmulBackend::cublas;
+  return device.is_cuda() && cublas ? size_t(32) << 20 : 0;
+}
+
 template <class Step>
 StepMemory measure_step_memory(const Options& o, Device device, nn::GPT& model, Step& step) {
   StepMemory m;
   m.floor = step_memory_floor({.layers = o.layers, .embd = o.embd, .heads = o.heads, .seq = o.seq, .batch = o.batch,
                                .vocab = o.vocab, .block = o.seq, .parameters = model.parameter_count(),
-                               .compute = o.precision});
+                               .compute = o.precision, .gemm_workspace = cublas_workspace(o, device)});
   size_t runtime_before = 0;
   if (device.is_cuda()) {
     cuda_empty_cache();

@@ -33,6 +33,7 @@ MemoryFloor step_memory_floor(const StepShape& s) {
   add("final LayerNorm input, output and statistics", 2 * N * C * e + 2 * rows_f32);
   add("logits (compute dtype) and the loss's logsumexp", N * V * e + rows_f32);
   add("the logits' gradient (its backward's output)", N * V * e);
+  if (s.gemm_workspace > 0) add("cuBLAS workspace (held while each GEMM runs)", s.gemm_workspace);
   f.optimizer_step_bytes = 4 * P * f32;
   return f;
 }

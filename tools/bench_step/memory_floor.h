@@ -9,6 +9,8 @@
 // 64 in f32) and adds 12·C² f32 gradients (48·C² bytes): the memory falls while B·T > 1.5·C in bf16
 // (0.75·C in f32), true of every model benchmarked here. The other candidate is AdamW's update,
 // where weights, gradients and both moments are alive at once; the floor is the larger of the two.
+// Beside either, a cuBLAS workspace while a GEMM runs (negligible at GPT-2 small, most of a tiny
+// model's step).
 #pragma once
 
 #include <cstddef>
@@ -25,6 +27,9 @@ struct StepShape {
   int64_t block = 0;       // the position table's rows (the model's context)
   int64_t parameters = 0;  // every parameter once (the token table is tied to the head)
   DType compute = DType::f32;  // bf16: f32 master weights, bf16 activations and weight copies
+  // What the GEMM library holds while a call runs: brigade hands cuBLAS a 32 MiB workspace from the
+  // caching allocator for every call (kernels/cuda/gemm_cublas.cpp); 0 for brigade's own GEMMs.
+  size_t gemm_workspace = 0;
 };
 
 struct MemoryTerm {
