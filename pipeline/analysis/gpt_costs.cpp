@@ -39,8 +39,9 @@ std::vector<LayerEstimate> estimate_gpt_layers(const GptShape& shape, int64_t se
   {
     LayerEstimate e{"GPTEmbedding"};
     e.parameters = V * C + T * C;
-    const int64_t rows = (n + T) * C;  // the token rows and the position rows it looked up, f32
-    out.push_back(finish(e, rows * 4 + (half ? rows * a : 0) + n * C * a, n * C * a, /*copies=*/false));
+    // Only its output: the rows it looked up go once added (an add keeps no operands; the tape frees
+    // what no backward reads, autograd/tape.h).
+    out.push_back(finish(e, n * C * a, n * C * a, /*copies=*/false));
   }
   for (int64_t layer = 0; layer < shape.layers; ++layer) {
     LayerEstimate attention{"BlockAttention"};
@@ -48,18 +49,20 @@ std::vector<LayerEstimate> estimate_gpt_layers(const GptShape& shape, int64_t se
     attention.forward = 2 * nd * 4 * Cd * Cd + 4 * double(sequences) * double(T) * double(T) * Cd;
     attention.input_grad = 2 * nd * 4 * Cd * Cd + 8 * double(sequences) * double(T) * double(T) * Cd;
     attention.weight_grad = 2 * nd * 4 * Cd * Cd;
-    out.push_back(finish(attention, 7 * n * C * a + stats + 4 * n * H, 5 * n * C * a));
+    // ln1's output, q/k/v, the attention's output, the half's output (its input is the last layer's).
+    out.push_back(finish(attention, 6 * n * C * a + stats + 4 * n * H, 5 * n * C * a));
 
     LayerEstimate mlp{"BlockMLP"};
     mlp.parameters = 8 * C * C + 7 * C;  // ln2 2C, fc 4C^2 + 4C, proj 4C^2 + C
     mlp.forward = mlp.input_grad = mlp.weight_grad = 2 * nd * 8 * Cd * Cd;
-    out.push_back(finish(mlp, 11 * n * C * a + stats, 6 * n * C * a));
+    // ln2's output, the GELU's input and output, the half's output.
+    out.push_back(finish(mlp, 10 * n * C * a + stats, 6 * n * C * a));
   }
   {
     LayerEstimate head{"GPTHead"};
     head.parameters = V * C + 2 * C;  // the tied matrix and ln_f
     head.forward = head.input_grad = head.weight_grad = 2 * nd * Cd * double(V);
-    const int64_t logits = n * V * a + (half ? n * V * 4 : 0);  // bf16: the loss's f32 copy too
+    const int64_t logits = n * V * a;  // the loss reads bf16 logits as they are: no f32 copy
     out.push_back(finish(head, n * C * a + stats + logits, n * C * a + n * V * a));
   }
   return out;
