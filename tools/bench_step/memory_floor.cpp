@@ -31,9 +31,11 @@ MemoryFloor step_memory_floor(const StepShape& s) {
   add("activations, " + std::to_string(s.layers) + " blocks x (LN inputs and outputs 4NC, qkv 3NC, attention "
       "output NC and logsumexp, GELU input and output 8NC, LN statistics)", size_t(s.layers) * block);
   add("final LayerNorm input, output and statistics", 2 * N * C * e + 2 * rows_f32);
-  add("logits (compute dtype) and the loss's logsumexp", N * V * e + rows_f32);
-  add("the logits' gradient (its backward's output)", N * V * e);
-  if (s.gemm_workspace > 0) add("cuBLAS workspace (held while each GEMM runs)", s.gemm_workspace);
+  add("the logits' gradient (the loss's backward's output) and the loss's logsumexp", N * V * e + rows_f32);
+  // The loss's backward reads the logits; the head's GEMM, next, needs a cuBLAS workspace: the peak
+  // holds whichever is larger.
+  if (s.gemm_workspace > N * V * e) add("a cuBLAS workspace, for the head's GEMM once the logits are read", s.gemm_workspace);
+  else add("logits (compute dtype)", N * V * e);
   f.optimizer_step_bytes = 4 * P * f32;
   return f;
 }

@@ -9,8 +9,8 @@
 // 64 in f32) and adds 12·C² f32 gradients (48·C² bytes): the memory falls while B·T > 1.5·C in bf16
 // (0.75·C in f32), true of every model benchmarked here. The other candidate is AdamW's update,
 // where weights, gradients and both moments are alive at once; the floor is the larger of the two.
-// Beside either, a cuBLAS workspace while a GEMM runs (negligible at GPT-2 small, most of a tiny
-// model's step).
+// A cuBLAS workspace takes the logits' place when it is the larger (negligible at GPT-2 small, most
+// of a tiny model's step).
 #pragma once
 
 #include <cstddef>
