@@ -19,8 +19,9 @@
 //     operand is 16-bit — the activation's dtype wins, so `h * scale` stays bf16 — and leave two f32
 //     operands in f32;
 //   - everything else keeps its input's dtype: unary and scalar ops, softmax, log_softmax, dropout,
-//     pooling, views and split, and to_dtype, sum, mean, max and cross_entropy, so a loss and
-//     whatever is computed from it in f32 stay f32.
+//     pooling, views and split, and to_dtype, sum, mean and max, so a loss and whatever is computed
+//     from it in f32 stay f32. cross_entropy reads 16-bit logits as they are and returns an f32 loss
+//     (no f32 copy of the logits needed).
 // The backward pass runs with no scope: backward functions use the dtypes the forward recorded. A
 // recompute (activation checkpointing, the pipeline's --recompute) must run under the same scope as
 // the forward did; the pipeline does this by calling the stage's module, whose compute dtype opens it.

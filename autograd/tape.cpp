@@ -26,15 +26,40 @@ void accumulate_into_leaf(const Tensor& leaf, const Tensor& g) {
   }
 }
 
+NodeInput input_of(const Tensor& t) {
+  NodeInput in;
+  if (!t.defined()) return in;
+  in.defined = true;
+  in.id = t.impl().id;
+  in.requires_grad = t.requires_grad();
+  in.is_leaf = t.is_leaf();
+  in.shape = t.shape();
+  in.version = t.storage().version();
+  if (in.is_leaf) in.leaf = t;
+  else in.watched = t.impl_ptr();
+  return in;
+}
+
 // A backward that reads a saved input which was modified in place since would compute a wrong
-// gradient without any sign of it; refuse instead.
+// gradient without any sign of it; refuse instead. (An input nobody holds any more cannot have been
+// written since it was dropped, and its backward does not read it.)
 void check_versions(const Node& node) {
   for (size_t i = 0; i < node.inputs.size(); ++i) {
-    const Tensor& in = node.inputs[i];
-    if (in.defined() && in.storage().version() != node.input_versions[i])
-      fail("backward of ", node.name, ": input ", i, " (shape ", shape_str(in.shape()),
+    const NodeInput& in = node.inputs[i];
+    if (!in.defined) continue;
+    const std::shared_ptr<TensorImpl> live = in.leaf.defined() ? in.leaf.impl_ptr() : in.watched.lock();
+    if (live && live->storage.version() != in.version)
+      fail("backward of ", node.name, ": input ", i, " (shape ", shape_str(in.shape),
            ") was modified in place after ", node.name, " used it; clone it before modifying it");
   }
+}
+
+bool wants_grad(const NodeInput& in) { return in.defined && in.requires_grad; }
+
+// What a node keeps (its closure's saved tensors, its inputs) is released once nothing will call it.
+void release(Node& node) {
+  node.backward = nullptr;
+  node.inputs.clear();
 }
 
 }  // namespace
@@ -60,8 +85,7 @@ bool record(const char* name, const std::vector<Tensor>& inputs, const std::vect
   if (!should_record(inputs)) return false;
   Node node;
   node.name = name;
-  node.inputs = inputs;
-  for (const Tensor& in : inputs) node.input_versions.push_back(in.defined() ? in.storage().version() : 0);
+  for (const Tensor& in : inputs) node.inputs.push_back(input_of(in));
   for (const Tensor& out : outputs) {
     out.impl().requires_grad = true;
     out.impl().is_leaf = false;
@@ -84,20 +108,20 @@ void Tape::backward(const Tensor& loss, bool retain) {
 
 void Tape::backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads, bool retain) {
   BRIGADE_CHECK(!awaiting_weight_, "backward: this tape is between backward_input and backward_weight");
-  run(roots, root_grads, Phase::all, {});
+  run(roots, root_grads, Phase::all, {}, retain);
   if (!retain) clear();
 }
 
 void Tape::backward_input(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads,
                           const std::vector<Tensor>& inputs) {
   BRIGADE_CHECK(!awaiting_weight_, "backward_input: called twice without backward_weight in between");
-  run(roots, root_grads, Phase::input, inputs);
+  run(roots, root_grads, Phase::input, inputs, false);
   awaiting_weight_ = true;
 }
 
 void Tape::backward_weight() {
   BRIGADE_CHECK(awaiting_weight_, "backward_weight: backward_input has not run on this tape");
-  run({}, {}, Phase::weight, {});
+  run({}, {}, Phase::weight, {}, false);
   awaiting_weight_ = false;
   clear();
 }
@@ -109,7 +133,7 @@ void Tape::clear() {
 }
 
 void Tape::run(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads, Phase phase,
-               const std::vector<Tensor>& phase_inputs) {
+               const std::vector<Tensor>& phase_inputs, bool retain) {
   NoGradGuard no_grad;  // backward computations are never themselves recorded
   Autocast no_autocast(std::nullopt);  // backward functions use the dtypes the forward recorded
 
@@ -120,10 +144,10 @@ void Tape::run(const std::vector<Tensor>& roots, const std::vector<Tensor>& root
     // weight: its cast back runs here), seeded with the gradients phase 1 left for them.
     std::unordered_map<uint64_t, Tensor> grads = std::move(weight_grads_);
     weight_grads_.clear();
-    auto add_grad = [&](const Tensor& t, const Tensor& g) {
-      if (t.is_leaf()) return accumulate_into_leaf(t, g);
-      Tensor& slot = grads[t.impl().id];
-      slot = slot.defined() ? ops::binary(ops::BinaryOp::add, slot, g) : g;
+    auto add_grad = [&](const NodeInput& t, Tensor g) {
+      if (t.is_leaf) return accumulate_into_leaf(t.leaf, std::move(g));
+      Tensor& slot = grads[t.id];
+      slot = slot.defined() ? ops::binary(ops::BinaryOp::add, slot, g) : std::move(g);
     };
     for (size_t n = nodes_.size(); n-- > 0;) {
       Node& node = nodes_[n];
@@ -149,15 +173,17 @@ void Tape::run(const std::vector<Tensor>& roots, const std::vector<Tensor>& root
           if (!grad_outputs[o].defined())
             grad_outputs[o] = zeros(node.output_shapes[o], node.output_dtypes[o], node.output_devices[o]);
         want.resize(node.inputs.size());
-        for (size_t i = 0; i < node.inputs.size(); ++i)
-          want[i] = node.inputs[i].defined() && node.inputs[i].requires_grad();
+        for (size_t i = 0; i < node.inputs.size(); ++i) want[i] = wants_grad(node.inputs[i]);
       } else {
         continue;
       }
       check_versions(node);
       std::vector<Tensor> input_grads = node.backward(grad_outputs, want);
+      grad_outputs.clear();
       for (size_t i = 0; i < want.size(); ++i)
-        if (want[i] && input_grads.size() > i && input_grads[i].defined()) add_grad(node.inputs[i], input_grads[i]);
+        if (want[i] && input_grads.size() > i && input_grads[i].defined())
+          add_grad(node.inputs[i], std::move(input_grads[i]));
+      release(node);  // phase 2 is the last use of every node
     }
     BRIGADE_CHECK(grads.empty(), "backward_weight: ", grads.size(),
                   " weight-side gradient(s) found no producer on this tape");
@@ -167,13 +193,13 @@ void Tape::run(const std::vector<Tensor>& roots, const std::vector<Tensor>& root
   BRIGADE_CHECK(roots.size() == root_grads.size(), "backward: ", roots.size(), " roots but ", root_grads.size(),
                 " gradients");
   std::unordered_map<uint64_t, Tensor> grads;  // gradient so far of each non-leaf tensor, by id
-  auto add_grad = [&](const Tensor& t, const Tensor& g) {
-    if (t.is_leaf()) {
-      accumulate_into_leaf(t, g);
+  auto add_grad = [&](const NodeInput& t, Tensor g) {
+    if (t.is_leaf) {
+      accumulate_into_leaf(t.leaf, std::move(g));
       return;
     }
-    Tensor& slot = grads[t.impl().id];
-    slot = slot.defined() ? ops::binary(ops::BinaryOp::add, slot, g) : g;
+    Tensor& slot = grads[t.id];
+    slot = slot.defined() ? ops::binary(ops::BinaryOp::add, slot, g) : std::move(g);
   };
   for (size_t i = 0; i < roots.size(); ++i) {
     const Tensor& root = roots[i];
@@ -182,7 +208,7 @@ void Tape::run(const std::vector<Tensor>& roots, const std::vector<Tensor>& root
     BRIGADE_CHECK(root_grads[i].defined() && root_grads[i].shape() == root.shape(), "backward: gradient for root ", i,
                   " has shape ", root_grads[i].defined() ? shape_str(root_grads[i].shape()) : std::string("(undefined)"),
                   " but the root has shape ", shape_str(root.shape()));
-    add_grad(root, root_grads[i]);
+    add_grad(input_of(root), root_grads[i]);
   }
 
   std::unordered_set<uint64_t> phase_input_ids;
@@ -192,15 +218,15 @@ void Tape::run(const std::vector<Tensor>& roots, const std::vector<Tensor>& root
   // precision is a non-leaf, but its gradient (a weight GEMM) is still weight work. One forward walk
   // over the nodes in recording order finds them.
   std::unordered_set<uint64_t> weight_only;
-  auto is_weight = [&](const Tensor& in) {
-    return in.is_leaf() ? !phase_input_ids.count(in.impl().id) : weight_only.count(in.impl().id) > 0;
+  auto is_weight = [&](const NodeInput& in) {
+    return in.is_leaf ? !phase_input_ids.count(in.id) : weight_only.count(in.id) > 0;
   };
   if (phase == Phase::input) {
     for (const Node& node : nodes_) {
       if (!node.backward) continue;
       bool any = false, only_weights = true;
-      for (const Tensor& in : node.inputs) {
-        if (!in.defined() || !in.requires_grad()) continue;
+      for (const NodeInput& in : node.inputs) {
+        if (!wants_grad(in)) continue;
         any = true;
         only_weights = only_weights && is_weight(in);
       }
@@ -208,6 +234,9 @@ void Tape::run(const std::vector<Tensor>& roots, const std::vector<Tensor>& root
     }
   }
 
+  // Without `retain`, a full backward frees each node once past it: every op that used its outputs
+  // was recorded later, so its gradients are complete (or never coming).
+  const bool free_as_we_go = phase == Phase::all && !retain;
   for (size_t n = nodes_.size(); n-- > 0;) {
     Node& node = nodes_[n];
     if (!node.backward) continue;  // already consumed by an earlier non-retained phase
@@ -219,11 +248,14 @@ void Tape::run(const std::vector<Tensor>& roots, const std::vector<Tensor>& root
     for (size_t o = 0; o < node.output_ids.size(); ++o) {
       auto it = grads.find(node.output_ids[o]);
       if (it == grads.end()) continue;
-      grad_outputs[o] = it->second;
+      grad_outputs[o] = std::move(it->second);
       grads.erase(it);  // each non-leaf's gradient is complete once its producer is reached
       any = true;
     }
-    if (!any) continue;
+    if (!any) {
+      if (free_as_we_go) release(node);
+      continue;
+    }
     for (size_t o = 0; o < grad_outputs.size(); ++o)
       if (!grad_outputs[o].defined())
         grad_outputs[o] = zeros(node.output_shapes[o], node.output_dtypes[o], node.output_devices[o]);
@@ -231,8 +263,8 @@ void Tape::run(const std::vector<Tensor>& roots, const std::vector<Tensor>& root
     std::vector<bool> want(node.inputs.size()), deferred(node.inputs.size());
     bool any_want = false, any_deferred = false;
     for (size_t i = 0; i < node.inputs.size(); ++i) {
-      const Tensor& in = node.inputs[i];
-      if (!in.defined() || !in.requires_grad()) continue;
+      const NodeInput& in = node.inputs[i];
+      if (!wants_grad(in)) continue;
       if (phase == Phase::input && is_weight(in)) deferred[i] = any_deferred = true;  // waits for backward_weight
       else want[i] = any_want = true;
     }
@@ -243,21 +275,19 @@ void Tape::run(const std::vector<Tensor>& roots, const std::vector<Tensor>& root
     if (any_want) {
       check_versions(node);
       std::vector<Tensor> input_grads = node.backward(grad_outputs, want);
+      grad_outputs.clear();  // the output gradients' last use (unless deferred, which holds its own)
       BRIGADE_CHECK(input_grads.size() == node.inputs.size(), "backward of ", node.name, " returned ",
                     input_grads.size(), " gradients for ", node.inputs.size(), " inputs");
       for (size_t i = 0; i < node.inputs.size(); ++i) {
         if (!want[i] || !input_grads[i].defined()) continue;
-        BRIGADE_CHECK(input_grads[i].shape() == node.inputs[i].shape(), "backward of ", node.name,
+        BRIGADE_CHECK(input_grads[i].shape() == node.inputs[i].shape, "backward of ", node.name,
                       ": gradient for input ", i, " has shape ", shape_str(input_grads[i].shape()),
-                      " but the input has shape ", shape_str(node.inputs[i].shape()));
-        add_grad(node.inputs[i], input_grads[i]);
+                      " but the input has shape ", shape_str(node.inputs[i].shape));
+        add_grad(node.inputs[i], std::move(input_grads[i]));
       }
     }
-    if (phase == Phase::input && !any_deferred) {
-      // Nothing is left for phase 2: free what this node saved (activations) right away.
-      node.backward = nullptr;
-      node.inputs.clear();
-    }
+    // Nothing is left for a later phase or a replay: free what this node saved (activations) now.
+    if (free_as_we_go || (phase == Phase::input && !any_deferred)) release(node);
   }
   if (phase == Phase::input) {
     for (auto it = grads.begin(); it != grads.end();) {

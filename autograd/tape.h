@@ -29,10 +29,24 @@ namespace brigade {
 using BackwardFn = std::function<std::vector<Tensor>(const std::vector<Tensor>& grad_outputs,
                                                      const std::vector<bool>& want)>;
 
+// One input of a recorded op, as the backward walk needs it: where its gradient goes (a leaf's .grad,
+// or the gradient slot of the tensor `id`), and its shape and version to check against. A leaf
+// (a parameter, an input) is held, since its .grad is written; any other input is only watched: a
+// backward reads what its closure captured, so a tensor the closure did not capture (the inputs of
+// an add, the bf16 logits a cast to f32 read) is freed as soon as the forward drops it, instead of
+// staying alive until the tape is.
+struct NodeInput {
+  Tensor leaf;                          // the input itself, when it is a leaf
+  std::weak_ptr<TensorImpl> watched;    // a non-leaf input, for the version check while it lives
+  uint64_t id = 0;
+  bool defined = false, requires_grad = false, is_leaf = false;
+  Shape shape;
+  uint64_t version = 0;  // storage version when recorded (in-place writes bump it)
+};
+
 struct Node {
-  std::string name;             // the op, for error messages and debugging
-  std::vector<Tensor> inputs;   // kept alive until the tape is freed
-  std::vector<uint64_t> input_versions;  // storage versions when recorded (in-place writes bump them)
+  std::string name;               // the op, for error messages and debugging
+  std::vector<NodeInput> inputs;  // freed with the node: after its backward ran, unless retained
   std::vector<uint64_t> output_ids;
   std::vector<Shape> output_shapes;
   std::vector<DType> output_dtypes;
@@ -52,7 +66,8 @@ class Tape {
   Tape& operator=(Tape&&) = default;
 
   // Full backward from scalar `loss` (gradient 1) or from `roots` with the given gradients.
-  // Unless `retain`, the nodes are freed afterwards (and the tape can't be replayed again).
+  // Unless `retain`, each node is freed as soon as its backward has run — with it the activations
+  // its closure saved — so the backward's memory falls as it goes (and the tape can't be replayed).
   void backward(const Tensor& loss, bool retain = false);
   void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads, bool retain = false);
 
@@ -88,7 +103,7 @@ class Tape {
  private:
   enum class Phase { all, input, weight };
   void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads, Phase phase,
-           const std::vector<Tensor>& phase_inputs);
+           const std::vector<Tensor>& phase_inputs, bool retain);
 
   std::vector<Node> nodes_;
   bool awaiting_weight_ = false;

@@ -1,5 +1,6 @@
 // core/stream.h in a build without CUDA: no stream or event can exist, so every function that would
 // create or use one throws, and the memory statistics are all zero. The CPU path never calls these.
+#include "core/device_memory.h"
 #include "core/error.h"
 #include "core/stream.h"
 
@@ -38,6 +39,7 @@ void device_synchronize(Device) { unavailable("device_synchronize"); }
 CudaMemoryStats cuda_memory_stats(Device) { return {}; }
 void reset_peak_memory(Device) {}
 void cuda_empty_cache() {}
+size_t cuda_runtime_bytes_in_use(Device) { return 0; }
 void set_cuda_memory_limit(Device, const DeviceMemoryLimit&, const std::string&) { unavailable("set_cuda_memory_limit"); }
 size_t cuda_memory_limit(Device) { return 0; }
 void record_stream(const Tensor&, const Stream&) { unavailable("record_stream"); }

@@ -1,7 +1,9 @@
 // ops: cross entropy (fused log-softmax + NLL) and its backward. Targets are validated and counted
 // here, once; the kernels see contiguous logits and contiguous i64 targets. The CPU reference takes
-// f32/f64 logits (bf16/f16 are widened to f32 and results narrowed back); CUDA kernels take 16-bit
-// logits directly and compute in f32.
+// f32/f64 logits (bf16/f16 are widened to f32 and the gradient narrowed back); CUDA kernels take
+// 16-bit logits directly and compute in f32. The loss (and its incoming gradient) is f32 for 16-bit
+// logits either way, so a bf16 model needs no f32 copy of its logits — the largest tensor of a
+// language model's step — to get an f32 loss: the same bits as widening the logits first.
 #include "kernels/checked_indices.h"
 #include "kernels/dispatch.h"
 #include "kernels/ops.h"
@@ -58,11 +60,10 @@ CrossEntropyOutput cross_entropy(const Tensor& logits, const Tensor& targets, in
   const Tensor t = out.targets.indices;
   const DType compute = kernel_dtype(logits);
   const Tensor x = contiguous(to_dtype(logits, compute));
-  out.loss = empty({}, compute, logits.device());
+  out.loss = empty({}, lse_dtype(logits.dtype()), logits.device());
   out.lse = empty({logits.size(0)}, lse_dtype(logits.dtype()), logits.device());
   BRIGADE_DISPATCH("cross_entropy", logits,
                    cross_entropy(out.loss, out.lse, x, t, ignore_index, reduction_scale(reduction, out.targets)));
-  out.loss = to_dtype(out.loss, logits.dtype());
   return out;
 }
 
@@ -84,7 +85,7 @@ Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, con
   const Tensor& t = checked.indices;
   const DType compute = kernel_dtype(logits);
   const Tensor x = contiguous(to_dtype(logits, compute));
-  const Tensor g = contiguous(to_dtype(grad_loss, compute));  // read by the kernel: no trip to the host
+  const Tensor g = contiguous(to_dtype(grad_loss, stats));  // read by the kernel: no trip to the host
   const Tensor lse = contiguous(saved.lse);
   Tensor grad = empty(logits.shape(), compute, logits.device());
   BRIGADE_DISPATCH("cross_entropy_backward", logits,

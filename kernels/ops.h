@@ -208,7 +208,7 @@ Tensor embedding_backward(const Tensor& grad_y, const Tensor& indices, int64_t n
 // ---- cross entropy (kernels/cross_entropy.cpp) ----
 using brigade::Reduction;
 struct CrossEntropyOutput {
-  Tensor loss;  // scalar, dtype of logits
+  Tensor loss;  // scalar: f64 for f64 logits, else f32 (a 16-bit loss would keep 3 significant digits)
   Tensor lse;   // [N] log-sum-exp per row, saved for backward: f64 for f64 logits, else f32
   int64_t count = 0;  // targets that were not ignore_index, the mean's denominator (= targets.counted; -1: see there)
   CheckedIndices targets;  // what cross_entropy_backward needs not scan again

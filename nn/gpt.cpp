@@ -263,10 +263,10 @@ Tensor language_model_loss(const Tensor& logits, const Tensor& targets) {
                 logits.defined() ? shape_str(logits.shape()) : std::string("(undefined)"), " and ",
                 targets.defined() ? shape_str(targets.shape()) : std::string("(undefined)"));
   const int64_t rows = targets.numel();
-  // Under bf16 compute the loss is taken in f32: the kernel accumulates in f32 either way, but a bf16
-  // result would keep 3 significant digits of the loss and of each logit's gradient.
-  const Tensor scores = is_half(logits.dtype()) ? to_dtype(logits, DType::f32) : logits;
-  return cross_entropy(scores.reshape({rows, logits.shape()[2]}), targets.reshape({rows}), -1);
+  // Under bf16 compute the logits go in as they are: the fused loss reads them in bf16, computes in
+  // f32 and returns an f32 loss (kernels/cross_entropy.cpp), so no f32 copy of the [B, T, V] logits
+  // is made — the same bits as widening them first.
+  return cross_entropy(logits.reshape({rows, logits.shape()[2]}), targets.reshape({rows}), -1);
 }
 
 Tensor GPT::forward_cached(const Tensor& x, KVCache& cache) {

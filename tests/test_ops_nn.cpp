@@ -713,12 +713,22 @@ TEST_CASE("cross_entropy: every target ignored gives 0 and zero gradient", "[cro
   require_close(logits.grad(), std::vector<double>(12, 0.0), 0, 0);
 }
 
-TEST_CASE("cross_entropy: bf16 logits", "[cross_entropy]") {
+TEST_CASE("cross_entropy: bf16 logits give an f32 loss, the bits of widening them first", "[cross_entropy]") {
   const Tensor logits = random({4, 6}, 83, DType::bf16);
   const std::vector<int64_t> t = {0, 5, 2, 2};
-  const auto out = ops::cross_entropy(logits, from_vector(t, {4}, DType::i64), -100, ops::Reduction::mean);
-  REQUIRE(out.loss.dtype() == DType::bf16);
-  require_close(out.loss, {ref_cross_entropy(logits, t, -100, true)}, 1e-2, 1.0 / 128);
+  const Tensor targets = from_vector(t, {4}, DType::i64);
+  const auto out = ops::cross_entropy(logits, targets, -100, ops::Reduction::mean);
+  REQUIRE(out.loss.dtype() == DType::f32);  // a bf16 loss would keep 3 significant digits
+  require_close(out.loss, {ref_cross_entropy(logits, t, -100, true)}, 1e-5, 1e-5);
+  // The same loss and gradient bits as an f32 copy of the logits, the gradient then rounded to bf16.
+  const Tensor wide = ops::to_dtype(logits, DType::f32);
+  const auto widened = ops::cross_entropy(wide, targets, -100, ops::Reduction::mean);
+  REQUIRE(out.loss.to_vector() == widened.loss.to_vector());
+  const Tensor g = scalar(0.25, DType::f32);
+  const Tensor grad = ops::cross_entropy_backward(g, logits, targets, out, -100, ops::Reduction::mean);
+  REQUIRE(grad.dtype() == DType::bf16);
+  const Tensor grad_wide = ops::cross_entropy_backward(g, wide, targets, widened, -100, ops::Reduction::mean);
+  REQUIRE(grad.to_vector() == ops::to_dtype(grad_wide, DType::bf16).to_vector());
 }
 
 TEST_CASE("cross_entropy: gradients", "[cross_entropy][grad]") {
@@ -857,7 +867,7 @@ TEST_CASE("layer_norm, rms_norm and cross_entropy save f64 statistics for f64 in
   REQUIRE(ops::rms_norm(x, Tensor(), 1e-5).rstd.dtype() == stats);
   const auto ce = ops::cross_entropy(x, tensor({0, 4, 2}, DType::i64), -100, ops::Reduction::mean);
   REQUIRE(ce.lse.dtype() == stats);
-  REQUIRE(ce.loss.dtype() == dtype);
+  REQUIRE(ce.loss.dtype() == stats);  // the loss too: a bf16 one would keep 3 significant digits
 }
 
 TEST_CASE("layer_norm and rms_norm: f64 gradients of rows far from zero", "[norm][grad]") {

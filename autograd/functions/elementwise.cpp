@@ -15,7 +15,12 @@ using ops::UnaryOp;
 Tensor binary_op(BinaryOp op, const Tensor& a_in, const Tensor& b_in) {
   const Tensor a = autocast_to_match(a_in, b_in), b = autocast_to_match(b_in, a_in);
   Tensor out = ops::binary(op, a, b);
-  record(ops::binary_op_name(op), {a, b}, {out}, [op, a, b](const std::vector<Tensor>& g, const std::vector<bool>& want) {
+  // add and sub pass the gradient through: they keep their operands' shapes, not the operands (a
+  // residual add would otherwise hold the sublayer's output until its backward).
+  const bool reads_operands = op != BinaryOp::add && op != BinaryOp::sub;
+  record(ops::binary_op_name(op), {a, b}, {out},
+         [op, a = reads_operands ? a : Tensor(), b = reads_operands ? b : Tensor(), a_shape = a.shape(),
+          b_shape = b.shape()](const std::vector<Tensor>& g, const std::vector<bool>& want) {
     const Tensor& gy = g[0];
     Tensor ga, gb;
     switch (op) {
@@ -38,8 +43,8 @@ Tensor binary_op(BinaryOp op, const Tensor& a_in, const Tensor& b_in) {
                                                      ops::binary(BinaryOp::mul, b, b)));
         break;
     }
-    if (ga.defined()) ga = ops::sum_to(ga, a.shape());
-    if (gb.defined()) gb = ops::sum_to(gb, b.shape());
+    if (ga.defined()) ga = ops::sum_to(ga, a_shape);
+    if (gb.defined()) gb = ops::sum_to(gb, b_shape);
     return std::vector<Tensor>{ga, gb};
   });
   return out;

@@ -15,6 +15,7 @@
 #include "core/cuda/check.h"
 #include "core/cuda/current.h"
 #include "core/cuda/guard.h"
+#include "core/device_memory.h"
 #include "core/memory_limit.h"
 #include "core/storage.h"
 #include "core/stream.h"
@@ -138,6 +139,14 @@ void reset_peak_memory(Device device) {
 }
 
 void cuda_empty_cache() { cuda::instance().cache.empty_cache(); }
+
+size_t cuda_runtime_bytes_in_use(Device device) {
+  BRIGADE_CHECK(device.is_cuda(), "cuda_runtime_bytes_in_use: ", device.str(), " is not a GPU");
+  cuda::DeviceGuard guard(device.index);
+  size_t free_bytes = 0, total_bytes = 0;
+  BRIGADE_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return total_bytes - free_bytes;
+}
 
 void set_cuda_memory_limit(Device device, const DeviceMemoryLimit& limit, const std::string& source) {
   BRIGADE_CHECK(device.is_cuda(), source, ": ", device.str(), " is not a GPU (the limit is for GPU memory)");

@@ -19,7 +19,7 @@
 //
 // On the GPU (the contract both backends share: kernels/twins/cross_entropy.inc):
 // logits [N, C] contiguous in f32, f64, bf16 or f16 (16-bit data computes in f32); targets contiguous
-// i64 [N], checked by the op layer. loss and grad_loss have the logits' dtype; lse [N] is f32 (f64 for
+// i64 [N], checked by the op layer. loss, grad_loss and lse [N] have the compute dtype: f32 (f64 for
 // f64 logits). The loss sums the rows in a fixed order: deterministic.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/kernels.h"
@@ -63,19 +63,20 @@ __device__ __forceinline__ double resolve(const ops::LossScale& s) {
   return count > 0 ? 1.0 / double(count) : 0.0;
 }
 
-template <class T>
-__global__ void sum_losses_kernel(T* loss, const compute_t<T>* row_loss, int64_t n, ops::LossScale loss_scale) {
-  using C = compute_t<T>;
+// The loss is written in the compute dtype (f32 for 16-bit logits): a 16-bit loss would keep three
+// significant digits.
+template <class C>
+__global__ void sum_losses_kernel(C* loss, const C* row_loss, int64_t n, ops::LossScale loss_scale) {
   const double scale = resolve(loss_scale);
   C total = 0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) total += row_loss[i];
   total = block_reduce(total, Sum{}, C(0));
-  if (threadIdx.x == 0) *loss = from_compute<T>(C(double(total) * scale));
+  if (threadIdx.x == 0) *loss = C(double(total) * scale);
 }
 
 template <bool kWholeBlock, class T>
 __global__ void cross_entropy_backward_kernel(T* grad, const T* logits, const int64_t* targets,
-                                              const compute_t<T>* lse, const T* grad_loss, int64_t n, int64_t c,
+                                              const compute_t<T>* lse, const compute_t<T>* grad_loss, int64_t n, int64_t c,
                                               int64_t ignore_index, ops::LossScale loss_scale) {
   using C = compute_t<T>;
   using Group = RowGroup<kWholeBlock>;
@@ -86,7 +87,7 @@ __global__ void cross_entropy_backward_kernel(T* grad, const T* logits, const in
   const T* x = logits + r * c;
   const int64_t target = targets[r];
   const bool ignored = target == ignore_index;
-  const C s = C(double(to_compute(*grad_loss)) * scale), row_lse = lse[r];
+  const C s = C(double(*grad_loss) * scale), row_lse = lse[r];
   const RowSplit split = split_row(x, c, same_phase(x, static_cast<const T*>(g)));
   for_each_chunk<T>(split, Group::rank(), Group::size(), [&](int64_t j, auto width) {
     constexpr int W = decltype(width)::value;
@@ -126,7 +127,7 @@ void cross_entropy(const Tensor& loss, const Tensor& lse, const Tensor& logits, 
         BRIGADE_CUDA_CHECK_LAUNCH();
       });
     }
-    sum_losses_kernel<T><<<1, kSumThreads, 0, stream>>>(static_cast<T*>(loss.raw_data()), row_loss, n, scale);
+    sum_losses_kernel<C><<<1, kSumThreads, 0, stream>>>(static_cast<C*>(loss.raw_data()), row_loss, n, scale);
     BRIGADE_CUDA_CHECK_LAUNCH();
   });
 }
@@ -142,7 +143,7 @@ void cross_entropy_backward(const Tensor& grad_logits, const Tensor& logits, con
     launch_rows(n, c, [&](auto whole_block, dim3 grid, dim3 block) {
       cross_entropy_backward_kernel<decltype(whole_block)::value><<<grid, block, 0, stream>>>(
           static_cast<T*>(grad_logits.raw_data()), static_cast<const T*>(logits.raw_data()), targets.data<int64_t>(),
-          static_cast<const C*>(lse.raw_data()), static_cast<const T*>(grad_loss.raw_data()), n, c, ignore_index,
+          static_cast<const C*>(lse.raw_data()), static_cast<const C*>(grad_loss.raw_data()), n, c, ignore_index,
           scale);
       BRIGADE_CUDA_CHECK_LAUNCH();
     });

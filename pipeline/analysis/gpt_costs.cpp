@@ -86,10 +86,9 @@ std::vector<LayerEstimate> estimate_gpt_layers(const GptShape& shape, int64_t se
   {
     LayerEstimate e{"GPTEmbedding"};
     e.parameters = counts.front();
-    const int64_t rows = (n + (llama ? 0 : T)) * C;  // the token rows (and position rows) it looked up, f32
-    // gpt2's output is a sum, which keeps both operands besides; a llama's is the rows themselves.
-    const int64_t output = llama ? 0 : n * C * a;
-    out.push_back(finish(e, rows * 4 + (half ? rows * a : 0) + output, n * C * a, /*copies=*/false));
+    // Only its output: the rows it looked up (and a gpt2's position rows) go once added or cast (an
+    // add or a cast keeps no operands; the tape frees what no backward reads, autograd/tape.h).
+    out.push_back(finish(e, n * C * a, n * C * a, /*copies=*/false));
   }
   // A llama's norms keep one statistic per row (rstd), not two.
   const int64_t norm_stats = llama ? n * 4 : stats;
@@ -102,21 +101,25 @@ std::vector<LayerEstimate> estimate_gpt_layers(const GptShape& shape, int64_t se
     attention.input_grad = projections + 2 * scores;
     attention.weight_grad = projections;
     const int64_t repeated = llama && kv < C ? 2 * C : 0;  // k and v repeated to every query head
-    const int64_t attention_stash = llama ? n * a * (6 * C + 3 * kv + repeated) : 7 * n * C * a;
+    // gpt2: ln1's output, q/k/v, the attention's output, the half's output (its input is the last
+    // layer's; the residual add keeps no operands). llama: the same with rotated q and k beside them.
+    const int64_t attention_stash = llama ? n * a * (5 * C + 3 * kv + repeated) : 6 * n * C * a;
     out.push_back(finish(attention, attention_stash + norm_stats + 4 * n * H, 5 * n * C * a));
 
     LayerEstimate mlp{"BlockMLP"};
     mlp.parameters = counts[size_t(2 + 2 * layer)];
     // gpt2: fc and proj, 2 C F per token; llama: gate, up and down, 3 C F.
     mlp.forward = mlp.input_grad = mlp.weight_grad = 2 * nd * (llama ? 3 : 2) * Cd * Fd;
-    const int64_t mlp_stash = n * a * (3 * C + (llama ? 3 : 2) * F);
+    // The norm's output and the half's output, and the hidden width's tensors: gpt2 the GELU's input
+    // and output, llama gate, up and their product.
+    const int64_t mlp_stash = n * a * (2 * C + (llama ? 3 : 2) * F);
     out.push_back(finish(mlp, mlp_stash + norm_stats, 6 * n * C * a));
   }
   {
     LayerEstimate head{"GPTHead"};
     head.parameters = counts.back();  // ln_f and the tied matrix (or lm_head)
     head.forward = head.input_grad = head.weight_grad = 2 * nd * Cd * double(V);
-    const int64_t logits = n * V * a + (half ? n * V * 4 : 0);  // bf16: the loss's f32 copy too
+    const int64_t logits = n * V * a;  // the loss reads bf16 logits as they are: no f32 copy
     out.push_back(finish(head, n * C * a + norm_stats + logits, n * C * a + n * V * a));
   }
   return out;

@@ -9,8 +9,10 @@
 #include "bench/environment.h"
 #include "bench/stats.h"
 #include "bench_step/launches.h"
+#include "bench_step/memory_floor.h"
 #include "brigade.h"
 #include "core/atomic_file.h"
+#include "core/device_memory.h"
 #include "core/format.h"
 #include "core/json.h"
 #include "core/stream.h"
@@ -33,6 +35,7 @@ struct Options {
   ops::MatmulBackend matmul = ops::MatmulBackend::automatic;
   bool cuda_graph = false;
   bool launch_names = false;
+  bool memory = false;
   std::string json_path;
 };
 
@@ -88,6 +91,9 @@ std::vector<cli::Flag<Options>> flags() {
       {"--launch-names", "", "also list the launches per step by kernel or call name (GPU emulator builds count them)",
        [](Options& o, const std::string&) { o.launch_names = true; },
        [](const Options& o) { return std::string(o.launch_names ? "on" : "off"); }},
+      {"--memory", "", "also print the analytic floor of the step's memory term by term beside the measured peak",
+       [](Options& o, const std::string&) { o.memory = true; },
+       [](const Options& o) { return std::string(o.memory ? "on" : "off"); }},
       cli::text_flag("--json", "FILE", "also write the numbers as JSON (atomically)", &Options::json_path),
   };
 }
@@ -96,7 +102,8 @@ std::string usage() {
   return "usage: brigade bench step [flags]\n\n"
          "Times training steps of a GPT on one device — forward, cross-entropy loss, backward, AdamW — on\n"
          "random tokens, after untimed warm-up steps, and reports the median step time, tokens/s and the\n"
-         "peak memory its tensors held. bench/compare_pytorch.py runs the same models in PyTorch beside it.\n\n"
+         "peak memory its tensors held, against the least a step must hold (--memory: term by term).\n"
+         "bench/compare_pytorch.py runs the same models in PyTorch beside it.\n\n"
          "example: brigade bench step --layers 4 --embd 256 --heads 4 --seq 128 --batch 8 --threads 1\n\n"
          "flags:\n" +
          cli::flag_lines(flags());
@@ -134,6 +141,70 @@ size_t memory_in_use(Device device, bool peak) {
   }
   const HostMemoryStats s = host_memory_stats();
   return peak ? s.peak_allocated : s.allocated;
+}
+
+// One more step, after the timed ones, measured two ways: the allocator's peak of bytes held by
+// tensors, and on a GPU the runtime's own count (cudaMemGetInfo) of what the process holds once the
+// allocator's cache was emptied before the step — its rise is every block the step made the
+// allocator obtain, an outside check of the first number (the two differ by rounding and by blocks
+// freed and cached at one size while another is wanted).
+struct StepMemory {
+  MemoryFloor floor;
+  size_t peak = 0;             // the allocator's high-water mark over the step
+  size_t runtime_bytes = 0;    // GPU only: the runtime's count after the step, less its count before
+};
+
+// cuBLAS's workspace when the step's GEMMs may run there (kernels/cuda/gemm_cublas.cpp's size).
+size_t cublas_workspace(const Options& o, Device device) {
+  const bool cublas = o.matmul == ops::MatmulBackend::automatic || o.matmul == ops::MatmulBackend::cublas;
+  return device.is_cuda() && cublas ? size_t(32) << 20 : 0;
+}
+
+template <class Step>
+StepMemory measure_step_memory(const Options& o, Device device, nn::GPT& model, Step& step) {
+  StepMemory m;
+  m.floor = step_memory_floor({.layers = o.layers, .embd = o.embd, .heads = o.heads, .seq = o.seq, .batch = o.batch,
+                               .vocab = o.vocab, .block = o.seq, .parameters = model.parameter_count(),
+                               .compute = o.precision, .gemm_workspace = cublas_workspace(o, device)});
+  size_t runtime_before = 0;
+  if (device.is_cuda()) {
+    cuda_empty_cache();
+    runtime_before = cuda_runtime_bytes_in_use(device) - memory_in_use(device, false);
+    reset_peak_memory(device);
+  } else {
+    reset_host_peak_memory();
+  }
+  step();
+  m.peak = memory_in_use(device, true);
+  if (device.is_cuda()) m.runtime_bytes = cuda_runtime_bytes_in_use(device) - runtime_before;
+  return m;
+}
+
+std::string mib(size_t bytes) { return format_fixed(double(bytes) / (1 << 20), 2) + " MiB"; }
+
+void print_step_memory(std::ostream& out, const StepMemory& m, bool terms) {
+  const size_t floor = m.floor.bytes();
+  out << "memory floor: " << mib(floor) << " (the least a step must hold); measured peak "
+      << format_fixed(double(m.peak) / double(floor), 3) << "x of it";
+  if (m.runtime_bytes > 0) out << "; the runtime counted " << mib(m.runtime_bytes) << " obtained over the step";
+  out << "\n";
+  if (!terms) return;
+  out << "  at the start of the backward (" << mib(m.floor.backward_start_bytes) << "):\n";
+  for (const MemoryTerm& t : m.floor.backward_start) out << "    " << mib(t.bytes) << "  " << t.what << "\n";
+  out << "  at AdamW's update: " << mib(m.floor.optimizer_step_bytes)
+      << " (weights, gradients, m and v, f32)\n";
+}
+
+std::string step_memory_json(const StepMemory& m, const std::string& indent) {
+  std::string terms;
+  for (const MemoryTerm& t : m.floor.backward_start)
+    terms += std::string(terms.empty() ? "" : ", ") + "{\"what\": " + json_string(t.what) +
+             ", \"bytes\": " + std::to_string(t.bytes) + "}";
+  return indent + "\"memory\": {\"peak_bytes\": " + std::to_string(m.peak) +
+         ", \"runtime_bytes\": " + std::to_string(m.runtime_bytes) + ", \"floor_bytes\": " +
+         std::to_string(m.floor.bytes()) + ", \"peak_over_floor\": " +
+         json_number(double(m.peak) / double(m.floor.bytes())) + ",\n" + indent + "  \"backward_start_terms\": [" +
+         terms + "],\n" + indent + "  \"optimizer_step_bytes\": " + std::to_string(m.floor.optimizer_step_bytes) + "}\n";
 }
 
 int run(const Options& o, std::ostream& out) {
@@ -191,6 +262,7 @@ int run(const Options& o, std::ostream& out) {
   const size_t peak = memory_in_use(device, true);
   const std::optional<StepLaunches> launches =
       launches_counted() ? std::optional(launches_per_step(o.steps)) : std::nullopt;
+  const StepMemory memory = measure_step_memory(o, device, model, step);
 
   out << "model: GPT, " << o.layers << " layers, " << o.embd << " wide, " << o.heads << " heads, vocab " << o.vocab
       << ", " << model.parameter_count() << " parameters; " << o.attention << " attention"
@@ -212,6 +284,7 @@ int run(const Options& o, std::ostream& out) {
     if (o.launch_names)
       for (const auto& [name, count] : launches->by_name) out << "  " << format_fixed(count, 1) << "  " << name << "\n";
   }
+  print_step_memory(out, memory, o.memory);
   if (!o.json_path.empty()) {
     std::string j = "{\n";
     j += "  \"benchmark\": \"brigade bench step\",\n";
@@ -230,7 +303,8 @@ int run(const Options& o, std::ostream& out) {
     j += "  \"tokens_per_s\": " + json_number(tokens_per_s) + ",\n";
     if (launches) j += "  \"launches_per_step\": " + launches_json(*launches) + ",\n";
     j += "  \"peak_bytes\": " + std::to_string(peak) + ",\n";
-    j += "  \"resident_bytes\": " + std::to_string(resident) + "\n}\n";
+    j += "  \"resident_bytes\": " + std::to_string(resident) + ",\n";
+    j += step_memory_json(memory, "  ") + "}\n";
     write_file_atomically(o.json_path, j, "--json");
   }
   return 0;
