@@ -100,10 +100,12 @@ std::vector<LayerEstimate> estimate_gpt_layers(const GptShape& shape, int64_t se
     attention.forward = projections + scores;
     attention.input_grad = projections + 2 * scores;
     attention.weight_grad = projections;
-    const int64_t repeated = llama && kv < C ? 2 * C : 0;  // k and v repeated to every query head
-    // gpt2: ln1's output, q/k/v, the attention's output, the half's output (its input is the last
-    // layer's; the residual add keeps no operands). llama: the same with rotated q and k beside them.
-    const int64_t attention_stash = llama ? n * a * (5 * C + 3 * kv + repeated) : 6 * n * C * a;
+    // The norm's output (the projections' one input), the attention's q, k and v, its output, and the
+    // heads merged for the output projection (its input is the last layer's; the residual add keeps
+    // no operands). A llama's attention reads its k and v after rotation and repeated to every query
+    // head — C wide each, whatever the kv heads — and the rotation and the repeat keep nothing: so
+    // both families keep 6 C per token.
+    const int64_t attention_stash = 6 * n * C * a;
     out.push_back(finish(attention, attention_stash + norm_stats + 4 * n * H, 5 * n * C * a));
 
     LayerEstimate mlp{"BlockMLP"};
