@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/format.h"
+#include "init_from_model.h"
 #include "nn/gpt_presets.h"
 #include "pipeline/schedule.h"
 #include "pipeline/schedule_csv.h"
@@ -284,6 +285,7 @@ ParsedTrainArgs parse_train_args(const std::vector<std::string>& args) {
   }
   cli::parse_flags(args, flags(), out.options, out.help);
   if (!out.options.schedule_file.empty()) take_schedule_file(args, out.options);
+  take_init_from_model(args, out.options);
   // One device runs the whole batch at once unless micro-batches are asked for: the old `--stages 0`
   // behaviour, and the fastest when the batch fits (one large GEMM beats M small ones).
   if (out.options.stages == 0 && !cli::flag_given(args, "--microbatches")) out.options.microbatches = 1;
