@@ -477,6 +477,15 @@ TEST_CASE("llama_hf: brigade train --init-from DIR takes the whole model from DI
   write_model(dir.file("hf-other"), config_json(other, "llama"), w, false);
   REQUIRE_THROWS_WITH(train::Trainer(train::parse_train_args(resumed).options),
                       Contains("norm_eps 1e-06 but this run has norm_eps 1e-05"));
+  // `brigade generate` rebuilds the same model from a checkpoint's settings: a run's untrained start
+  // continues a prompt as the directory itself does.
+  train::Trainer(train::parse_train_args(args({"--stages", "0"})).options).save(dir.file("start"));
+  const std::vector<std::string> prompt = {"--prompt-ids", "5 17 0 36", "--ids", "--tokens", "12", "--temperature",
+                                           "0", "--device", "cpu", "--checkpoint"};
+  std::vector<std::string> from_hf = prompt, from_start = prompt;
+  from_hf.push_back(dir.file("hf"));
+  from_start.push_back(dir.file("start"));
+  REQUIRE(generate(from_start) == generate(from_hf));
   // A GPT-2 run of the same sizes resuming it is refused for its family, before any tensor is read.
   REQUIRE_THROWS_WITH(train::Trainer(train::parse_train_args({"--data", dir.file("data"), "--resume", dir.file("ckpt"),
                                                               "--layers", "2", "--heads", "4", "--embd", "32",
