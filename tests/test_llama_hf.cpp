@@ -458,7 +458,8 @@ TEST_CASE("llama_hf: brigade train --init-from DIR takes the whole model from DI
   REQUIRE_THAT(refused({"--kv-heads", "4"}), Contains("--kv-heads: 4 disagrees") && Contains("num_key_value_heads 2"));
   REQUIRE_THAT(refused({"--arch", "gpt2"}), Contains("--arch: gpt2 disagrees") && Contains("model_type llama"));
   REQUIRE_THAT(refused({"--vocab", "200"}), Contains("--vocab: 200 is larger") && Contains("vocab_size 130"));
-  REQUIRE_THAT(refused({"--model", "gpt2"}), Contains("--model:") && Contains(config));
+  REQUIRE_THAT(refused({"--model", "llama-1b"}), Contains("--model: llama-1b has --layers 16, which disagrees") &&
+                                                     Contains(config) && Contains("num_hidden_layers 2"));
   // Flags that agree are accepted; a shorter context is a run's own choice.
   REQUIRE(train::parse_train_args(args({"--layers", "2", "--untied", "--context", "16", "--stages", "0"})).options.context == 16);
 

@@ -265,6 +265,7 @@ TEST_CASE("train --data: --init-from a Hugging Face GPT-2 takes its sizes from t
                                               Catch::Contains("n_head 2"));
   REQUIRE_THAT(refused({"--arch", "llama"}), Catch::Contains("--arch: llama disagrees"));
   REQUIRE_THAT(refused({"--rope-theta", "500"}), Catch::Contains("no rotary positions"));
+  REQUIRE_THAT(refused({"--model", "gpt2"}), Catch::Contains("--model: gpt2 has --layers 12, which disagrees"));
 }
 
 TEST_CASE("train --data: bad data directories are refused, naming the directory or file", "[train_text]") {

@@ -33,30 +33,34 @@ void take_init_from_model(const std::vector<std::string>& args, TrainOptions& o)
   const nn::GPTConfig file = nn::hf_model_config(*hf);
   const std::string source = source_of(*hf);
   const bool llama = file.arch == nn::Arch::llama;
-  if (cli::flag_given(args, "--model"))
-    cli::bad_flag("--model", "--init-from " + o.init_from + " is a Hugging Face model, whose own " + source +
-                                 " gives its size; drop --model");
-  // A flag the user gave must say what the file says; one not given takes the file's value.
+  // A flag the user gave, or the --model preset set, must say what the file says; the others take
+  // the file's values. Compared as the model they build (0 kv heads: as many as heads, ...).
+  const nn::GPTConfig asked = cli::gpt_config(
+      {.layers = o.layers, .heads = o.heads, .embd = o.embd, .decoder = o.decoder}, Device::cpu(), DType::f32, 0);
+  const bool preset = cli::flag_given(args, "--model");
   auto take = [&](const char* flag, const std::string& given, const std::string& files, const char* field) {
-    if (cli::flag_given(args, flag) && given != files)
+    if (given == files) return;
+    if (cli::flag_given(args, flag))
       cli::bad_flag(flag, given + " disagrees with --init-from's model: " + source + " gives " + field + " " + files +
                               " (drop " + flag + " to take the file's)");
+    if (preset)
+      cli::bad_flag("--model", o.model + " has " + flag + " " + given + ", which disagrees with --init-from's model: " +
+                                   source + " gives " + field + " " + files + " (drop --model to take the file's)");
   };
   const int64_t file_kv = file.n_kv_head > 0 ? file.n_kv_head : file.n_head;
-  take("--arch", nn::arch_name(o.decoder.arch), nn::arch_name(file.arch), llama ? "model_type" : "the family");
-  take("--layers", std::to_string(o.layers), std::to_string(file.n_layer), llama ? "num_hidden_layers" : "n_layer");
-  take("--heads", std::to_string(o.heads), std::to_string(file.n_head), llama ? "num_attention_heads" : "n_head");
-  take("--embd", std::to_string(o.embd), std::to_string(file.n_embd), llama ? "hidden_size" : "n_embd");
-  take("--kv-heads", std::to_string(o.decoder.kv_heads), std::to_string(file_kv),
+  take("--arch", nn::arch_name(asked.arch), nn::arch_name(file.arch), llama ? "model_type" : "the family");
+  take("--layers", std::to_string(asked.n_layer), std::to_string(file.n_layer), llama ? "num_hidden_layers" : "n_layer");
+  take("--heads", std::to_string(asked.n_head), std::to_string(file.n_head), llama ? "num_attention_heads" : "n_head");
+  take("--embd", std::to_string(asked.n_embd), std::to_string(file.n_embd), llama ? "hidden_size" : "n_embd");
+  take("--kv-heads", std::to_string(asked.n_kv_head > 0 ? asked.n_kv_head : asked.n_head), std::to_string(file_kv),
        llama ? "num_key_value_heads" : "key/value heads (as many as n_head)");
-  take("--mlp-hidden", std::to_string(o.decoder.mlp_hidden), std::to_string(nn::mlp_hidden_of(file)),
+  take("--mlp-hidden", std::to_string(nn::mlp_hidden_of(asked)), std::to_string(nn::mlp_hidden_of(file)),
        llama ? "intermediate_size" : "the MLP width (4 x n_embd)");
   if (!llama && cli::flag_given(args, "--rope-theta"))
     cli::bad_flag("--rope-theta", "--init-from's model is a GPT-2 (" + source + "), which has no rotary positions");
-  take("--rope-theta", cli::show_number(o.decoder.rope.theta), cli::show_number(file.rope.theta), "rope_theta");
-  if (cli::flag_given(args, "--untied") && file.tie_embeddings)
-    cli::bad_flag("--untied", "given, but --init-from's model is tied: " + source +
-                                  (llama ? " gives tie_word_embeddings true" : " is a GPT-2, whose head is its token table"));
+  if (llama) take("--rope-theta", cli::show_number(asked.rope.theta), cli::show_number(file.rope.theta), "rope_theta");
+  take("--untied", o.decoder.untied ? "untied" : "tied", file.tie_embeddings ? "tied" : "untied",
+       llama ? "tie_word_embeddings (as a head)" : "the GPT-2 head, always");
   // The vocabulary: the task's token ids must be below the file's (checked again against the data
   // when the task is read); the model keeps all of the file's rows.
   if (cli::flag_given(args, "--vocab") && o.vocab > file.vocab_size)
@@ -69,7 +73,7 @@ void take_init_from_model(const std::vector<std::string>& args, TrainOptions& o)
       !std::filesystem::is_directory(std::filesystem::path(o.data) / "tokenizer", ec))
     o.vocab = file.vocab_size;
   // The context: shorter than the file's positions is fine; a GPT-2 has no positions past them.
-  if (!cli::flag_given(args, "--context")) o.context = file.block_size;
+  if (!cli::flag_given(args, "--context") && !preset) o.context = file.block_size;
   else if (!llama && o.context > file.block_size)
     cli::bad_flag("--context", std::to_string(o.context) + " is longer than the " + std::to_string(file.block_size) +
                                    " learned positions of --init-from's GPT-2 (" + source + ", n_positions)");

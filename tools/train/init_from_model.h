@@ -12,11 +12,12 @@
 namespace brigade::train {
 
 // When o.init_from names a Hugging Face model (nn::find_hf_model), sets o's model settings from it:
-// layers, heads, embd, the decoder flags and model_vocab, and context when --context is not in
-// `args`, and vocab, for a --data directory without a tokenizer, when --vocab is not. Refuses, as a UsageError naming the flag, its value, the file and the file's value, a model
-// flag in `args` that disagrees with the file, --model, a --vocab larger than the file's, and a
-// --context longer than a GPT-2's learned positions. A brigade checkpoint leaves o as it is (its
-// weights must fit the flags, as before).
+// layers, heads, embd, the decoder flags (epsilon, rope scaling and biases too) and model_vocab;
+// context when neither --context nor --model is in `args`; and vocab, for a --data directory without
+// a tokenizer, when --vocab is not. Refuses, as a UsageError naming the flag, its value, the file and
+// the file's value: a model flag in `args` (or a --model preset's value) that disagrees with the
+// file, a --vocab larger than the file's, a --context longer than a GPT-2's learned positions. A
+// brigade checkpoint leaves o as it is (its weights must fit the flags, as before).
 void take_init_from_model(const std::vector<std::string>& args, TrainOptions& o);
 
 }  // namespace brigade::train

@@ -106,7 +106,10 @@ const std::vector<Flag>& flags() {
       int_flag("--context", "tokens per training window with --data (the model's block size)", &TrainOptions::context, 1),
       int_flag("--vocab", "vocabulary size with --data (0: the tokenizer's in DIR, else GPT-2's 50257)",
                &TrainOptions::vocab, 0),
-      text_flag("--init-from", "PATH", "start from the weights of a checkpoint or a Hugging Face GPT-2 or LLaMA model (its directory, a model.safetensors, or a model.safetensors.index.json) (step 0)",
+      text_flag("--init-from", "PATH", "start from the weights (step 0) of a checkpoint the model flags describe, or of a Hugging Face GPT-2 or "
+                "LLaMA model (its directory, a model.safetensors, or a model.safetensors.index.json), whose config.json "
+                "gives the model: family, sizes, epsilon, rope, tie, biases, vocabulary, context (a shorter --context is "
+                "allowed; other model flags must agree with it)",
                 &TrainOptions::init_from),
       int_flag("--stages", "pipeline stages (ranks); 0: no pipeline, one device", &TrainOptions::stages, 0),
       {"--partition", "BY",
