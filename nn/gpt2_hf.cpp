@@ -218,6 +218,9 @@ std::map<std::string, Tensor> state_dict_from_hf_gpt2(const std::map<std::string
       ops::copy_(padded.slice(0, 0, t.shape()[0]), t);
       t = padded;
     }
+    // A shorter context: the first positions (the model never sees the others).
+    if (n.ours == "embed.wpe.weight" && t.dim() == 2 && t.shape()[0] > config.block_size)
+      t = t.slice(0, 0, config.block_size).contiguous();
     out[n.ours] = t;
   }
   if (hf.count("lm_head.weight") && hf.count("wte.weight")) {
@@ -266,7 +269,7 @@ void load_hf_gpt2(GPT& model, const std::map<std::string, Tensor>& tensors, cons
   const GPTConfig file = hf_gpt2_config(tensors, path);
   const GPTConfig& c = model.config();
   BRIGADE_CHECK(file.n_layer == c.n_layer && file.n_embd == c.n_embd && file.n_head == c.n_head &&
-                    file.block_size == c.block_size && file.vocab_size <= c.vocab_size && c.bias,
+                    file.block_size >= c.block_size && file.vocab_size <= c.vocab_size && c.bias,
                 path, ": holds a GPT-2 of ", file.n_layer, " layers, ", file.n_head, " heads, width ", file.n_embd,
                 ", context ", file.block_size, ", vocabulary ", file.vocab_size, "; the model has ", c.n_layer, ", ",
                 c.n_head, ", ", c.n_embd, ", ", c.block_size, ", ", c.vocab_size, c.bias ? "" : " and no biases");

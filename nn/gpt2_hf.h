@@ -24,6 +24,7 @@
 //
 // The vocabulary may be padded (llm.c pads GPT-2's 50257 to 50304 for faster GEMMs): reading into a
 // larger vocabulary fills the extra rows of wte with zeros, and writing keeps the first `vocab` rows.
+// A model of a shorter context reads the first rows of wpe (fine-tuning on shorter windows).
 #pragma once
 
 #include <cstdint>
@@ -58,7 +59,7 @@ GPTConfig hf_gpt2_config(const std::map<std::string, Shape>& shapes, const std::
 GPTConfig hf_gpt2_config(const HfIndex& index);
 
 // Hugging Face names and layout -> brigade's state_dict for a model with `config` (whose vocabulary
-// may be larger than the file's: padding rows are zero). Tensors are converted to config.dtype.
+// may be larger than the file's: padding rows are zero; its context may be shorter). Tensors are converted to config.dtype.
 // Throws naming `source` when a tensor is missing, unexpected, or of the wrong shape.
 // With `held` (brigade names: a pipeline rank's part of the model), only those are converted and
 // required, and the names are not checked (load_hf_gpt2_sharded checks them on the index).
@@ -69,7 +70,8 @@ std::map<std::string, Tensor> state_dict_from_hf_gpt2(const std::map<std::string
 std::map<std::string, Tensor> hf_gpt2_from_state_dict(const std::map<std::string, Tensor>& state, int64_t n_layer,
                                                       int64_t vocab);
 
-// Loads `path` into `model` (its config must match the file's, the vocabulary possibly padded).
+// Loads `path` into `model` (its config must match the file's, the vocabulary possibly padded, the
+// context possibly shorter).
 void load_hf_gpt2(GPT& model, const std::string& path);
 void load_hf_gpt2(GPT& model, const std::map<std::string, Tensor>& tensors, const std::string& path);
 // Loads GPT-2 sharded in Hugging Face's layout (nn/hf_shards.h; `index_path` is the

@@ -374,5 +374,124 @@ TEST_CASE("llama_hf: brigade train --init-from a LLaMA directory starts from its
     test::require_equal(exported.at(name), t);
   }
   REQUIRE_THROWS_WITH(train::Trainer(options({"--init-from", dir.file("hf"), "--rope-theta", "500"})),
-                      Contains(dir.file("hf/config.json")) && Contains("rope_theta 10000; the model has rope_theta 500"));
+                      Contains("--rope-theta: 500 disagrees") && Contains(dir.file("hf/config.json")) &&
+                          Contains("gives rope_theta 10000"));
+}
+
+namespace {
+
+// The mean cross-entropy of the reference's logits (tests/llama_hf_reference.h, f64) on a batch.
+double reference_loss(const TinyLlama& m, const Weights& w, const train::Batch& batch) {
+  const std::vector<double> inputs = batch.inputs.to_vector(), targets = batch.targets.to_vector();
+  const int64_t rows = batch.inputs.shape()[0], T = batch.inputs.shape()[1];
+  double total = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const std::vector<int64_t> tokens(inputs.begin() + r * T, inputs.begin() + (r + 1) * T);
+    const auto logits = test::reference_logits(m, w, tokens);
+    for (int64_t t = 0; t < T; ++t) {
+      const std::vector<double>& row = logits[size_t(t)];
+      const double top = *std::max_element(row.begin(), row.end());
+      double sum = 0;
+      for (double x : row) sum += std::exp(x - top);
+      total += top + std::log(sum) - row[size_t(targets[size_t(r * T + t)])];
+    }
+  }
+  return total / double(rows * T);
+}
+
+}  // namespace
+
+TEST_CASE("llama_hf: brigade train --init-from DIR takes the whole model from DIR (epsilon, grouped-query heads, "
+          "untied head, LLaMA 3 scaling, vocabulary, context): its first loss is the reference's, on one device and "
+          "across two stages; flags that disagree with config.json are refused",
+          "[train][llama_hf]") {
+  TempDir dir("brigade_test_llama_hf_train_from_dir");
+  std::filesystem::create_directories(dir.file("data"));
+  data::write_token_shard(dir.file("data/train_000000.bin"), test::grammar_text(4000, 1), data::TokenWidth::u16);
+  data::write_token_shard(dir.file("data/val_000000.bin"), test::grammar_text(1000, 2), data::TokenWidth::u16);
+  TinyLlama m;
+  m.eps = 1e-6;     // LLaMA 2's, which no flag sets
+  m.vocab = 130;    // above the text's bytes, and no multiple of 128: the model keeps exactly these rows
+  m.context = 24;   // the run's windows, from max_position_embeddings
+  Weights w = test::make_weights(m, 11);
+  // Small token vectors, so that the first RMSNorm's mean square is near the epsilon: reading 1e-5
+  // instead of 1e-6 moves the loss well past float rounding.
+  for (double& x : w.at("model.embed_tokens.weight").values) x = double(float(x * 1e-3));
+  write_model(dir.file("hf"), config_json(m, "llama"), w, false);
+  auto args = [&](std::vector<std::string> more) {
+    std::vector<std::string> a = {"--data", dir.file("data"), "--init-from", dir.file("hf"), "--batch", "4",
+                                  "--steps", "1", "--warmup", "0", "--eval", "4", "--device", "cpu",
+                                  "--trace", "none", "--svg", "none"};
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  };
+  train::Trainer one(train::parse_train_args(args({"--stages", "0"})).options);
+  const nn::GPTConfig& c = one.model().config();
+  REQUIRE(c.arch == nn::Arch::llama);
+  REQUIRE((c.n_layer == 2 && c.n_head == 4 && c.n_kv_head == 2 && c.n_embd == 32 && c.mlp_hidden == 48));
+  REQUIRE((c.vocab_size == 130 && c.block_size == 24 && !c.tie_embeddings && !c.bias));
+  REQUIRE(c.norm_eps == 1e-6);
+  REQUIRE((c.rope.llama3.has_value() && c.rope.llama3->original_max_position_embeddings == 64));
+  const double want = reference_loss(m, w, one.task().train_batch(0, 4));
+  REQUIRE(one.train_step() == Approx(want).epsilon(1e-5));
+  // The same through two pipeline stages (each rank reads its own layers from the file).
+  std::ostringstream out;
+  const train::TrainSummary piped =
+      train::run_training(train::parse_train_args(args({"--stages", "2", "--microbatches", "2"})).options, out);
+  INFO(out.str());
+  REQUIRE(piped.first_loss == Approx(want).epsilon(1e-5));
+
+  // A flag that disagrees with the file names itself, its value, config.json and the file's value.
+  const std::string config = dir.file("hf/config.json");
+  auto refused = [&](std::vector<std::string> more) {
+    more.insert(more.end(), {"--stages", "0"});
+    try {
+      train::parse_train_args(args(more));
+    } catch (const train::UsageError& e) {
+      return std::string(e.what());
+    }
+    FAIL("accepted");
+    return std::string();
+  };
+  REQUIRE_THAT(refused({"--layers", "3"}), Contains("--layers: 3 disagrees") && Contains(config) &&
+                                               Contains("num_hidden_layers 2"));
+  REQUIRE_THAT(refused({"--kv-heads", "4"}), Contains("--kv-heads: 4 disagrees") && Contains("num_key_value_heads 2"));
+  REQUIRE_THAT(refused({"--arch", "gpt2"}), Contains("--arch: gpt2 disagrees") && Contains("model_type llama"));
+  REQUIRE_THAT(refused({"--vocab", "200"}), Contains("--vocab: 200 is larger") && Contains("vocab_size 130"));
+  REQUIRE_THAT(refused({"--model", "llama-1b"}), Contains("--model: llama-1b has --layers 16, which disagrees") &&
+                                                     Contains(config) && Contains("num_hidden_layers 2"));
+  // Flags that agree are accepted; a shorter context is a run's own choice.
+  REQUIRE(train::parse_train_args(args({"--layers", "2", "--untied", "--context", "16", "--stages", "0"})).options.context == 16);
+
+  // A checkpoint of the run records the file's epsilon and LLaMA 3 scaling; resuming it with another
+  // model's is refused (it would be another run).
+  one.save(dir.file("ckpt"));
+  TinyLlama other = m;
+  other.factor = 4;
+  write_model(dir.file("hf-other"), config_json(other, "llama"), w, false);
+  std::vector<std::string> resumed = args({"--stages", "0", "--resume", dir.file("ckpt")});
+  resumed[3] = dir.file("hf-other");
+  REQUIRE_THROWS_WITH(train::Trainer(train::parse_train_args(resumed).options),
+                      Contains("rope_llama3 8 1 4 64 but this run has rope_llama3 4 1 4 64"));
+  other = m;
+  other.eps = 1e-5;
+  write_model(dir.file("hf-other"), config_json(other, "llama"), w, false);
+  REQUIRE_THROWS_WITH(train::Trainer(train::parse_train_args(resumed).options),
+                      Contains("norm_eps 1e-06 but this run has norm_eps 1e-05"));
+  // `brigade generate` rebuilds the same model from a checkpoint's settings: a run's untrained start
+  // continues a prompt as the directory itself does.
+  train::Trainer(train::parse_train_args(args({"--stages", "0"})).options).save(dir.file("start"));
+  const std::vector<std::string> prompt = {"--prompt-ids", "5 17 0 36", "--ids", "--tokens", "12", "--temperature",
+                                           "0", "--device", "cpu", "--checkpoint"};
+  std::vector<std::string> from_hf = prompt, from_start = prompt;
+  from_hf.push_back(dir.file("hf"));
+  from_start.push_back(dir.file("start"));
+  REQUIRE(generate(from_start) == generate(from_hf));
+  // A GPT-2 run of the same sizes resuming it is refused for its family, before any tensor is read.
+  REQUIRE_THROWS_WITH(train::Trainer(train::parse_train_args({"--data", dir.file("data"), "--resume", dir.file("ckpt"),
+                                                              "--layers", "2", "--heads", "4", "--embd", "32",
+                                                              "--context", "24", "--vocab", "130", "--batch", "4",
+                                                              "--steps", "1", "--stages", "0", "--device", "cpu"})
+                                         .options),
+                      Contains("trained with --arch llama but this run has --arch gpt2"));
 }

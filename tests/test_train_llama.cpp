@@ -106,11 +106,11 @@ TEST_CASE("train --arch llama: 2 stages x 2 replicas compute the one-device loss
     REQUIRE(info.config.mlp_hidden == 64);
     REQUIRE_FALSE(info.config.tie_embeddings);
     REQUIRE(nn::GPT::whole_parameter_count(info.config) == nn::GPT::whole_parameter_count(resumed.model().config()));
-    // Another family is another model: a gpt2 run cannot resume it (its parameters are not there), nor can
-    // a llama of another shape whose parameters are (the settings recorded are compared).
+    // Another family is another model: a gpt2 run cannot resume it (refused naming --arch before its
+    // parameters are looked for), nor can a llama of another shape (the settings recorded are compared).
     TrainOptions gpt2 = again;
     gpt2.decoder = {};
-    REQUIRE_THROWS_WITH(Trainer(gpt2), Catch::Contains("a checkpoint of another model"));
+    REQUIRE_THROWS_WITH(Trainer(gpt2), Catch::Contains("trained with --arch llama but this run has --arch gpt2"));
     TrainOptions other_theta = again;
     other_theta.decoder.rope.theta = 500000;
     REQUIRE_THROWS_WITH(Trainer(other_theta), Catch::Contains("--rope-theta 10000") && Catch::Contains("--rope-theta 5e+05"));

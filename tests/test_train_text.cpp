@@ -221,6 +221,53 @@ TEST_CASE("train --data: --init-from starts from saved weights (brigade's or Hug
                                          Catch::Contains("do not fit this model"));
 }
 
+TEST_CASE("train --data: --init-from a Hugging Face GPT-2 takes its sizes from the directory; a shorter --context "
+          "reads its first positions, and flags that disagree with it are refused",
+          "[train_text]") {
+  TextData data;
+  TempDir ckpt("brigade_test_train_text_init_hf");
+  Trainer trained(tiny_text_options(data.path()));
+  trained.train_step();
+  trained.save(ckpt.file("w"));
+  std::ostringstream out, err;
+  REQUIRE(export_cli::export_command({"--checkpoint", ckpt.file("w"), "--out", ckpt.file("hf")}, out, err) == 0);
+  // No model flags at all: the layers, heads, width, context and vocabulary are the directory's.
+  auto args = [&](std::vector<std::string> more) {
+    std::vector<std::string> a = {"--data", data.path(), "--init-from", ckpt.file("hf"), "--stages", "0", "--batch",
+                                  "8", "--steps", "1", "--device", "cpu", "--trace", "none", "--svg", "none"};
+    a.insert(a.end(), more.begin(), more.end());
+    return parse_train_args(a).options;
+  };
+  Trainer whole(args({}));
+  REQUIRE(whole.model().config().block_size == 32);
+  REQUIRE(whole.model().config().vocab_size == 256);
+  require_same_state(trained, whole);
+  Trainer shorter(args({"--context", "16"}));
+  REQUIRE(shorter.model().config().block_size == 16);
+  const nn::StateDict want = trained.model().state_dict(), got = shorter.model().state_dict();
+  for (const auto& [name, t] : want) {
+    INFO(name);
+    test::require_equal(got.at(name), name == "embed.wpe.weight" ? t.slice(0, 0, 16).contiguous() : t);
+  }
+  auto refused = [&](std::vector<std::string> more) {
+    try {
+      args(more);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    FAIL("accepted");
+    return std::string();
+  };
+  const std::string config = ckpt.file("hf") + "/config.json";
+  REQUIRE_THAT(refused({"--context", "64"}), Catch::Contains("--context: 64 is longer than the 32 learned positions") &&
+                                                 Catch::Contains(config));
+  REQUIRE_THAT(refused({"--heads", "4"}), Catch::Contains("--heads: 4 disagrees") && Catch::Contains(config) &&
+                                              Catch::Contains("n_head 2"));
+  REQUIRE_THAT(refused({"--arch", "llama"}), Catch::Contains("--arch: llama disagrees"));
+  REQUIRE_THAT(refused({"--rope-theta", "500"}), Catch::Contains("no rotary positions"));
+  REQUIRE_THAT(refused({"--model", "gpt2"}), Catch::Contains("--model: gpt2 has --layers 12, which disagrees"));
+}
+
 TEST_CASE("train --data: bad data directories are refused, naming the directory or file", "[train_text]") {
   TextData data;
   TrainOptions o = tiny_text_options(data.path() + "/nowhere");

@@ -22,6 +22,10 @@ struct DecoderFlags {
   int64_t mlp_hidden = 0;          // --mlp-hidden; 0: the family's default (nn::mlp_hidden_of)
   RopeParams rope = {};            // --rope-theta (a preset may bring LLaMA 3's scaling too)
   bool untied = false;             // --untied: a llama head with its own lm_head
+  // No flags: what a Hugging Face model given to `brigade train --init-from` brings (LLaMA 2's
+  // epsilon is 1e-6; Qwen2's attention has biases).
+  double norm_eps = 1e-5;       // the LayerNorm's or RMSNorm's epsilon
+  bool attention_bias = false;  // llama: biases on the attention's projections
 };
 
 struct GPTFlags {
@@ -66,8 +70,9 @@ inline nn::GPTConfig gpt_config(const GPTFlags& flags, Device device, DType comp
   const DecoderFlags& d = flags.decoder;
   c.arch = d.arch;
   c.mlp_hidden = d.mlp_hidden;
+  c.norm_eps = d.norm_eps;
   if (d.arch == nn::Arch::llama) {
-    c.bias = false;  // LLaMA has none
+    c.bias = d.attention_bias;  // LLaMA has none; Qwen2 on its attention
     c.n_kv_head = d.kv_heads;
     c.rope = d.rope;
     c.tie_embeddings = !d.untied;

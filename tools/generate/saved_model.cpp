@@ -26,17 +26,22 @@ int64_t metadata_int(const std::map<std::string, std::string>& meta, const std::
 }
 
 // The decoder family a `brigade train` checkpoint records (brigade train's settings --arch, --kv-heads,
-// --mlp-hidden, --rope-theta, --untied and its rope_llama3 note); a checkpoint from before them is a gpt2.
+// --mlp-hidden, --rope-theta, --untied, and rope_llama3, norm_eps and attention_bias); a checkpoint from
+// before them is a gpt2 with epsilon 1e-5.
 void read_decoder_metadata(const std::map<std::string, std::string>& meta, const std::string& path, nn::GPTConfig& config) {
   auto text = [&](const std::string& key, const std::string& absent) {
     auto it = meta.find(key);
     return it == meta.end() ? absent : it->second;
   };
+  if (meta.count("norm_eps")) {  // checkpoints from before it used 1e-5
+    std::istringstream eps(text("norm_eps", ""));
+    BRIGADE_CHECK(bool(eps >> config.norm_eps), "'", path, "': bad 'norm_eps' in its metadata");
+  }
   const std::string arch = text("arch", "gpt2");
   BRIGADE_CHECK(arch == "gpt2" || arch == "llama", "'", path, "': unknown 'arch' in its metadata: '", arch, "'");
   if (arch == "gpt2") return;
   config.arch = nn::Arch::llama;
-  config.bias = false;
+  config.bias = text("attention_bias", "false") == "true";
   if (meta.count("kv-heads") && text("kv-heads", "0") != "0") config.n_kv_head = metadata_int(meta, "kv-heads", path);
   if (meta.count("mlp-hidden") && text("mlp-hidden", "0") != "0") config.mlp_hidden = metadata_int(meta, "mlp-hidden", path);
   config.tie_embeddings = text("untied", "tied") != "untied";

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/format.h"
+#include "init_from_model.h"
 #include "nn/gpt_presets.h"
 #include "pipeline/schedule.h"
 #include "pipeline/schedule_csv.h"
@@ -105,7 +106,10 @@ const std::vector<Flag>& flags() {
       int_flag("--context", "tokens per training window with --data (the model's block size)", &TrainOptions::context, 1),
       int_flag("--vocab", "vocabulary size with --data (0: the tokenizer's in DIR, else GPT-2's 50257)",
                &TrainOptions::vocab, 0),
-      text_flag("--init-from", "PATH", "start from the weights of a checkpoint or a Hugging Face GPT-2 or LLaMA model (its directory, a model.safetensors, or a model.safetensors.index.json) (step 0)",
+      text_flag("--init-from", "PATH", "start from the weights (step 0) of a checkpoint the model flags describe, or of a Hugging Face GPT-2 or "
+                "LLaMA model (its directory, a model.safetensors, or a model.safetensors.index.json), whose config.json "
+                "gives the model: family, sizes, epsilon, rope, tie, biases, vocabulary, context (a shorter --context is "
+                "allowed; other model flags must agree with it)",
                 &TrainOptions::init_from),
       int_flag("--stages", "pipeline stages (ranks); 0: no pipeline, one device", &TrainOptions::stages, 0),
       {"--partition", "BY",
@@ -284,6 +288,7 @@ ParsedTrainArgs parse_train_args(const std::vector<std::string>& args) {
   }
   cli::parse_flags(args, flags(), out.options, out.help);
   if (!out.options.schedule_file.empty()) take_schedule_file(args, out.options);
+  take_init_from_model(args, out.options);
   // One device runs the whole batch at once unless micro-batches are asked for: the old `--stages 0`
   // behaviour, and the fastest when the batch fits (one large GEMM beats M small ones).
   if (out.options.stages == 0 && !cli::flag_given(args, "--microbatches")) out.options.microbatches = 1;

@@ -54,6 +54,9 @@ struct TrainOptions {
   int64_t context = 128;
   int64_t vocab = 0;
   std::string init_from;  // start from these weights (a checkpoint's model only: step 0, fresh optimizer)
+  // The model's vocabulary when it is not the task's (padded) one: a Hugging Face --init-from model's
+  // (init_from_model.h), whose rows are all kept. 0: the task's.
+  int64_t model_vocab = 0;
   // Pipeline (pipeline/): the model cut into `stages` stages, each a rank — a thread of this process,
   // or a process of `brigade launch -n N` (then N = stages * replicas). 0 stages: no pipeline at
   // all, the plain one-device loop.

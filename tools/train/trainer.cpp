@@ -82,6 +82,17 @@ std::unique_ptr<Task> make_task(const TrainOptions& o) {
   return std::make_unique<TextTask>(o.data, o.context, o.vocab, o.seed);
 }
 
+// The model's vocabulary: the task's (padded) one, or a Hugging Face --init-from model's, all of
+// whose rows are kept, when the task's tokens are all below it.
+int64_t model_vocab(const TrainOptions& o, const Task& task) {
+  if (o.model_vocab == 0) return task.vocab_size();
+  const auto* lm = dynamic_cast<const TextTask*>(&task);
+  const int64_t needed = lm ? lm->tokenizer_vocab() : task.vocab_size();
+  BRIGADE_CHECK(needed <= o.model_vocab, "--init-from ", o.init_from, ": its model has a vocabulary of ", o.model_vocab,
+                " tokens; this task needs ", needed, " (", task.describe(), ")");
+  return o.model_vocab;
+}
+
 }  // namespace
 
 Trainer::Trainer(const TrainOptions& options, const pipeline::PipelineGroups* groups)
@@ -97,7 +108,7 @@ Trainer::Trainer(const TrainOptions& options, const pipeline::PipelineGroups* gr
   // No dropout (gpt_config's): every step a pure function of the data, so resumes are exact.
   nn::GPTConfig& config = config_;
   config = cli::gpt_config({.layers = options_.layers, .heads = options_.heads, .embd = options_.embd,
-                            .vocab = task_->vocab_size(), .context = task_->sequence_length(),
+                            .vocab = model_vocab(options_, *task_), .context = task_->sequence_length(),
                             .decoder = options_.decoder},
                            device, cli::precision_on(options_.precision, device), options_.seed);
   if (groups_ == nullptr) {

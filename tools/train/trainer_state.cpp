@@ -36,25 +36,38 @@ std::string exact(double v) {
 // The settings a checkpoint records. `must_match` ones define the model and the data stream, so a
 // run resumed with different values would be a different run; the others may change on resume.
 struct Setting {
-  const char* flag;  // "--layers"; the metadata key is the name without dashes
+  // "--layers"; the metadata key is the name without dashes. A setting no flag sets (what a preset
+  // or a Hugging Face --init-from model brings) is named by its key, "norm_eps".
+  const char* flag;
   std::string value;
   bool must_match;
   // What a checkpoint from before the setting existed had (it lacks the key): a must-match setting
   // with this value is then no mismatch. Null: the key is required.
   const char* before = nullptr;
-  std::string key() const { return std::string(flag).substr(2); }
+  std::string key() const {
+    const std::string f = flag;
+    return f.starts_with("--") ? f.substr(2) : f;
+  }
 };
 
-// `compute` is the dtype --precision resolved to (auto means different things on different devices).
+// LLaMA 3's rope scaling as the metadata records it ("none" without), and `brigade generate` reads it.
+std::string llama3_text(const std::optional<RopeLlama3Scaling>& l3) {
+  if (!l3) return "none";
+  return exact(l3->factor) + " " + exact(l3->low_freq_factor) + " " + exact(l3->high_freq_factor) + " " +
+         exact(l3->original_max_position_embeddings);
+}
+
+// `compute` is the dtype --precision resolved to (auto means different things on different devices);
+// `vocab` the model's vocabulary (the task's padded one, or a Hugging Face --init-from model's).
 // The task's settings: the sort task's digits, or the text task's context and (padded) vocabulary;
 // the data directory may move between runs, so its path only earns a note.
-std::vector<Setting> settings_of(const TrainOptions& o, const Task& task, DType compute) {
+std::vector<Setting> settings_of(const TrainOptions& o, const Task& task, int64_t vocab, DType compute) {
   std::vector<Setting> task_settings;
   if (o.data.empty()) {
     task_settings = {{"--digits", std::to_string(o.digits), true}};
   } else {
     task_settings = {{"--context", std::to_string(o.context), true},
-                     {"--vocab", std::to_string(task.vocab_size()), true},
+                     {"--vocab", std::to_string(vocab), true},
                      {"--data", o.data, false}};
   }
   std::vector<Setting> settings = {
@@ -66,6 +79,9 @@ std::vector<Setting> settings_of(const TrainOptions& o, const Task& task, DType 
       {"--mlp-hidden", std::to_string(o.decoder.mlp_hidden), true, "0"},
       {"--rope-theta", exact(o.decoder.rope.theta), true, "10000"},
       {"--untied", o.decoder.untied ? "untied" : "tied", true, "tied"},
+      {"rope_llama3", llama3_text(o.decoder.rope.llama3), true, "none"},
+      {"norm_eps", exact(o.decoder.norm_eps), true, "1e-05"},
+      {"attention_bias", o.decoder.attention_bias ? "true" : "false", true, "false"},
       {"--batch", std::to_string(o.batch), true},
       {"--seed", std::to_string(o.seed), true},
       {"--steps", std::to_string(o.steps), false},
@@ -92,11 +108,8 @@ void Trainer::save(const std::string& path) {
                 {"step", std::to_string(step_)},
                 {"data_position", std::to_string(position_)},
                 {"first_loss", exact(first_loss_)}};
-    for (const Setting& s : settings_of(options_, *task_, compute_dtype())) metadata[s.key()] = s.value;
-    // LLaMA 3's rope scaling comes with a preset (no flag sets it): recorded for `brigade generate`.
-    if (const auto& l3 = options_.decoder.rope.llama3)
-      metadata["rope_llama3"] = exact(l3->factor) + " " + exact(l3->low_freq_factor) + " " + exact(l3->high_freq_factor) +
-                                " " + exact(l3->original_max_position_embeddings);
+    for (const Setting& s : settings_of(options_, *task_, config_.vocab_size, compute_dtype()))
+      metadata[s.key()] = s.value;
     // A language model carries its tokenizer, so that the checkpoint is all `brigade generate` needs.
     if (const auto* lm = dynamic_cast<const TextTask*>(task_.get())) {
       metadata["tokenizer_vocab"] = std::to_string(lm->tokenizer_vocab());
@@ -111,8 +124,17 @@ nn::Checkpoint Trainer::load_own_part(const std::string& path) {
   for (auto& [name, p] : model_->named_parameters())
     if (owns(p)) names.insert(name);
   std::error_code ec;
-  if (!std::filesystem::is_directory(path, ec)) return nn::load_checkpoint_part(path, names);  // an older single file
-  return nn::load_sharded_checkpoint(path, nn::read_sharded_index(path), &names);
+  const bool single = !std::filesystem::is_directory(path, ec);  // an older single file
+  const nn::ShardedIndex index = single ? nn::ShardedIndex{} : nn::read_sharded_index(path);
+  // The family before any tensor: another family's parameters would be reported as missing ones.
+  const std::map<std::string, std::string> metadata = single ? read_safetensors_header(path).metadata : index.metadata;
+  if (metadata.count("format") && metadata.at("format") == kFormat) {
+    const std::string arch = metadata.count("arch") ? metadata.at("arch") : "gpt2";  // older ones: gpt2
+    BRIGADE_CHECK(arch == nn::arch_name(options_.decoder.arch), path, ": the checkpoint was trained with --arch ", arch,
+                  " but this run has --arch ", nn::arch_name(options_.decoder.arch), " (another model)");
+  }
+  if (single) return nn::load_checkpoint_part(path, names);
+  return nn::load_sharded_checkpoint(path, index, &names);
 }
 
 void Trainer::resume(const std::string& path) {
@@ -163,7 +185,7 @@ void Trainer::restore(const nn::Checkpoint& ckpt, const std::string& context) {
   };
   BRIGADE_CHECK(meta("format") == kFormat, context, ": unknown checkpoint format '", meta("format"),
                 "' (expected ", kFormat, ")");
-  for (const Setting& s : settings_of(options_, *task_, compute_dtype())) {
+  for (const Setting& s : settings_of(options_, *task_, config_.vocab_size, compute_dtype())) {
     // Checkpoints from before a setting existed lack its key; only the must-match ones are required.
     if ((!s.must_match || (s.before && s.value == s.before)) && !ckpt.metadata.count(s.key())) continue;
     const std::string& saved = meta(s.key());
@@ -222,7 +244,8 @@ void Trainer::init_from(const std::string& path) {
     else load_model_state(load_own_part(path).model);
   } catch (const Error& e) {
     fail("--init-from ", path, ": its weights do not fit this model (", e.what(),
-         "); the model flags (--model, --layers, --heads, --embd, --context, --vocab) must describe the model it holds");
+         "); the model flags (--model, --layers, --heads, --embd, --context, --vocab) must describe the model of a "
+         "brigade checkpoint (a Hugging Face model's own config.json describes it)");
   }
 }
 
