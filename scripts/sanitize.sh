@@ -67,9 +67,13 @@ print(" ".join(t["name"] for t in tests))' "$dir" $prefixes) || { summary+=("$co
   # scripts/test.sh runs them and counts; the GPU suites on the emulator are not this script's.
   # Instrumented programs run several times slower (ThreadSanitizer's 5-15x): each test's timeout
   # is multiplied by 4 (comm_gloo ran past its own under ThreadSanitizer).
+  # Its output is shown and kept, to read its last line (a tee to /dev/stderr would truncate the
+  # file when this script's output is redirected to one).
+  output=$dir/meson-logs/sanitize-output.txt
   # shellcheck disable=SC2086
-  result=$(BUILD_DIR=$dir BRIGADE_EMULATOR=0 MESON_TESTTHREADS=$jobs bash scripts/test.sh --no-rebuild -t 4 $names |
-    tee /dev/stderr | tail -1)
+  BUILD_DIR=$dir BRIGADE_EMULATOR=0 MESON_TESTTHREADS=$jobs bash scripts/test.sh --no-rebuild -t 4 $names |
+    tee "$output"
+  result=$(tail -1 "$output")
   result=${result:-no summary (see $dir/meson-logs/testlog.txt)}
   found=$(find "$reports" -type f | sort)
   if [[ -n $found ]]; then
