@@ -161,45 +161,22 @@ class GlooCommunicator final : public Communicator {
  protected:
   void run_exchange(std::vector<Transfer>& transfers, const Deadline& deadline) override {
     exchange_with_self(transfers);
-    // Gloo's sends complete only once the receiver has posted the matching receive, so nothing a
-    // send needs may wait for anything a receive needs — or two ranks, each sending what the other
-    // receives later, wait for each other (a naive or GPipe pipeline would hang on its first
-    // step). So every send, header and data, is posted at once; a receive with a header posts its
-    // data receive as soon as that header is in. Headers and data travel in separate slots, so the
-    // order they are posted in does not change which message meets which receive.
-    std::vector<WireHeader> headers(transfers.size());
-    std::vector<Posted> sends, header_recvs, data_recvs;
-    std::vector<size_t> header_of;  // header_recvs[k] belongs to transfers[header_of[k]]
-    for (size_t i = 0; i < transfers.size(); ++i) {
-      Transfer& t = transfers[i];
-      if (t.op->peer == rank()) continue;
-      if (t.op->kind == P2P::Kind::send) {
-        if (t.header) {
-          headers[i] = encode_header(TensorMeta::of(t.op->tensor, t.op->shapes));
-          post(sends, t, &headers[i], sizeof(WireHeader), slot(t.op->tag, false));
-        }
-        if (t.op->tensor.nbytes() > 0)
-          post(sends, t, t.op->tensor.raw_data(), t.op->tensor.nbytes(), slot(t.op->tag, true));
-      } else if (t.header) {
-        post(header_recvs, t, &headers[i], sizeof(WireHeader), slot(t.op->tag, false));
-        header_of.push_back(i);
-      } else {
-        allocate_destination(*t.op, without_header(t));  // the channel's agreed tensor
-        post_data_recv(data_recvs, t);
-      }
+    Batch batch;
+    batch.headers.resize(transfers.size());
+    try {
+      post_and_wait(transfers, batch, deadline);
+    } catch (...) {
+      // A failed exchange leaves buffers posted that gloo's device thread may still be completing or
+      // failing (a dead peer's pair signals every buffer pending on it). ~UnboundBuffer waits for
+      // that thread by spinning on a reference count inside libgloo, an order ThreadSanitizer cannot
+      // see: it reported the freed buffer's condition variable as raced by the thread's signal.
+      // Closing the connections first takes each pair's mutex, under which the device thread does
+      // all its work with a buffer, and stops it touching them again: the same order, made by a
+      // lock. The failed call aborts the communicator next (Communicator::guarded), which would
+      // close them anyway.
+      close_connections();
+      throw;
     }
-    // Each header in turn: check it, allocate the destination, post the data receive.
-    for (size_t k = 0; k < header_recvs.size(); ++k) {
-      const size_t i = header_of[k];
-      Transfer& t = transfers[i];
-      wait_one(header_recvs[k], deadline);
-      TensorMeta sent = decode_header(headers[i], "rank " + std::to_string(t.op->peer));
-      on_header(t, sent);
-      allocate_destination(*t.op, sent);
-      post_data_recv(data_recvs, t);
-    }
-    for (Posted& p : data_recvs) wait_one(p, deadline);
-    for (Posted& p : sends) wait_one(p, deadline);
   }
 
   void run_all_reduce(const Tensor& t, ReduceOp op, const Deadline& deadline) override {
@@ -258,8 +235,7 @@ class GlooCommunicator final : public Communicator {
         waiting_->abortWaitSend();
       }
     }
-    // Closing the sockets makes every peer's pending operation with this rank fail at once.
-    context_->closeConnections();
+    close_connections();
   }
 
  private:
@@ -267,6 +243,54 @@ class GlooCommunicator final : public Communicator {
     GlooBuffer buffer;
     const Transfer* transfer;
   };
+
+  // One exchange's buffers posted to gloo, and the headers some of them point into (declared first,
+  // so freed after the buffers).
+  struct Batch {
+    std::vector<WireHeader> headers;
+    std::vector<Posted> sends, header_recvs, data_recvs;
+  };
+
+  void post_and_wait(std::vector<Transfer>& transfers, Batch& batch, const Deadline& deadline) {
+    auto& [headers, sends, header_recvs, data_recvs] = batch;
+    // Gloo's sends complete only once the receiver has posted the matching receive, so nothing a
+    // send needs may wait for anything a receive needs — or two ranks, each sending what the other
+    // receives later, wait for each other (a naive or GPipe pipeline would hang on its first
+    // step). So every send, header and data, is posted at once; a receive with a header posts its
+    // data receive as soon as that header is in. Headers and data travel in separate slots, so the
+    // order they are posted in does not change which message meets which receive.
+    std::vector<size_t> header_of;  // header_recvs[k] belongs to transfers[header_of[k]]
+    for (size_t i = 0; i < transfers.size(); ++i) {
+      Transfer& t = transfers[i];
+      if (t.op->peer == rank()) continue;
+      if (t.op->kind == P2P::Kind::send) {
+        if (t.header) {
+          headers[i] = encode_header(TensorMeta::of(t.op->tensor, t.op->shapes));
+          post(sends, t, &headers[i], sizeof(WireHeader), slot(t.op->tag, false));
+        }
+        if (t.op->tensor.nbytes() > 0)
+          post(sends, t, t.op->tensor.raw_data(), t.op->tensor.nbytes(), slot(t.op->tag, true));
+      } else if (t.header) {
+        post(header_recvs, t, &headers[i], sizeof(WireHeader), slot(t.op->tag, false));
+        header_of.push_back(i);
+      } else {
+        allocate_destination(*t.op, without_header(t));  // the channel's agreed tensor
+        post_data_recv(data_recvs, t);
+      }
+    }
+    // Each header in turn: check it, allocate the destination, post the data receive.
+    for (size_t k = 0; k < header_recvs.size(); ++k) {
+      const size_t i = header_of[k];
+      Transfer& t = transfers[i];
+      wait_one(header_recvs[k], deadline);
+      TensorMeta sent = decode_header(headers[i], "rank " + std::to_string(t.op->peer));
+      on_header(t, sent);
+      allocate_destination(*t.op, sent);
+      post_data_recv(data_recvs, t);
+    }
+    for (Posted& p : data_recvs) wait_one(p, deadline);
+    for (Posted& p : sends) wait_one(p, deadline);
+  }
 
   void post(std::vector<Posted>& posted, const Transfer& t, void* data, size_t nbytes, uint64_t slot) {
     try {
@@ -306,6 +330,16 @@ class GlooCommunicator final : public Communicator {
     stop_waiting();
     if (!completed && aborted()) throw AbortedError(t.what + ": the communicator was aborted while waiting");
     BRIGADE_CHECK(completed, t.what, ": interrupted");
+  }
+
+  // Closing the sockets makes every peer's pending operation with this rank fail at once. Gloo's
+  // Pair::close does nothing to a closed pair; it throws only if epoll refuses, and then there is
+  // nothing better to do (the communicator is unusable either way).
+  void close_connections() noexcept {
+    try {
+      context_->closeConnections();
+    } catch (...) {
+    }
   }
 
   void stop_waiting() {

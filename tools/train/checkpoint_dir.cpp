@@ -64,14 +64,17 @@ void make_checkpoint_dir(const std::string& dir) {
   if (fs::is_directory(dir, ec)) return;
   fs::path self = fs::path(dir);
   if (self.filename().empty()) self = self.parent_path();  // "runs/" names "runs"
-  BRIGADE_CHECK(!fs::exists(self, ec), "--save ", dir, ": ", self.string(), " exists but is not a directory");
+  // Every process of a launched run gets here: another may have created the folder since the check
+  // above, so only something there that is not a folder is refused.
+  BRIGADE_CHECK(!fs::exists(self, ec) || fs::is_directory(self, ec), "--save ", dir, ": ", self.string(),
+                " exists but is not a directory");
   fs::path parent = self.parent_path();
   if (parent.empty()) parent = ".";
   BRIGADE_CHECK(fs::is_directory(parent, ec), "--save ", dir, ": cannot create the checkpoint directory: its parent ",
                 parent.string(), " does not exist");
   std::error_code made;
   fs::create_directory(self, made);
-  // Every process of a launched run gets here; another may have created it a moment ago.
+  // Another process may have created it a moment ago.
   BRIGADE_CHECK(fs::is_directory(self, ec), "--save ", dir, ": cannot create the checkpoint directory: ",
                 made.message());
 }
