@@ -12,6 +12,7 @@
 #include <map>
 #include <mutex>
 
+#include "every_schedule.h"
 #include "autograd/functions.h"
 #include "autograd/tape.h"
 #include "comm/comm.h"
@@ -38,11 +39,7 @@ using namespace test::runtime;
 TEST_CASE("runtime: every schedule equals one-device training, bitwise on the CPU", "[pipeline][runtime]") {
   // P = 1, M = P, P > layers (P = 6 or 7 with 5 layers: empty stages pass activations through), M < P,
   // M not a multiple of P.
-  struct Config {
-    ScheduleKind kind;
-    int P, M, V;
-  };
-  std::vector<Config> grid;
+  std::vector<test::ScheduleCase> grid;
   for (ScheduleKind kind : {ScheduleKind::naive, ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::zb_h1})
     for (int P : {1, 2, 3, 4, 6})
       for (int M : {1, P, 2 * P + 1}) grid.push_back({kind, P, M, 1});
@@ -58,7 +55,7 @@ TEST_CASE("runtime: every schedule equals one-device training, bitwise on the CP
   for (int P : {1, 2, 3, 4})
     for (int M : {2 * P, 2 * P + 1, 3 * P}) grid.push_back({ScheduleKind::dualpipev, P, M, 2});
 
-  for (const Config& c : grid) {
+  for (const test::ScheduleCase& c : grid) {
     DYNAMIC_SECTION(schedule_name(c.kind) << " P=" << c.P << " M=" << c.M << " V=" << c.V) {
       Batch batch = make_batch(c.M, uint64_t(c.P * 131 + c.M));
       Result want = reference(batch);
@@ -84,10 +81,7 @@ TEST_CASE("runtime: blocks cut in halves, split by time, equal one device runnin
   // made-up costs say (cheap ends, the embedding and head sharing stages with halves), every
   // schedule kind, on rendezvous sends.
   const std::vector<double> costs = {0.1, 2, 3, 2, 3, 2, 3, 0.5};
-  struct Config {
-    ScheduleKind kind;
-    int P, M, V;
-  };
+  using Config = test::ScheduleCase;
   for (const Config& c : {Config{ScheduleKind::one_f_one_b, 4, 5, 1}, Config{ScheduleKind::gpipe, 4, 3, 1},
                           Config{ScheduleKind::zb_h1, 2, 4, 1}, Config{ScheduleKind::interleaved, 2, 4, 2},
                           Config{ScheduleKind::zb_v, 2, 4, 2}, Config{ScheduleKind::dualpipev, 2, 4, 2}}) {
