@@ -44,6 +44,38 @@ Tensor as(const Tensor& x, DType t) { return to_dtype(x, t); }
 // Whether the kernel for x's device needs `t` widened first: the CPU computes in f32/f64 only.
 bool widen_for_cpu(const Tensor& x, DType t) { return x.device().is_cpu() && is_half(t); }
 
+// The gradient a backward kernel computes from grad_y and one forward operand: the input's (from
+// the weight) or the weight's (from the input).
+enum class Gradient { input, weight };
+
+// What the input and weight backward kernels share: the checks, widening for the CPU, and a fresh
+// gradient of `grad_shape` in the operand's dtype that `kernel(grad, grad_y, operand)` fills (with
+// contiguous operands of one dtype). `operand` is the weight for Gradient::input, the input for
+// Gradient::weight.
+template <class Kernel>
+Tensor backward_of(Gradient gradient, const char* op, const Tensor& grad_y, const Tensor& operand,
+                   const Shape& grad_shape, Conv2dParams p, Kernel&& kernel) {
+  const bool from_weight = gradient == Gradient::input;
+  check_defined(op, grad_y, "grad_y");
+  check_defined(op, operand, from_weight ? "weight" : "input");
+  check_same_device(op, grad_y, operand);
+  check_floating(op, grad_y);
+  check_floating(op, operand);
+  const Shape& x_shape = from_weight ? grad_shape : operand.shape();
+  const Shape& weight_shape = from_weight ? operand.shape() : grad_shape;
+  Shape y_shape = conv2d_output_shape(op, x_shape, weight_shape, p);
+  BRIGADE_CHECK(grad_y.shape() == y_shape, op, ": grad_y shape ", shape_str(grad_y.shape()),
+                " does not match the output shape ", shape_str(y_shape), " of input ", shape_str(x_shape),
+                " and weight ", shape_str(weight_shape));
+  if (widen_for_cpu(operand, operand.dtype()) || grad_y.dtype() != operand.dtype()) {
+    DType t = compute_dtype(grad_y.dtype(), operand.dtype());
+    return to_dtype(backward_of(gradient, op, as(grad_y, t), as(operand, t), grad_shape, p, kernel), operand.dtype());
+  }
+  Tensor grad = empty(grad_shape, operand.dtype(), operand.device());
+  kernel(grad, contiguous(grad_y), contiguous(operand));
+  return grad;
+}
+
 std::atomic<ConvBackend> g_conv_backend{ConvBackend::automatic};
 
 }  // namespace
@@ -83,42 +115,18 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Conv2dP
 
 Tensor conv2d_backward_input(const Tensor& grad_y, const Tensor& weight, const Shape& x_shape, Conv2dParams p) {
   const char* op = "conv2d_backward_input";
-  check_defined(op, grad_y, "grad_y");
-  check_defined(op, weight, "weight");
-  check_same_device(op, grad_y, weight);
-  check_floating(op, grad_y);
-  check_floating(op, weight);
-  Shape y_shape = conv2d_output_shape(op, x_shape, weight.shape(), p);
-  BRIGADE_CHECK(grad_y.shape() == y_shape, op, ": grad_y shape ", shape_str(grad_y.shape()),
-                " does not match the output shape ", shape_str(y_shape), " of input ", shape_str(x_shape),
-                " and weight ", shape_str(weight.shape()));
-  if (widen_for_cpu(weight, weight.dtype()) || grad_y.dtype() != weight.dtype()) {
-    DType t = compute_dtype(grad_y.dtype(), weight.dtype());
-    return to_dtype(conv2d_backward_input(as(grad_y, t), as(weight, t), x_shape, p), weight.dtype());
-  }
-  Tensor grad_x = empty(x_shape, weight.dtype(), weight.device());
-  BRIGADE_DISPATCH(op, grad_y, conv2d_backward_input(grad_x, contiguous(grad_y), contiguous(weight), p));
-  return grad_x;
+  return backward_of(Gradient::input, op, grad_y, weight, x_shape, p,
+                     [&](const Tensor& grad_x, const Tensor& gy, const Tensor& w) {
+                       BRIGADE_DISPATCH(op, gy, conv2d_backward_input(grad_x, gy, w, p));
+                     });
 }
 
 Tensor conv2d_backward_weight(const Tensor& grad_y, const Tensor& x, const Shape& weight_shape, Conv2dParams p) {
   const char* op = "conv2d_backward_weight";
-  check_defined(op, grad_y, "grad_y");
-  check_defined(op, x, "input");
-  check_same_device(op, grad_y, x);
-  check_floating(op, grad_y);
-  check_floating(op, x);
-  Shape y_shape = conv2d_output_shape(op, x.shape(), weight_shape, p);
-  BRIGADE_CHECK(grad_y.shape() == y_shape, op, ": grad_y shape ", shape_str(grad_y.shape()),
-                " does not match the output shape ", shape_str(y_shape), " of input ", shape_str(x.shape()),
-                " and weight ", shape_str(weight_shape));
-  if (widen_for_cpu(x, x.dtype()) || grad_y.dtype() != x.dtype()) {
-    DType t = compute_dtype(grad_y.dtype(), x.dtype());
-    return to_dtype(conv2d_backward_weight(as(grad_y, t), as(x, t), weight_shape, p), x.dtype());
-  }
-  Tensor grad_w = empty(weight_shape, x.dtype(), x.device());
-  BRIGADE_DISPATCH(op, grad_y, conv2d_backward_weight(grad_w, contiguous(grad_y), contiguous(x), p));
-  return grad_w;
+  return backward_of(Gradient::weight, op, grad_y, x, weight_shape, p,
+                     [&](const Tensor& grad_w, const Tensor& gy, const Tensor& in) {
+                       BRIGADE_DISPATCH(op, gy, conv2d_backward_weight(grad_w, gy, in, p));
+                     });
 }
 
 Tensor conv2d_backward_bias(const Tensor& grad_y) {

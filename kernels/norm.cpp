@@ -52,6 +52,20 @@ void check_backward(const char* op, const Tensor& grad_y, const Tensor& x, const
                 shape_str(stats), " on ", x.device().str(), ")");
 }
 
+// layer_norm's and rms_norm's input gradient: one kernel, which centres only when given the saved
+// mean (`centred`, layer_norm).
+Tensor backward_input(const char* op, const Tensor& grad_y, const Tensor& x, const Tensor& weight,
+                      const NormOutput& saved, bool centred) {
+  check_input(op, x, weight, Tensor());
+  check_backward(op, grad_y, x, saved, centred);
+  const DType t = kernel_dtype(x);
+  const Tensor g = contiguous_as(grad_y, t), xc = contiguous_as(x, t), w = contiguous_as(weight, t);
+  const Tensor mean = centred ? contiguous(saved.mean) : Tensor(), rstd = contiguous(saved.rstd);
+  Tensor grad_x = empty(x.shape(), t, x.device());
+  BRIGADE_DISPATCH(op, x, norm_backward_input(grad_x, g, xc, w, mean, rstd));
+  return narrow_to(grad_x, x.dtype());
+}
+
 }  // namespace
 
 NormOutput layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
@@ -68,14 +82,7 @@ NormOutput layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
 }
 
 Tensor layer_norm_backward_input(const Tensor& grad_y, const Tensor& x, const Tensor& weight, const NormOutput& saved) {
-  check_input("layer_norm_backward_input", x, weight, Tensor());
-  check_backward("layer_norm_backward_input", grad_y, x, saved, true);
-  const DType t = kernel_dtype(x);
-  const Tensor g = contiguous_as(grad_y, t), xc = contiguous_as(x, t), w = contiguous_as(weight, t);
-  const Tensor mean = contiguous(saved.mean), rstd = contiguous(saved.rstd);
-  Tensor grad_x = empty(x.shape(), t, x.device());
-  BRIGADE_DISPATCH("layer_norm_backward_input", x, norm_backward_input(grad_x, g, xc, w, mean, rstd));
-  return narrow_to(grad_x, x.dtype());
+  return backward_input("layer_norm_backward_input", grad_y, x, weight, saved, true);
 }
 
 std::pair<Tensor, Tensor> layer_norm_backward_params(const Tensor& grad_y, const Tensor& x, const Tensor& weight,
@@ -154,14 +161,7 @@ NormOutput rms_norm(const Tensor& x, const Tensor& weight, double eps) {
 }
 
 Tensor rms_norm_backward_input(const Tensor& grad_y, const Tensor& x, const Tensor& weight, const NormOutput& saved) {
-  check_input("rms_norm_backward_input", x, weight, Tensor());
-  check_backward("rms_norm_backward_input", grad_y, x, saved, false);
-  const DType t = kernel_dtype(x);
-  const Tensor g = contiguous_as(grad_y, t), xc = contiguous_as(x, t), w = contiguous_as(weight, t);
-  const Tensor rstd = contiguous(saved.rstd);
-  Tensor grad_x = empty(x.shape(), t, x.device());
-  BRIGADE_DISPATCH("rms_norm_backward_input", x, norm_backward_input(grad_x, g, xc, w, Tensor(), rstd));
-  return narrow_to(grad_x, x.dtype());
+  return backward_input("rms_norm_backward_input", grad_y, x, weight, saved, false);
 }
 
 Tensor rms_norm_backward_weight(const Tensor& grad_y, const Tensor& x, const NormOutput& saved) {

@@ -70,6 +70,18 @@ inline PipelineOptions tracing(PipelineOptions o) {
   return o;
 }
 
+// Rank comm.rank()'s pipeline of `model`, built whole on every rank: its stages under `partition`
+// and `schedule`, `comm` as the pipeline group, `options` with the model's ties, and the model's loss
+// unless `loss` is given.
+inline Pipeline whole_model_pipeline(nn::GPT& model, const Partition& partition, const Schedule& schedule,
+                                     comm::Communicator& comm, PipelineOptions options = {}, LossFn loss = nullptr) {
+  GptStages mine = gpt_stages(model, partition, schedule.layout, comm.rank());
+  options.ties = mine.ties;
+  PipelineGroups groups;
+  groups.pipeline = &comm;
+  return Pipeline(groups, schedule, mine.chunks, loss ? loss : mine.loss, options);
+}
+
 // M micro-batches of 2 sequences; with `varying`, micro-batch m has length 3 + m % 4.
 inline Batch make_batch(int M, uint64_t seed, bool varying = false) {
   Batch b;

@@ -23,11 +23,7 @@ std::vector<std::vector<double>> tape_grads(const std::function<Tensor(const std
                                             const std::vector<Tensor>& inputs, const Tensor& grad_out, bool split) {
   for (Tensor x : inputs) x.zero_grad();
   Tape tape;
-  Tensor y;
-  {
-    TapeGuard guard(tape);
-    y = f(inputs);
-  }
+  const Tensor y = tape.record([&] { return f(inputs); });
   std::vector<std::vector<double>> grads(inputs.size());
   if (split) {
     tape.backward_input({y}, {grad_out}, {inputs[0]});
@@ -317,11 +313,7 @@ TEST_CASE("matmul: gradients", "[matmul][grad]") {
 TEST_CASE("matmul: backward values are dC @ B^T and A^T @ dC", "[matmul][grad]") {
   Tensor a = leaf(tensor({{1, 2}, {3, 4}}, DType::f64)), b = leaf(tensor({{5, 6}, {7, 8}}, DType::f64));
   Tape tape;
-  Tensor c;
-  {
-    TapeGuard guard(tape);
-    c = matmul(a, b);
-  }
+  const Tensor c = tape.record([&] { return matmul(a, b); });
   tape.backward({c}, {tensor({{1, 0}, {0, 2}}, DType::f64)});
   require_close(a.grad(), {5, 7, 12, 16}, 0, 0);  // [[1,0],[0,2]] @ [[5,7],[6,8]]
   require_close(b.grad(), {1, 6, 2, 8}, 0, 0);    // [[1,3],[2,4]] @ [[1,0],[0,2]]
@@ -605,11 +597,7 @@ TEST_CASE("index scans: through autograd, indices written in place between forwa
     const Tensor weight = leaf(random({4, 2}, 77));
     const Tensor idx = tensor({1, 3}, DType::i64);
     Tape tape;
-    Tensor loss;
-    {
-      TapeGuard guard(tape);
-      loss = sum(embedding(weight, idx));
-    }
+    const Tensor loss = tape.record([&] { return sum(embedding(weight, idx)); });
     ops::fill_(idx, 2);  // in range: only the version shows it
     REQUIRE_THROWS_WITH(tape.backward(loss),
                         Catch::Contains("backward of embedding: its indices (shape [2]) were modified in place after "
@@ -619,11 +607,7 @@ TEST_CASE("index scans: through autograd, indices written in place between forwa
     const Tensor logits = leaf(random({2, 5}, 78));
     const Tensor targets = tensor({1, 3}, DType::i32);
     Tape tape;
-    Tensor loss;
-    {
-      TapeGuard guard(tape);
-      loss = cross_entropy(logits, targets);
-    }
+    const Tensor loss = tape.record([&] { return cross_entropy(logits, targets); });
     ops::fill_(targets, 0);
     REQUIRE_THROWS_WITH(tape.backward(loss), Catch::Contains("backward of cross_entropy: its targets (shape [2]) were "
                                                              "modified in place after cross_entropy used them"));
@@ -703,11 +687,7 @@ TEST_CASE("cross_entropy: random logits with ignore_index vs f64 loops", "[cross
 TEST_CASE("cross_entropy: every target ignored gives 0 and zero gradient", "[cross_entropy]") {
   Tensor logits = leaf(random({3, 4}, 82));
   Tape tape;
-  Tensor loss;
-  {
-    TapeGuard guard(tape);
-    loss = cross_entropy(logits, tensor({-100, -100, -100}, DType::i64));
-  }
+  const Tensor loss = tape.record([&] { return cross_entropy(logits, tensor({-100, -100, -100}, DType::i64)); });
   require_close(loss, std::vector<double>{0}, 0, 0);
   tape.backward(loss);
   require_close(logits.grad(), std::vector<double>(12, 0.0), 0, 0);
@@ -830,11 +810,7 @@ TEST_CASE("dropout: gradients", "[dropout][grad]") {
   // d y / d x is the mask / (1 - p).
   Tensor x = leaf(random({50}, 96));
   Tape tape;
-  Tensor y;
-  {
-    TapeGuard guard(tape);
-    y = dropout(x, 0.4, 5, 0);
-  }
+  const Tensor y = tape.record([&] { return dropout(x, 0.4, 5, 0); });
   tape.backward({y}, {ones({50}, DType::f64)});
   std::vector<double> expected;
   for (uint64_t i = 0; i < 50; ++i) expected.push_back(philox_uniform(5, i) < 0.4 ? 0.0 : 1.0 / 0.6);

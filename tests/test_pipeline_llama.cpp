@@ -5,6 +5,7 @@
 // to one device's tokens. The reference runs are pipeline_reference.h's, shared with the GPT-2 suite.
 #include <set>
 
+#include "every_schedule.h"
 #include "comm/comm.h"
 #include "comm/thread_ranks.h"
 #include "nn/gpt.h"
@@ -139,11 +140,7 @@ TEST_CASE("llama: each rank builds exactly its layers' parameters, with the whol
 }
 
 TEST_CASE("llama: every schedule on 2 and 4 ranks equals one device, bitwise on the CPU", "[pipeline][llama]") {
-  struct Config {
-    ScheduleKind kind;
-    int P, M, V;
-  };
-  std::vector<Config> grid;
+  std::vector<test::ScheduleCase> grid;
   for (ScheduleKind kind : {ScheduleKind::naive, ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::zb_h1})
     for (int P : {2, 4}) grid.push_back({kind, P, 2 * P + 1, 1});
   for (int P : {2, 4}) {
@@ -153,7 +150,7 @@ TEST_CASE("llama: every schedule on 2 and 4 ranks equals one device, bitwise on 
   }
   for (bool tied : {true, false}) {
     const nn::GPTConfig config = tiny_llama(tied);
-    for (const Config& g : grid) {
+    for (const test::ScheduleCase& g : grid) {
       DYNAMIC_SECTION((tied ? "tied " : "untied ") << schedule_name(g.kind) << " P=" << g.P << " M=" << g.M << " V=" << g.V) {
         const Batch batch = make_batch(g.M, uint64_t(g.P * 37 + g.M));
         const Result want = reference(batch, config);

@@ -12,6 +12,7 @@
 #include <map>
 #include <mutex>
 
+#include "every_schedule.h"
 #include "autograd/functions.h"
 #include "autograd/tape.h"
 #include "comm/comm.h"
@@ -38,11 +39,7 @@ using namespace test::runtime;
 TEST_CASE("runtime: every schedule equals one-device training, bitwise on the CPU", "[pipeline][runtime]") {
   // P = 1, M = P, P > layers (P = 6 or 7 with 5 layers: empty stages pass activations through), M < P,
   // M not a multiple of P.
-  struct Config {
-    ScheduleKind kind;
-    int P, M, V;
-  };
-  std::vector<Config> grid;
+  std::vector<test::ScheduleCase> grid;
   for (ScheduleKind kind : {ScheduleKind::naive, ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::zb_h1})
     for (int P : {1, 2, 3, 4, 6})
       for (int M : {1, P, 2 * P + 1}) grid.push_back({kind, P, M, 1});
@@ -58,7 +55,7 @@ TEST_CASE("runtime: every schedule equals one-device training, bitwise on the CP
   for (int P : {1, 2, 3, 4})
     for (int M : {2 * P, 2 * P + 1, 3 * P}) grid.push_back({ScheduleKind::dualpipev, P, M, 2});
 
-  for (const Config& c : grid) {
+  for (const test::ScheduleCase& c : grid) {
     DYNAMIC_SECTION(schedule_name(c.kind) << " P=" << c.P << " M=" << c.M << " V=" << c.V) {
       Batch batch = make_batch(c.M, uint64_t(c.P * 131 + c.M));
       Result want = reference(batch);
@@ -84,10 +81,7 @@ TEST_CASE("runtime: blocks cut in halves, split by time, equal one device runnin
   // made-up costs say (cheap ends, the embedding and head sharing stages with halves), every
   // schedule kind, on rendezvous sends.
   const std::vector<double> costs = {0.1, 2, 3, 2, 3, 2, 3, 0.5};
-  struct Config {
-    ScheduleKind kind;
-    int P, M, V;
-  };
+  using Config = test::ScheduleCase;
   for (const Config& c : {Config{ScheduleKind::one_f_one_b, 4, 5, 1}, Config{ScheduleKind::gpipe, 4, 3, 1},
                           Config{ScheduleKind::zb_h1, 2, 4, 1}, Config{ScheduleKind::interleaved, 2, 4, 2},
                           Config{ScheduleKind::zb_v, 2, 4, 2}, Config{ScheduleKind::dualpipev, 2, 4, 2}}) {
@@ -119,10 +113,7 @@ TEST_CASE("runtime: with rendezvous sends, interleaved's messages must be combin
   auto refused = comm::local_group(P, Device::cpu(), std::chrono::milliseconds(2000), comm::LocalSends::rendezvous);
   auto refusals = test::run_ranks(refused, [&](comm::Communicator& comm) {
     nn::GPT model(tiny_gpt());
-    GptStages mine = gpt_stages(model, partition, eager.layout, comm.rank());
-    PipelineGroups groups;
-    groups.pipeline = &comm;
-    Pipeline pipe(groups, eager, mine.chunks, mine.loss, with_ties(mine.ties));
+    Pipeline pipe = whole_model_pipeline(model, partition, eager, comm);
   });
   for (const std::string& e : refusals) REQUIRE_THAT(e, Contains("deadlock under rendezvous semantics"));
 
@@ -244,10 +235,7 @@ TEST_CASE("runtime: changing shapes without variable shapes is a clear error, no
   auto comms = comm::local_group(2);
   auto errors = test::run_ranks(comms, [&](comm::Communicator& comm) {
     nn::GPT model(tiny_gpt());
-    GptStages mine = gpt_stages(model, partition, schedule.layout, comm.rank());
-    PipelineGroups groups;
-    groups.pipeline = &comm;
-    Pipeline pipe(groups, schedule, mine.chunks, mine.loss, with_ties(mine.ties));
+    Pipeline pipe = whole_model_pipeline(model, partition, schedule, comm);
     pipe.forward_backward(batch.inputs, batch.targets);
   });
   REQUIRE(!errors[0].empty());
@@ -290,10 +278,7 @@ TEST_CASE("runtime: the global grad norm and clipping equal one device's", "[pip
   std::mutex mutex;
   auto errors = test::run_ranks(comms, [&](comm::Communicator& comm) {
     nn::GPT replica(tiny_gpt());
-    GptStages mine = gpt_stages(replica, partition, schedule.layout, comm.rank());
-    PipelineGroups groups;
-    groups.pipeline = &comm;
-    Pipeline pipe(groups, schedule, mine.chunks, mine.loss, with_ties(mine.ties));
+    Pipeline pipe = whole_model_pipeline(replica, partition, schedule, comm);
     pipe.forward_backward(batch.inputs, batch.targets);
     norms[size_t(comm.rank())] = pipe.clip_grad_norm(max_norm);
     std::lock_guard<std::mutex> lock(mutex);
@@ -559,10 +544,8 @@ TEST_CASE("runtime: bad configurations are clear errors", "[pipeline][runtime]")
     auto comms = comm::local_group(2);
     nn::GPT model(tiny_gpt());
     Schedule schedule = make_schedule(ScheduleKind::one_f_one_b, 3, 3);
-    GptStages mine = gpt_stages(model, partition_uniform(5, 3), schedule.layout, 0);
-    PipelineGroups groups;
-    groups.pipeline = comms[0].get();
-    REQUIRE_THROWS_WITH(Pipeline(groups, schedule, mine.chunks, mine.loss), Contains("3 ranks") && Contains("2"));
+    REQUIRE_THROWS_WITH(whole_model_pipeline(model, partition_uniform(5, 3), schedule, *comms[0]),
+                        Contains("3 ranks") && Contains("2"));
   }
   SECTION("a schedule that lists fewer ranks' actions than it has ranks") {
     // As a hand-written or CSV schedule may: refused with the executor's words before anything
@@ -572,10 +555,7 @@ TEST_CASE("runtime: bad configurations are clear errors", "[pipeline][runtime]")
     schedule.actions.pop_back();
     auto errors = test::run_ranks(comms, [&](comm::Communicator& c) {
       nn::GPT model(tiny_gpt());
-      GptStages mine = gpt_stages(model, partition_uniform(5, 2), schedule.layout, c.rank());
-      PipelineGroups groups;
-      groups.pipeline = &c;
-      Pipeline pipe(groups, schedule, mine.chunks, mine.loss, with_ties(mine.ties));
+      Pipeline pipe = whole_model_pipeline(model, partition_uniform(5, 2), schedule, c);
     });
     for (const std::string& e : errors) REQUIRE_THAT(e, Contains("lists 1 ranks' actions for P=2"));
   }
@@ -583,10 +563,7 @@ TEST_CASE("runtime: bad configurations are clear errors", "[pipeline][runtime]")
     auto comms = comm::local_group(1);
     nn::GPT model(tiny_gpt());
     Schedule schedule = make_schedule(ScheduleKind::gpipe, 1, 4);
-    GptStages mine = gpt_stages(model, partition_uniform(5, 1), schedule.layout, 0);
-    PipelineGroups groups;
-    groups.pipeline = comms[0].get();
-    Pipeline pipe(groups, schedule, mine.chunks, mine.loss);
+    Pipeline pipe = whole_model_pipeline(model, partition_uniform(5, 1), schedule, *comms[0]);
     Batch batch = make_batch(3, 1);
     REQUIRE_THROWS_WITH(pipe.forward_backward(batch.inputs, batch.targets), Contains("M=4") && Contains("3 inputs"));
   }
@@ -596,10 +573,8 @@ TEST_CASE("runtime: bad configurations are clear errors", "[pipeline][runtime]")
     config.dropout = 0.1;
     nn::GPT model(config);
     Schedule schedule = make_schedule(ScheduleKind::gpipe, 1, 2);
-    GptStages mine = gpt_stages(model, partition_uniform(5, 1), schedule.layout, 0);
-    PipelineGroups groups;
-    groups.pipeline = comms[0].get();
-    REQUIRE_THROWS_WITH(Pipeline(groups, schedule, mine.chunks, mine.loss, recomputing()), Contains("Dropout"));
+    REQUIRE_THROWS_WITH(whole_model_pipeline(model, partition_uniform(5, 1), schedule, *comms[0], recomputing()),
+                        Contains("Dropout"));
   }
 }
 
@@ -611,11 +586,8 @@ TEST_CASE("runtime: a rank that fails makes the others fail promptly, naming it"
   auto comms = comm::local_group(P, Device::cpu(), std::chrono::milliseconds(60'000));
   auto errors = test::run_ranks(comms, [&](comm::Communicator& comm) {
     nn::GPT model(tiny_gpt());
-    GptStages mine = gpt_stages(model, partition, schedule.layout, comm.rank());
     LossFn loss = [](const Tensor&, const Tensor&) -> Tensor { throw Error("the loss exploded"); };
-    PipelineGroups groups;
-    groups.pipeline = &comm;
-    Pipeline pipe(groups, schedule, mine.chunks, loss, with_ties(mine.ties));
+    Pipeline pipe = whole_model_pipeline(model, partition, schedule, comm, {}, loss);
     pipe.forward_backward(batch.inputs, batch.targets);
   });
   REQUIRE_THAT(errors[P - 1], Contains("the loss exploded"));
@@ -634,10 +606,7 @@ TEST_CASE("runtime: the trace holds every compute action of every rank", "[pipel
   std::vector<Trace> traces(P);
   auto errors = test::run_ranks(comms, [&](comm::Communicator& comm) {
     nn::GPT model(tiny_gpt());
-    GptStages mine = gpt_stages(model, partition, schedule.layout, comm.rank());
-    PipelineGroups groups;
-    groups.pipeline = &comm;
-    Pipeline pipe(groups, schedule, mine.chunks, mine.loss, tracing(with_ties(mine.ties)));
+    Pipeline pipe = whole_model_pipeline(model, partition, schedule, comm, tracing({}));
     pipe.forward_backward(batch.inputs, batch.targets);
     traces[size_t(comm.rank())] = pipe.last_trace();
   });

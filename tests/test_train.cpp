@@ -16,6 +16,7 @@
 #include "comm/thread_ranks.h"
 #include "test_util.h"
 #include "train_run.h"
+#include "trainer_runs.h"
 #include "train/command.h"
 #include "train/options.h"
 #include "tools/cli/matmul_choice.h"
@@ -388,19 +389,12 @@ TEST_CASE("training: save at step k, resume, run to n == an uninterrupted n-step
   TrainOptions o = tiny_options();  // 40 steps; warm-up and cosine decay both span the break
 
   Trainer uninterrupted(o);
-  while (uninterrupted.step() < o.steps) uninterrupted.train_step();
+  test::train_to(uninterrupted, o.steps);
 
-  {
-    Trainer first_half(o);
-    while (first_half.step() < 15) first_half.train_step();
-    first_half.save(ckpt.path);
-  }
-  TrainOptions resumed_options = o;
-  resumed_options.resume = ckpt.path;
-  Trainer resumed(resumed_options);
+  Trainer resumed(test::saved_at(o, 15, ckpt.path));
   REQUIRE(resumed.step() == 15);
   REQUIRE(resumed.resume_notes().empty());
-  while (resumed.step() < o.steps) resumed.train_step();
+  test::train_to(resumed, o.steps);
 
   REQUIRE(resumed.first_loss() == uninterrupted.first_loss());
   nn::StateDict a = uninterrupted.model().state_dict(), b = resumed.model().state_dict();

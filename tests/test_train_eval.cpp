@@ -16,6 +16,7 @@
 #include "pipeline/gpt_stages.h"
 #include "temp_dir.h"
 #include "test_util.h"
+#include "trainer_runs.h"
 #include "tools/train/pipeline_eval.h"
 #include "tools/train/trainer.h"
 
@@ -66,13 +67,7 @@ TEST_CASE("train eval: held-out accuracy through the stages equals one device's 
   test::TempDir dir("brigade_test_train_eval_sort");
   const std::string ckpt = (dir.path / "w.safetensors").string();
   TrainOptions o = sort_options();
-  {
-    Trainer trained(o);
-    while (trained.step() < o.steps) trained.train_step();
-    trained.save(ckpt);
-  }
-  TrainOptions again = o;
-  again.resume = ckpt;
+  const TrainOptions again = test::saved_at(o, o.steps, ckpt);
   // 300 examples: two prompts (256 + 44), so two micro-batches per decoding step.
   const Accuracy single = Trainer(again).evaluate(300);
   REQUIRE(single.tokens > 0.3);  // it learnt something: a wrong token would show
@@ -113,13 +108,7 @@ TEST_CASE("train eval: the validation loss through the stages equals one device'
   o.batch = 8;
   o.steps = 5;
   const std::string ckpt = (dir.path / "w.safetensors").string();
-  {
-    Trainer trained(o);
-    while (trained.step() < o.steps) trained.train_step();
-    trained.save(ckpt);
-  }
-  TrainOptions again = o;
-  again.resume = ckpt;
+  const TrainOptions again = test::saved_at(o, o.steps, ckpt);
   // 21 windows in batches of 8: the last batch is shorter (5 rows).
   const double single = Trainer(again).validation_loss(21);
   REQUIRE(std::isfinite(single));

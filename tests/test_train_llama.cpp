@@ -13,6 +13,7 @@
 #include "generate/saved_model.h"
 #include "grammar_text.h"
 #include "temp_dir.h"
+#include "trainer_runs.h"
 #include "train/options.h"
 #include "train/trainer.h"
 
@@ -71,27 +72,16 @@ TEST_CASE("train --arch llama: 2 stages x 2 replicas compute the one-device loss
   SECTION("a pipeline with replicas, every stage building its own layers") {
     const TrainOptions piped = parse(plus(tiny_llama_args(data.dir.path.string()),
                                           {"--stages", "2", "--replicas", "2", "--microbatches", "2", "--schedule", "zb-v"}));
-    std::ostringstream a, b;
-    const TrainSummary single = run_training(one, a), pipelined = run_training(piped, b);
-    INFO(b.str());
-    REQUIRE(pipelined.first_loss == Approx(single.first_loss).epsilon(1e-5));
-    REQUIRE(pipelined.last_loss == Approx(single.last_loss).epsilon(1e-4));
-    REQUIRE(pipelined.validation.back().second == Approx(single.validation.back().second).epsilon(1e-4));
+    test::require_pipelined_losses_match(one, piped);
   }
   SECTION("save at step 3, resume, run to 6 == an uninterrupted run; generate's loader builds the same llama") {
     TempDir ckpt("brigade_test_train_llama_ckpt");
     Trainer uninterrupted(one);
-    while (uninterrupted.step() < one.steps) uninterrupted.train_step();
-    {
-      Trainer first(one);
-      while (first.step() < 3) first.train_step();
-      first.save(ckpt.file("k.safetensors"));
-    }
-    TrainOptions again = one;
-    again.resume = ckpt.file("k.safetensors");
+    test::train_to(uninterrupted, one.steps);
+    const TrainOptions again = test::saved_at(one, 3, ckpt.file("k.safetensors"));
     Trainer resumed(again);
     REQUIRE(resumed.step() == 3);
-    while (resumed.step() < one.steps) resumed.train_step();
+    test::train_to(resumed, one.steps);
     const nn::StateDict want = uninterrupted.model().state_dict(), got = resumed.model().state_dict();
     REQUIRE(got.size() == want.size());
     REQUIRE(got.count("head.lm_head.weight"));

@@ -18,6 +18,7 @@
 #include "grammar_text.h"
 #include "temp_dir.h"
 #include "test_util.h"
+#include "trainer_runs.h"
 #include "data_prepare/command.h"
 #include "data_prepare/prepare.h"
 #include "export/command.h"
@@ -112,19 +113,13 @@ TEST_CASE("train --data: save at step k, resume, run to n == an uninterrupted ru
   TempDir ckpt("brigade_test_train_text_ckpt");
   const TrainOptions o = tiny_text_options(data.path());
   Trainer uninterrupted(o);
-  while (uninterrupted.step() < o.steps) uninterrupted.train_step();
-  {
-    Trainer first(o);
-    while (first.step() < 13) first.train_step();
-    first.save(ckpt.file("k.safetensors"));
-  }
+  test::train_to(uninterrupted, o.steps);
+  const TrainOptions again = test::saved_at(o, 13, ckpt.file("k.safetensors"));
   REQUIRE(nn::load_checkpoint(ckpt.file("k.safetensors")).metadata.at("data_position") == std::to_string(13 * 8));
-  TrainOptions again = o;
-  again.resume = ckpt.file("k.safetensors");
   Trainer resumed(again);
   REQUIRE(resumed.step() == 13);
   REQUIRE(resumed.data_position() == 13 * 8);
-  while (resumed.step() < o.steps) resumed.train_step();
+  test::train_to(resumed, o.steps);
   require_same_state(uninterrupted, resumed);
   REQUIRE(resumed.train_step() == uninterrupted.train_step());
 
@@ -158,14 +153,7 @@ TEST_CASE("train --data: a 2-stage pipeline with 2 data-parallel replicas comput
   piped.stages = 2;
   piped.replicas = 2;
   piped.microbatches = 2;
-  std::ostringstream a, b;
-  const TrainSummary single = run_training(one, a), pipelined = run_training(piped, b);
-  INFO(b.str());
-  // The replicas read disjoint halves of each step's rows; together they are the one device's batch,
-  // so the losses agree up to the order of float sums.
-  REQUIRE(pipelined.first_loss == Approx(single.first_loss).epsilon(1e-5));
-  REQUIRE(pipelined.last_loss == Approx(single.last_loss).epsilon(1e-4));
-  REQUIRE(pipelined.validation.back().second == Approx(single.validation.back().second).epsilon(1e-4));
+  test::require_pipelined_losses_match(one, piped);
 }
 
 TEST_CASE("train --data: --init-from starts from saved weights (brigade's or Hugging Face's) at step 0, and refuses "

@@ -66,6 +66,17 @@ void for_each_tap_row(const Geometry& g, int64_t kh, int64_t kw, RowFn&& row) {
   }
 }
 
+// for_each_tap_row over every tap of the kernel: row(tap, y_index, x_index, n), tap = kh * KW + kw
+// (the tap's index in a [KH, KW] weight plane).
+template <class RowFn>
+void for_each_tap(const Geometry& g, RowFn&& row) {
+  for (int64_t kh = 0; kh < g.KH; ++kh)
+    for (int64_t kw = 0; kw < g.KW; ++kw) {
+      const int64_t tap = kh * g.KW + kw;
+      for_each_tap_row(g, kh, kw, [&](int64_t yi, int64_t xi, int64_t n) { row(tap, yi, xi, n); });
+    }
+}
+
 // The three row operations. Each has a unit-stride path because a loop with a runtime stride does
 // not vectorise, and stride 1 is by far the common case.
 template <class T>
@@ -112,29 +123,30 @@ int64_t planes_per_chunk(int64_t work_per_plane) {
   return std::max<int64_t>(1, kMinWorkPerChunk / std::max<int64_t>(1, work_per_plane));
 }
 
+// Splits the outer * inner output planes among threads; plane(index, a, b) with index = a * inner + b
+// is called once per plane, work_per_plane sizing the chunks.
+template <class PlaneFn>
+void for_each_plane(int64_t outer, int64_t inner, int64_t work_per_plane, PlaneFn&& plane) {
+  parallel_for(outer * inner, planes_per_chunk(work_per_plane), [&](int64_t begin, int64_t end) {
+    for (int64_t index = begin; index < end; ++index) plane(index, index / inner, index % inner);
+  });
+}
+
 template <class T>
 void forward(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias, const Geometry& g) {
   const T* xd = x.data<T>();
   const T* wd = weight.data<T>();
   const T* bd = bias.defined() ? bias.data<T>() : nullptr;
   T* yd = y.data<T>();
-  int64_t work = g.C * g.taps() * g.out_plane();
-  parallel_for(g.N * g.O, planes_per_chunk(work), [&](int64_t begin, int64_t end) {
-    for (int64_t plane = begin; plane < end; ++plane) {  // plane = n * O + o
-      int64_t n = plane / g.O, o = plane % g.O;
-      T* out = yd + plane * g.out_plane();
-      std::fill(out, out + g.out_plane(), bd ? bd[o] : T(0));
-      for (int64_t c = 0; c < g.C; ++c) {
-        const T* in = xd + (n * g.C + c) * g.in_plane();
-        const T* w = wd + (o * g.C + c) * g.taps();
-        for (int64_t kh = 0; kh < g.KH; ++kh)
-          for (int64_t kw = 0; kw < g.KW; ++kw) {
-            T wv = w[kh * g.KW + kw];
-            for_each_tap_row(g, kh, kw, [&](int64_t yi, int64_t xi, int64_t len) {
-              gather_axpy(out + yi, in + xi, g.stride, len, wv);
-            });
-          }
-      }
+  for_each_plane(g.N, g.O, g.C * g.taps() * g.out_plane(), [&](int64_t plane, int64_t n, int64_t o) {
+    T* out = yd + plane * g.out_plane();
+    std::fill(out, out + g.out_plane(), bd ? bd[o] : T(0));
+    for (int64_t c = 0; c < g.C; ++c) {
+      const T* in = xd + (n * g.C + c) * g.in_plane();
+      const T* w = wd + (o * g.C + c) * g.taps();
+      for_each_tap(g, [&](int64_t tap, int64_t yi, int64_t xi, int64_t len) {
+        gather_axpy(out + yi, in + xi, g.stride, len, w[tap]);
+      });
     }
   });
 }
@@ -146,23 +158,15 @@ void backward_input(const Tensor& grad_x, const Tensor& grad_y, const Tensor& we
   const T* gyd = grad_y.data<T>();
   const T* wd = weight.data<T>();
   T* gxd = grad_x.data<T>();
-  int64_t work = g.O * g.taps() * g.out_plane();
-  parallel_for(g.N * g.C, planes_per_chunk(work), [&](int64_t begin, int64_t end) {
-    for (int64_t plane = begin; plane < end; ++plane) {  // plane = n * C + c
-      int64_t n = plane / g.C, c = plane % g.C;
-      T* gx = gxd + plane * g.in_plane();
-      std::fill(gx, gx + g.in_plane(), T(0));
-      for (int64_t o = 0; o < g.O; ++o) {
-        const T* gy = gyd + (n * g.O + o) * g.out_plane();
-        const T* w = wd + (o * g.C + c) * g.taps();
-        for (int64_t kh = 0; kh < g.KH; ++kh)
-          for (int64_t kw = 0; kw < g.KW; ++kw) {
-            T wv = w[kh * g.KW + kw];
-            for_each_tap_row(g, kh, kw, [&](int64_t yi, int64_t xi, int64_t len) {
-              scatter_axpy(gx + xi, g.stride, gy + yi, len, wv);
-            });
-          }
-      }
+  for_each_plane(g.N, g.C, g.O * g.taps() * g.out_plane(), [&](int64_t plane, int64_t n, int64_t c) {
+    T* gx = gxd + plane * g.in_plane();
+    std::fill(gx, gx + g.in_plane(), T(0));
+    for (int64_t o = 0; o < g.O; ++o) {
+      const T* gy = gyd + (n * g.O + o) * g.out_plane();
+      const T* w = wd + (o * g.C + c) * g.taps();
+      for_each_tap(g, [&](int64_t tap, int64_t yi, int64_t xi, int64_t len) {
+        scatter_axpy(gx + xi, g.stride, gy + yi, len, w[tap]);
+      });
     }
   });
 }
@@ -173,23 +177,15 @@ void backward_weight(const Tensor& grad_w, const Tensor& grad_y, const Tensor& x
   const T* gyd = grad_y.data<T>();
   const T* xd = x.data<T>();
   T* gwd = grad_w.data<T>();
-  int64_t work = g.N * g.taps() * g.out_plane();
-  parallel_for(g.O * g.C, planes_per_chunk(work), [&](int64_t begin, int64_t end) {
-    for (int64_t pair = begin; pair < end; ++pair) {  // pair = o * C + c
-      int64_t o = pair / g.C, c = pair % g.C;
-      T* gw = gwd + pair * g.taps();
-      std::fill(gw, gw + g.taps(), T(0));
-      for (int64_t n = 0; n < g.N; ++n) {
-        const T* gy = gyd + (n * g.O + o) * g.out_plane();
-        const T* in = xd + (n * g.C + c) * g.in_plane();
-        for (int64_t kh = 0; kh < g.KH; ++kh)
-          for (int64_t kw = 0; kw < g.KW; ++kw) {
-            T& acc = gw[kh * g.KW + kw];
-            for_each_tap_row(g, kh, kw, [&](int64_t yi, int64_t xi, int64_t len) {
-              acc += dot(gy + yi, in + xi, g.stride, len);
-            });
-          }
-      }
+  for_each_plane(g.O, g.C, g.N * g.taps() * g.out_plane(), [&](int64_t pair, int64_t o, int64_t c) {
+    T* gw = gwd + pair * g.taps();
+    std::fill(gw, gw + g.taps(), T(0));
+    for (int64_t n = 0; n < g.N; ++n) {
+      const T* gy = gyd + (n * g.O + o) * g.out_plane();
+      const T* in = xd + (n * g.C + c) * g.in_plane();
+      for_each_tap(g, [&](int64_t tap, int64_t yi, int64_t xi, int64_t len) {
+        gw[tap] += dot(gy + yi, in + xi, g.stride, len);
+      });
     }
   });
 }

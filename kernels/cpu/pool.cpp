@@ -34,36 +34,50 @@ int64_t planes_per_chunk(int64_t work_per_plane) {
   return std::max<int64_t>(1, kMinWorkPerChunk / std::max<int64_t>(1, work_per_plane));
 }
 
+// Calls plane_fn(plane) once for every plane, whole planes per thread.
+template <class PlaneFn>
+void for_each_plane(const Planes& g, int64_t work_per_plane, PlaneFn&& plane_fn) {
+  parallel_for(g.count, planes_per_chunk(work_per_plane), [&](int64_t begin, int64_t end) {
+    for (int64_t plane = begin; plane < end; ++plane) plane_fn(plane);
+  });
+}
+
+// Work per plane of a kernel that walks every window: each output pixel reads up to kernel^2 inputs.
+int64_t window_work(const Planes& g, const ops::Pool2dParams& p) { return g.OH * g.OW * p.kernel * p.kernel; }
+
+// Calls visit(o, rows, cols) for every output pixel of `plane` in output order: o is the pixel's
+// index into y, rows and cols its window clipped to the input plane.
+template <class VisitFn>
+void for_each_window(const Planes& g, const ops::Pool2dParams& p, int64_t plane, VisitFn&& visit) {
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    Window rows = window(oh, p, g.H);
+    for (int64_t ow = 0; ow < g.OW; ++ow) visit((plane * g.OH + oh) * g.OW + ow, rows, window(ow, p, g.W));
+  }
+}
+
 template <class T>
 void max_forward(const Tensor& y, const Tensor& indices, const Tensor& x, const ops::Pool2dParams& p) {
   Planes g = planes(x.shape(), y.shape());
   const T* xd = x.data<T>();
   T* yd = y.data<T>();
   int64_t* id = indices.data<int64_t>();
-  parallel_for(g.count, planes_per_chunk(g.OH * g.OW * p.kernel * p.kernel), [&](int64_t begin, int64_t end) {
-    for (int64_t plane = begin; plane < end; ++plane) {
-      const T* in = xd + plane * g.H * g.W;
-      for (int64_t oh = 0; oh < g.OH; ++oh) {
-        Window rows = window(oh, p, g.H);
-        for (int64_t ow = 0; ow < g.OW; ++ow) {
-          Window cols = window(ow, p, g.W);
-          // The op layer guarantees every window holds at least one real element (padding <=
-          // kernel / 2), so `best` always ends up naming one.
-          int64_t best = -1;
-          for (int64_t ih = rows.begin; ih < rows.end; ++ih)
-            for (int64_t iw = cols.begin; iw < cols.end; ++iw) {
-              int64_t i = ih * g.W + iw;
-              // Strictly greater keeps the first maximum on ties; a NaN beats any number (and the
-              // first NaN stays), so a NaN in the window shows up in the output.
-              bool better = best < 0 || in[i] > in[best] || (std::isnan(in[i]) && !std::isnan(in[best]));
-              if (better) best = i;
-            }
-          int64_t o = (plane * g.OH + oh) * g.OW + ow;
-          yd[o] = in[best];
-          id[o] = best;
+  for_each_plane(g, window_work(g, p), [&](int64_t plane) {
+    const T* in = xd + plane * g.H * g.W;
+    for_each_window(g, p, plane, [&](int64_t o, Window rows, Window cols) {
+      // The op layer guarantees every window holds at least one real element (padding <=
+      // kernel / 2), so `best` always ends up naming one.
+      int64_t best = -1;
+      for (int64_t ih = rows.begin; ih < rows.end; ++ih)
+        for (int64_t iw = cols.begin; iw < cols.end; ++iw) {
+          int64_t i = ih * g.W + iw;
+          // Strictly greater keeps the first maximum on ties; a NaN beats any number (and the
+          // first NaN stays), so a NaN in the window shows up in the output.
+          bool better = best < 0 || in[i] > in[best] || (std::isnan(in[i]) && !std::isnan(in[best]));
+          if (better) best = i;
         }
-      }
-    }
+      yd[o] = in[best];
+      id[o] = best;
+    });
   });
 }
 
@@ -74,37 +88,32 @@ void max_backward(const Tensor& grad_x, const Tensor& grad_y, const Tensor& indi
   const int64_t* id = indices.data<int64_t>();
   T* gxd = grad_x.data<T>();
   int64_t out_plane = g.OH * g.OW;
-  parallel_for(g.count, planes_per_chunk(out_plane + g.H * g.W), [&](int64_t begin, int64_t end) {
-    for (int64_t plane = begin; plane < end; ++plane) {
-      T* gx = gxd + plane * g.H * g.W;
-      std::fill(gx, gx + g.H * g.W, T(0));
-      for (int64_t o = plane * out_plane; o < (plane + 1) * out_plane; ++o) gx[id[o]] += gyd[o];
-    }
+  for_each_plane(g, out_plane + g.H * g.W, [&](int64_t plane) {
+    T* gx = gxd + plane * g.H * g.W;
+    std::fill(gx, gx + g.H * g.W, T(0));
+    for (int64_t o = plane * out_plane; o < (plane + 1) * out_plane; ++o) gx[id[o]] += gyd[o];
   });
 }
+
+// count_include_pad: the divisor is the full window, padding included (the op layer rules out
+// windows that would hang past the padding, so every window has kernel^2 positions).
+template <class T>
+T inverse_area(const ops::Pool2dParams& p) { return T(1) / T(p.kernel * p.kernel); }
 
 template <class T>
 void avg_forward(const Tensor& y, const Tensor& x, const ops::Pool2dParams& p) {
   Planes g = planes(x.shape(), y.shape());
   const T* xd = x.data<T>();
   T* yd = y.data<T>();
-  // count_include_pad: the divisor is the full window, padding included (the op layer rules out
-  // windows that would hang past the padding, so every window has kernel^2 positions).
-  const T inv_area = T(1) / T(p.kernel * p.kernel);
-  parallel_for(g.count, planes_per_chunk(g.OH * g.OW * p.kernel * p.kernel), [&](int64_t begin, int64_t end) {
-    for (int64_t plane = begin; plane < end; ++plane) {
-      const T* in = xd + plane * g.H * g.W;
-      for (int64_t oh = 0; oh < g.OH; ++oh) {
-        Window rows = window(oh, p, g.H);
-        for (int64_t ow = 0; ow < g.OW; ++ow) {
-          Window cols = window(ow, p, g.W);
-          T sum = 0;
-          for (int64_t ih = rows.begin; ih < rows.end; ++ih)
-            for (int64_t iw = cols.begin; iw < cols.end; ++iw) sum += in[ih * g.W + iw];
-          yd[(plane * g.OH + oh) * g.OW + ow] = sum * inv_area;
-        }
-      }
-    }
+  const T inv_area = inverse_area<T>(p);
+  for_each_plane(g, window_work(g, p), [&](int64_t plane) {
+    const T* in = xd + plane * g.H * g.W;
+    for_each_window(g, p, plane, [&](int64_t o, Window rows, Window cols) {
+      T sum = 0;
+      for (int64_t ih = rows.begin; ih < rows.end; ++ih)
+        for (int64_t iw = cols.begin; iw < cols.end; ++iw) sum += in[ih * g.W + iw];
+      yd[o] = sum * inv_area;
+    });
   });
 }
 
@@ -113,21 +122,15 @@ void avg_backward(const Tensor& grad_x, const Tensor& grad_y, const ops::Pool2dP
   Planes g = planes(grad_x.shape(), grad_y.shape());
   const T* gyd = grad_y.data<T>();
   T* gxd = grad_x.data<T>();
-  const T inv_area = T(1) / T(p.kernel * p.kernel);
-  parallel_for(g.count, planes_per_chunk(g.OH * g.OW * p.kernel * p.kernel), [&](int64_t begin, int64_t end) {
-    for (int64_t plane = begin; plane < end; ++plane) {
-      T* gx = gxd + plane * g.H * g.W;
-      std::fill(gx, gx + g.H * g.W, T(0));
-      for (int64_t oh = 0; oh < g.OH; ++oh) {
-        Window rows = window(oh, p, g.H);
-        for (int64_t ow = 0; ow < g.OW; ++ow) {
-          Window cols = window(ow, p, g.W);
-          T share = gyd[(plane * g.OH + oh) * g.OW + ow] * inv_area;  // every position got 1/area of y
-          for (int64_t ih = rows.begin; ih < rows.end; ++ih)
-            for (int64_t iw = cols.begin; iw < cols.end; ++iw) gx[ih * g.W + iw] += share;
-        }
-      }
-    }
+  const T inv_area = inverse_area<T>(p);
+  for_each_plane(g, window_work(g, p), [&](int64_t plane) {
+    T* gx = gxd + plane * g.H * g.W;
+    std::fill(gx, gx + g.H * g.W, T(0));
+    for_each_window(g, p, plane, [&](int64_t o, Window rows, Window cols) {
+      T share = gyd[o] * inv_area;  // every position got 1/area of y
+      for (int64_t ih = rows.begin; ih < rows.end; ++ih)
+        for (int64_t iw = cols.begin; iw < cols.end; ++iw) gx[ih * g.W + iw] += share;
+    });
   });
 }
 

@@ -2,6 +2,8 @@
 // each line summed in double, so the result does not depend on the thread count.
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
+#include <utility>
 
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/strided.h"
@@ -21,70 +23,65 @@ T line_max(const T* x, int64_t n, int64_t s) {
   return m;
 }
 
+// for_each_line over `out` and `inputs`, all of out's float dtype: line(out, inputs..., steps, n)
+// gets each line's typed start pointers, steps[0] being out's stride and steps[1 + k] the k-th input's.
+template <class LineFn, class... Inputs>
+void for_each_float_line(const char* op, int64_t dim, LineFn&& line, const Tensor& out, const Inputs&... inputs) {
+  visit_float(out.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    [&]<size_t... I>(std::index_sequence<I...>) {
+      for_each_line(out.shape(), dim, {&out, &inputs...}, [&](const Ptrs& p, const Steps& st, int64_t n) {
+        line(reinterpret_cast<T*>(p[0]), reinterpret_cast<const T*>(p[I + 1])..., st, n);
+      });
+    }(std::index_sequence_for<Inputs...>{});
+  });
+}
+
 }  // namespace
 
 void softmax(const Tensor& y, const Tensor& x, int64_t dim) {
-  visit_float(y.dtype(), "softmax", [&](auto tag) {
-    using T = decltype(tag);
-    for_each_line(y.shape(), dim, {&y, &x}, [](const Ptrs& p, const Steps& st, int64_t n) {
-      T* out = reinterpret_cast<T*>(p[0]);
-      const T* in = reinterpret_cast<const T*>(p[1]);
-      const int64_t so = st[0], si = st[1];
-      const T m = line_max(in, n, si);
-      double total = 0;
-      for (int64_t i = 0; i < n; ++i) {
-        const T e = std::exp(in[i * si] - m);
-        out[i * so] = e;
-        total += e;
-      }
-      const T inv = T(1.0 / total);
-      for (int64_t i = 0; i < n; ++i) out[i * so] *= inv;
-    });
-  });
+  for_each_float_line("softmax", dim, [](auto* out, const auto* in, const Steps& st, int64_t n) {
+    using T = std::remove_pointer_t<decltype(out)>;
+    const T m = line_max(in, n, st[1]);
+    double total = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const T e = std::exp(in[i * st[1]] - m);
+      out[i * st[0]] = e;
+      total += e;
+    }
+    const T inv = T(1.0 / total);
+    for (int64_t i = 0; i < n; ++i) out[i * st[0]] *= inv;
+  }, y, x);
 }
 
 void log_softmax(const Tensor& y, const Tensor& x, int64_t dim) {
-  visit_float(y.dtype(), "log_softmax", [&](auto tag) {
-    using T = decltype(tag);
-    for_each_line(y.shape(), dim, {&y, &x}, [](const Ptrs& p, const Steps& st, int64_t n) {
-      T* out = reinterpret_cast<T*>(p[0]);
-      const T* in = reinterpret_cast<const T*>(p[1]);
-      const int64_t so = st[0], si = st[1];
-      const T m = line_max(in, n, si);
-      double total = 0;
-      for (int64_t i = 0; i < n; ++i) total += std::exp(in[i * si] - m);
-      const T log_total = T(std::log(total));
-      for (int64_t i = 0; i < n; ++i) out[i * so] = (in[i * si] - m) - log_total;
-    });
-  });
+  for_each_float_line("log_softmax", dim, [](auto* out, const auto* in, const Steps& st, int64_t n) {
+    using T = std::remove_pointer_t<decltype(out)>;
+    const T m = line_max(in, n, st[1]);
+    double total = 0;
+    for (int64_t i = 0; i < n; ++i) total += std::exp(in[i * st[1]] - m);
+    const T log_total = T(std::log(total));
+    for (int64_t i = 0; i < n; ++i) out[i * st[0]] = (in[i * st[1]] - m) - log_total;
+  }, y, x);
 }
 
 void softmax_backward(const Tensor& grad_x, const Tensor& grad_y, const Tensor& y, int64_t dim) {
-  visit_float(grad_x.dtype(), "softmax_backward", [&](auto tag) {
-    using T = decltype(tag);
-    for_each_line(grad_x.shape(), dim, {&grad_x, &grad_y, &y}, [](const Ptrs& p, const Steps& st, int64_t n) {
-      T* gx = reinterpret_cast<T*>(p[0]);
-      const T* gy = reinterpret_cast<const T*>(p[1]);
-      const T* yv = reinterpret_cast<const T*>(p[2]);
-      double dot = 0;
-      for (int64_t i = 0; i < n; ++i) dot += double(gy[i * st[1]]) * double(yv[i * st[2]]);
-      for (int64_t i = 0; i < n; ++i) gx[i * st[0]] = yv[i * st[2]] * (gy[i * st[1]] - T(dot));
-    });
-  });
+  for_each_float_line("softmax_backward", dim, [](auto* gx, const auto* gy, const auto* yv, const Steps& st, int64_t n) {
+    using T = std::remove_pointer_t<decltype(gx)>;
+    double dot = 0;
+    for (int64_t i = 0; i < n; ++i) dot += double(gy[i * st[1]]) * double(yv[i * st[2]]);
+    for (int64_t i = 0; i < n; ++i) gx[i * st[0]] = yv[i * st[2]] * (gy[i * st[1]] - T(dot));
+  }, grad_x, grad_y, y);
 }
 
 void log_softmax_backward(const Tensor& grad_x, const Tensor& grad_y, const Tensor& y, int64_t dim) {
-  visit_float(grad_x.dtype(), "log_softmax_backward", [&](auto tag) {
-    using T = decltype(tag);
-    for_each_line(grad_x.shape(), dim, {&grad_x, &grad_y, &y}, [](const Ptrs& p, const Steps& st, int64_t n) {
-      T* gx = reinterpret_cast<T*>(p[0]);
-      const T* gy = reinterpret_cast<const T*>(p[1]);
-      const T* yv = reinterpret_cast<const T*>(p[2]);
-      double total = 0;
-      for (int64_t i = 0; i < n; ++i) total += gy[i * st[1]];
-      for (int64_t i = 0; i < n; ++i) gx[i * st[0]] = gy[i * st[1]] - std::exp(yv[i * st[2]]) * T(total);
-    });
-  });
+  for_each_float_line("log_softmax_backward", dim,
+                      [](auto* gx, const auto* gy, const auto* yv, const Steps& st, int64_t n) {
+    using T = std::remove_pointer_t<decltype(gx)>;
+    double total = 0;
+    for (int64_t i = 0; i < n; ++i) total += gy[i * st[1]];
+    for (int64_t i = 0; i < n; ++i) gx[i * st[0]] = gy[i * st[1]] - std::exp(yv[i * st[2]]) * T(total);
+  }, grad_x, grad_y, y);
 }
 
 }  // namespace brigade::cpu
