@@ -174,7 +174,8 @@ void NcclCommunicator::run_connect(const std::vector<Link>& links, const Deadlin
 // waits until the ring's or tree's neighbours reach the same first use (NCCL's source: src/group.cc,
 // ncclCollPreconnect; the emulator models it). enqueue polls that wait holding mutex_ (so the
 // watchdog and an abort wait too), and an all_reduce_async started mid-backward would hold the host
-// there. So each use runs once here, on zeros, in the order given: the calls to come then pick the
+// there. So each use runs once here, on zeros, in the order Communicator::connect_collectives put them
+// in (sorted and without repeats: the same on every rank): the calls to come then pick the
 // same algorithms, already connected. The host waits for them, as for a barrier.
 void NcclCommunicator::run_connect_collectives(const std::vector<CollectiveUse>& uses, const Deadline& deadline) {
   cuda::DeviceGuard guard(device().index);

@@ -14,6 +14,7 @@ CapturedStep::CapturedStep(AdamW& optimizer, std::function<Tensor()> step)
 Tensor CapturedStep::run() {
   if (!graph_.captured()) {
     const std::vector<Tensor> params = optimizer_.parameters();
+    BRIGADE_CHECK(!params.empty(), "CapturedStep: the optimizer has no parameters to capture a step of");
     BRIGADE_CHECK(params[0].device().is_cuda(), "CapturedStep: the optimizer's parameters are on ",
                   params[0].device().str(), "; a CUDA graph needs them on a GPU");
     try {

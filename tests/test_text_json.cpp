@@ -345,3 +345,14 @@ TEST_CASE("tokenizer.json: what brigade does not implement is refused, naming th
                Contains(file + "decoder must be ByteLevel"));
   REQUIRE_THAT(refusal("{\"model\": "), Contains(file + "invalid JSON tokenizer.json at byte"));
 }
+
+TEST_CASE("tokenizer.json: an added token's content is text as written, not the byte alphabet", "[text]") {
+  // "é!" is also how the byte alphabet spells the bytes 0xE9 0x21; as an added token it stands for its
+  // own UTF-8 bytes, and encoding and decoding keep them.
+  TinyJson tiny;
+  tiny.added += ",\n    {\"id\": 266, \"content\": \"\u00E9!\", \"special\": false}";
+  const Tokenizer t = parse_tokenizer_json(tiny.text(), "tiny/tokenizer.json");
+  REQUIRE(t.encode("caf\u00E9!") == cat({bytes_of("caf"), {266}}));
+  REQUIRE(t.decode({266}) == "\u00E9!");
+  REQUIRE(t.decode(t.encode("caf\u00E9! <tool>")) == "caf\u00E9! <tool>");
+}

@@ -67,6 +67,11 @@ Tokenizer::Tokenizer(std::vector<std::string> tokens, const std::vector<std::pai
     BRIGADE_CHECK(tokens_[size_t(t.id)] == t.content, origin.who, ": ", origin.vocab, ": the added token ",
                   quoted(t.content), " has id ", t.id, ", which is the token ", quoted(tokens_[size_t(t.id)]));
     eot_listed = eot_listed || t.content == kEndOfText;
+    // An added token's content is text as written, not in the byte alphabet: "é" stands for its two
+    // UTF-8 bytes, not for the byte 0xE9 its symbol would spell.
+    bytes_[size_t(t.id)] = t.content;
+    if (added_id_.empty()) added_id_.assign(tokens_.size(), 0);
+    added_id_[size_t(t.id)] = 1;
   }
   if (eot_ && !eot_listed) rules.added.push_back({*eot_, std::string(kEndOfText), /*special=*/true});
   added_ = AddedTokenMatcher(std::move(rules.added));
@@ -94,7 +99,10 @@ Tokenizer::Tokenizer(std::vector<std::string> tokens, const std::vector<std::pai
 
 void Tokenizer::encode_piece(std::string_view piece, std::vector<TokenId>& out) const {
   if (ignore_merges_) {
-    if (const auto it = ids_.find(bytes_to_symbols(piece)); it != ids_.end()) {
+    // Hugging Face looks the piece up in the BPE vocabulary only: an added token is matched before
+    // pre-tokenisation or not at all.
+    const auto it = ids_.find(bytes_to_symbols(piece));
+    if (it != ids_.end() && (added_id_.empty() || !added_id_[size_t(it->second)])) {
       out.push_back(it->second);
       return;
     }

@@ -122,7 +122,8 @@ class Tokenizer {
   void encode_ordinary(std::string_view text, std::vector<TokenId>& out) const;
 
   std::vector<std::string> tokens_;  // id -> text in the byte alphabet
-  std::vector<std::string> bytes_;   // id -> the bytes it stands for
+  std::vector<std::string> bytes_;   // id -> the bytes it stands for (an added token's: its content as written)
+  std::vector<char> added_id_;       // id -> 1 for an added token (not a BPE vocabulary entry)
   std::unordered_map<std::string, TokenId> ids_;
   std::vector<Merge> merges_;
   MergeTable table_;  // the merges as applied (text/merge_table.h)

@@ -151,7 +151,11 @@ size_t memory_in_use(Device device, bool peak) {
 struct StepMemory {
   MemoryFloor floor;
   size_t peak = 0;             // the allocator's high-water mark over the step
-  size_t runtime_bytes = 0;    // GPU only: the runtime's count after the step, less its count before
+  // GPU only: the runtime's count after the step, less what it held before besides tensors (its count
+  // then, less the allocator's bytes in use): every block held for tensors once the step is done —
+  // the weights and state it kept, and what the step made the allocator obtain.
+  size_t runtime_bytes = 0;
+  bool replayed = false;  // the step was a CUDA graph's replay, whose memory was obtained at capture
 };
 
 // cuBLAS's workspace when the step's GEMMs may run there (kernels/cuda/gemm_cublas.cpp's size).
@@ -169,14 +173,20 @@ StepMemory measure_step_memory(const Options& o, Device device, nn::GPT& model, 
   size_t runtime_before = 0;
   if (device.is_cuda()) {
     cuda_empty_cache();
-    runtime_before = cuda_runtime_bytes_in_use(device) - memory_in_use(device, false);
+    const size_t total = cuda_runtime_bytes_in_use(device), tensors = memory_in_use(device, false);
+    runtime_before = total > tensors ? total - tensors : 0;
     reset_peak_memory(device);
   } else {
     reset_host_peak_memory();
   }
   step();
   m.peak = memory_in_use(device, true);
-  if (device.is_cuda()) m.runtime_bytes = cuda_runtime_bytes_in_use(device) - runtime_before;
+  if (device.is_cuda()) {
+    // Another process on the GPU may free memory in between: never a wrapped-around count.
+    const size_t after = cuda_runtime_bytes_in_use(device);
+    m.runtime_bytes = after > runtime_before ? after - runtime_before : 0;
+  }
+  m.replayed = o.cuda_graph;
   return m;
 }
 
@@ -186,7 +196,8 @@ void print_step_memory(std::ostream& out, const StepMemory& m, bool terms) {
   const size_t floor = m.floor.bytes();
   out << "memory floor: " << mib(floor) << " (the least a step must hold); measured peak "
       << format_fixed(double(m.peak) / double(floor), 3) << "x of it";
-  if (m.runtime_bytes > 0) out << "; the runtime counted " << mib(m.runtime_bytes) << " obtained over the step";
+  if (m.runtime_bytes > 0) out << "; the runtime counted " << mib(m.runtime_bytes) << " held for tensors after it";
+  if (m.replayed) out << " (a graph replay: its blocks were obtained at capture and stay with the graph)";
   out << "\n";
   if (!terms) return;
   out << "  at the start of the backward (" << mib(m.floor.backward_start_bytes) << "):\n";

@@ -1,5 +1,6 @@
 #include "init_from_model.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <optional>
 
@@ -73,7 +74,12 @@ void take_init_from_model(const std::vector<std::string>& args, TrainOptions& o)
       !std::filesystem::is_directory(std::filesystem::path(o.data) / "tokenizer", ec))
     o.vocab = file.vocab_size;
   // The context: shorter than the file's positions is fine; a GPT-2 has no positions past them.
-  if (!cli::flag_given(args, "--context") && !preset) o.context = file.block_size;
+  // Without --context a GPT-2 trains on its whole window (1024); a llama's max_position_embeddings
+  // is what its rotary positions reach (131072 for LLaMA 3), far past a fine-tuning window's memory,
+  // so it takes at most kDefaultLlamaContext (the run report prints the context used).
+  constexpr int64_t kDefaultLlamaContext = 2048;
+  if (!cli::flag_given(args, "--context") && !preset)
+    o.context = llama ? std::min(file.block_size, kDefaultLlamaContext) : file.block_size;
   else if (!llama && o.context > file.block_size)
     cli::bad_flag("--context", std::to_string(o.context) + " is longer than the " + std::to_string(file.block_size) +
                                    " learned positions of --init-from's GPT-2 (" + source + ", n_positions)");
