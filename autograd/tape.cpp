@@ -43,6 +43,11 @@ NodeInput input_of(const Tensor& t) {
 // A backward that reads a saved input which was modified in place since would compute a wrong
 // gradient without any sign of it; refuse instead. (An input nobody holds any more cannot have been
 // written since it was dropped, and its backward does not read it.)
+// That parenthesis is a contract on the ops: a backward closure saves the very input Tensor the node
+// lists (or nothing of it, or its output), never another handle to its storage (x.detach(), a view
+// of x), which would keep the bytes alive and writable after the watched Tensor is gone, unseen
+// here. Every closure in autograd/functions keeps to it; a new op that must save another handle
+// should save the input itself as well.
 void check_versions(const Node& node) {
   for (size_t i = 0; i < node.inputs.size(); ++i) {
     const NodeInput& in = node.inputs[i];
