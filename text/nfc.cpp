@@ -26,15 +26,42 @@ void decompose(uint32_t cp, std::vector<uint32_t>& out) {
     if (s % kTCount != 0) out.push_back(kTBase + s % kTCount);
     return;
   }
-  const Decomposition* end = kDecompositions + kDecompositionsCount;
-  const Decomposition* d = std::lower_bound(kDecompositions, end, cp,
-                                            [](const Decomposition& x, uint32_t v) { return x.code_point < v; });
-  if (d == end || d->code_point != cp) {
+  // The entry of `cp` in one of the sorted tables, or null.
+  const auto find = [cp](const auto* table, size_t count) {
+    const auto* end = table + count;
+    const auto* d = std::lower_bound(table, end, cp, [](const auto& x, uint32_t v) { return x.code_point < v; });
+    return d != end && d->code_point == cp ? d : nullptr;
+  };
+  if (const SingleDecomposition* d = find(kSingleDecompositions, kSingleDecompositionsCount)) {
+    decompose(d->target, out);
+  } else if (const PairDecomposition* p = find(kPairDecompositions, kPairDecompositionsCount)) {
+    decompose(p->first, out);
+    decompose(p->second, out);
+  } else {
     out.push_back(cp);
-    return;
   }
-  decompose(d->first, out);
-  if (d->second != 0) decompose(d->second, out);
+}
+
+// The primary composites, (first, second) -> composite sorted by the pair: the pair decompositions
+// less the exclusions, made once.
+struct Composition {
+  uint32_t first, second, composite;
+};
+const std::vector<Composition>& compositions() {
+  static const std::vector<Composition> table = [] {
+    std::vector<Composition> t;
+    const uint32_t* excluded_end = kCompositionExclusions + kCompositionExclusionsCount;
+    for (size_t i = 0; i < kPairDecompositionsCount; ++i) {
+      const PairDecomposition& p = kPairDecompositions[i];
+      if (!std::binary_search(kCompositionExclusions, excluded_end, p.code_point))
+        t.push_back({p.first, p.second, p.code_point});
+    }
+    std::sort(t.begin(), t.end(), [](const Composition& x, const Composition& y) {
+      return std::make_pair(x.first, x.second) < std::make_pair(y.first, y.second);
+    });
+    return t;
+  }();
+  return table;
 }
 
 std::optional<uint32_t> compose(uint32_t first, uint32_t second) {
@@ -43,8 +70,9 @@ std::optional<uint32_t> compose(uint32_t first, uint32_t second) {
   if (first >= kSBase && first < kSBase + kSCount && (first - kSBase) % kTCount == 0 && second > kTBase &&
       second < kTBase + kTCount)
     return first + (second - kTBase);
-  const Composition* end = kCompositions + kCompositionsCount;
-  const Composition* c = std::lower_bound(kCompositions, end, std::make_pair(first, second),
+  const std::vector<Composition>& table = compositions();
+  const auto end = table.end();
+  const auto c = std::lower_bound(table.begin(), end, std::make_pair(first, second),
                                           [](const Composition& x, const std::pair<uint32_t, uint32_t>& v) {
                                             return std::make_pair(x.first, x.second) < v;
                                           });

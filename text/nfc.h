@@ -6,7 +6,7 @@
 // recursively: U+1E69 is U+1E63 U+0307 is s U+0323 U+0307), put each run of combining marks in
 // canonical order (a stable sort by canonical combining class), then compose each mark with the
 // starter before it where a primary composite exists and no mark between them blocks it. Hangul
-// syllables decompose and compose by arithmetic. The tables (text/unicode_nfc.cpp) are generated
+// syllables decompose and compose by arithmetic. The tables (text/unicode_combining.cpp, text/unicode_nfc.cpp) are generated
 // from Python's Unicode database by scripts/gen_unicode_nfc.py, as the pre-tokeniser's classes are
 // (text/unicode_classes.h), and from the same Unicode version.
 //
@@ -27,22 +27,26 @@ std::string nfc(std::string_view text);
 // The canonical combining class of `code_point` (0 for a starter).
 uint8_t combining_class(uint32_t code_point);
 
-// The generated tables (unicode_nfc.cpp), each sorted by its first field(s).
+// The generated tables (scripts/gen_unicode_nfc.py: unicode_combining.cpp, unicode_nfc.cpp), each
+// sorted by code point.
 struct CombiningClassRange {
   uint32_t first, last;
   uint8_t combining_class;
 };
-struct Decomposition {
-  uint32_t code_point, first, second;  // second 0: a one-code-point mapping
+struct SingleDecomposition {  // never composed back (NFC excludes singletons)
+  uint32_t code_point, target;
 };
-struct Composition {
-  uint32_t first, second, composite;
+struct PairDecomposition {
+  uint32_t code_point, first, second;
 };
 extern const CombiningClassRange kCombiningClassRanges[];
 extern const size_t kCombiningClassRangesCount;
-extern const Decomposition kDecompositions[];
-extern const size_t kDecompositionsCount;
-extern const Composition kCompositions[];
-extern const size_t kCompositionsCount;
+extern const SingleDecomposition kSingleDecompositions[];
+extern const size_t kSingleDecompositionsCount;
+extern const PairDecomposition kPairDecompositions[];
+extern const size_t kPairDecompositionsCount;
+// The pairs NFC does not compose back; every other pair is a primary composite.
+extern const uint32_t kCompositionExclusions[];
+extern const size_t kCompositionExclusionsCount;
 
 }  // namespace brigade::text
