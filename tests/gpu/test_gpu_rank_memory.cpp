@@ -15,6 +15,7 @@
 #include <regex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/memory_account.h"
@@ -124,16 +125,20 @@ std::vector<double> report_ratios(const std::string& text) {
 
 TEST_CASE("gpu train: rank threads sharing a GPU each report and record their own device peak",
           "[gpu][train][memory]") {
-  for (int P : {2, 4}) {
-    DYNAMIC_SECTION("--stages " << P) {
+  // A llama (grouped kv heads, untied head: no tie between the first and last stage) as well as GPT-2.
+  for (const auto& [P, arch] : {std::pair{2, "gpt2"}, std::pair{4, "gpt2"}, std::pair{4, "llama"}}) {
+    DYNAMIC_SECTION("--stages " << P << " --arch " << arch) {
       test::TempDir dir;
       const std::string metrics = dir.file("m.jsonl");
       cuda_empty_cache();
       reset_peak_memory(kGpu);
-      const std::string out = test::train_ok(
-          {"--device", "cuda", "--stages", std::to_string(P), "--layers", "2", "--heads", "2", "--embd", "32",
-           "--digits", "4", "--batch", "8", "--microbatches", "4", "--steps", "2", "--warmup", "1", "--eval", "4",
-           "--log-every", "1", "--trace", "none", "--svg", "none", "--metrics", metrics, "--curves", "none"});
+      std::vector<std::string> args = {
+          "--device", "cuda", "--stages", std::to_string(P), "--layers", "2", "--heads", "2", "--embd", "32",
+          "--digits", "4", "--batch", "8", "--microbatches", "4", "--steps", "2", "--warmup", "1", "--eval", "4",
+          "--log-every", "1", "--trace", "none", "--svg", "none", "--metrics", metrics, "--curves", "none",
+          "--arch", arch};
+      if (std::string(arch) == "llama") args.insert(args.end(), {"--kv-heads", "1", "--untied"});
+      const std::string out = test::train_ok(args);
       INFO(out);
       REQUIRE_THAT(out, Catch::Contains("memory (last step, device)"));
       // Each rank's measured peak is near what its own layers, gradients, optimizer state and
